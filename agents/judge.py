@@ -1,0 +1,100 @@
+"""The ``Judge`` port: what the judging core asks of any judge, HTTP or offline.
+
+A judge receives one rendered prompt for one ordering of one pair and returns the reply text. The
+core validates that text itself, so every judge (including the offline one) goes through the same
+strict validation and re-ask path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from schemas import JudgeInfo
+from schemas.rubric import HeadToHeadRubric, PairwiseRubric, TieBreakWeights, ToneStyleRubric
+
+TemplateKind = Literal["tone_style", "head_to_head", "pairwise", "tiebreak"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSlots:
+    """The structured contents of a rendered prompt, in the positions shown.
+
+    HTTP judges ignore this and send ``messages``; the offline judge scores from it, so it never has
+    to parse its own prompt back apart. Model-identifying metadata is already stripped.
+    """
+
+    output_a: str
+    output_b: str
+    task_prompt: str
+    task_context: str | None
+    rubric: ToneStyleRubric | HeadToHeadRubric | PairwiseRubric | None
+    tiebreak: TieBreakWeights | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeRequest:
+    template: TemplateKind
+    messages: tuple[ChatMessage, ...]
+    #: JSON Schema of the expected reply, for structured-output modes.
+    response_schema: dict[str, Any]
+    schema_name: str
+    slots: PromptSlots
+    #: 0 for the first ask; re-asks carry the validation error in ``messages`` and count up.
+    attempt: int = 0
+    #: True on the tie-break's forced-choice re-ask.
+    forced_choice: bool = False
+    #: Which ordering this prompt shows: "AB" shows the pair's first candidate as A.
+    order: Literal["AB", "BA"] = "AB"
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeResponse:
+    text: str
+    #: The model the server says answered; may differ from the one requested (a silent reroute).
+    model: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """One judge endpoint. Implementations must be safe to call concurrently."""
+
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def temperature(self) -> float: ...
+
+    @property
+    def heuristic(self) -> bool: ...
+
+    async def complete(self, request: JudgeRequest) -> JudgeResponse:
+        """Answer one prompt. Raise ``JudgeUnavailable``/``JudgeRejected`` on failure, never return junk."""
+        ...
+
+
+def judge_info(judge: Judge, prompt_template_hash: str) -> JudgeInfo:
+    return JudgeInfo(
+        provider=judge.provider,
+        model=judge.model,
+        version=judge.version,
+        prompt_template_hash=prompt_template_hash,
+        temperature=judge.temperature,
+        heuristic=judge.heuristic,
+    )

@@ -1,0 +1,53 @@
+"""The judging policy: every threshold and switch of DESIGN §2, in one immutable value.
+
+The Faust edge holds the current ``Policy`` and swaps it when ``pairjudge.control`` says so
+(:meth:`Policy.apply`), so a decision always sees one consistent set of settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from schemas.events import ControlUpdate
+from schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    primary_confidence_threshold: float = 0.7  # DESIGN §2.5
+    tiebreak_enabled: bool = True  # live-switchable via control topic later
+    tiebreak_confidence_threshold: float = 0.6  # seed 002 forced-choice re-ask threshold
+    max_reasks: int = 2  # re-asks after the first ask, carrying the validation error
+    audit_share: float = 0.0  # 0..1 share of automatic verdicts also sent to review as audit
+    max_output_chars: int = 20_000  # per candidate output; larger -> InputRejected("oversized_output", ...)
+    max_prompt_chars: int = 20_000
+    default_tiebreak: TieBreakWeights = DEFAULT_TIEBREAK_WEIGHTS
+    kappa_guard_tripped: bool = False  # when True, every decision routes to review reason "kappa_guard"
+
+    def __post_init__(self) -> None:
+        # A bad control message must fail loudly here, not silently turn every pair into a verdict.
+        for name in ("primary_confidence_threshold", "tiebreak_confidence_threshold", "audit_share"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1], got {value!r}")
+        if self.max_reasks < 0:
+            raise ValueError(f"max_reasks must be >= 0, got {self.max_reasks!r}")
+        if self.max_output_chars < 1 or self.max_prompt_chars < 1:
+            raise ValueError("max_output_chars and max_prompt_chars must be positive")
+
+    def apply(self, update: ControlUpdate) -> Policy:
+        """This policy with one live setting from ``pairjudge.control`` changed (validated like the rest)."""
+        if update.key == "tiebreak_enabled":
+            if not isinstance(update.value, bool):
+                raise ValueError(f"tiebreak_enabled needs a boolean, got {update.value!r}")
+            return dataclasses.replace(self, tiebreak_enabled=update.value)
+        if isinstance(update.value, bool):
+            # bool is an int subclass; "threshold = true" is a mistake, not 1.0.
+            raise ValueError(f"{update.key} needs a number, got {update.value!r}")
+        value = float(update.value)
+        if update.key == "tiebreak_confidence_threshold":
+            return dataclasses.replace(self, tiebreak_confidence_threshold=value)
+        if update.key == "primary_confidence_threshold":
+            return dataclasses.replace(self, primary_confidence_threshold=value)
+        return dataclasses.replace(self, audit_share=value)

@@ -1,0 +1,99 @@
+"""A scripted ``Judge`` for tests: it answers from a list or a function and records every request.
+
+    ScriptedJudge([reply_1, reply_2, ...])                 # consumed in call order, across orderings
+    ScriptedJudge(lambda request: ...)                     # per request: return text or an exception
+
+The callable form lets a test answer AB and BA differently (``request.slots.output_a`` tells them
+apart) and simulate failures (return or raise ``JudgeUnavailable``). ``on_request`` is awaited before
+each answer, e.g. to hold both orderings at an ``anyio.Event`` and prove they run concurrently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from agents.judge import JudgeRequest, JudgeResponse
+
+Script = Sequence[str | Exception] | Callable[[JudgeRequest], str | Exception]
+
+
+class ScriptedJudge:
+    """Implements the ``Judge`` protocol without any model. Safe to call concurrently."""
+
+    def __init__(
+        self,
+        replies: Script,
+        model: str = "scripted",
+        *,
+        answered_model: str | None = None,
+        version: str = "",
+        provider: str = "scripted",
+        heuristic: bool = False,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        latency_s: float = 0.0,
+        on_request: Callable[[JudgeRequest], Awaitable[None]] | None = None,
+    ) -> None:
+        self._script = replies if callable(replies) else list(replies)
+        self._model = model
+        #: The model the "server" says answered: differs from ``model`` to simulate a silent reroute.
+        self._answered_model = answered_model or model
+        self._version = version
+        self._provider = provider
+        self._heuristic = heuristic
+        self._input_tokens = input_tokens
+        self._output_tokens = output_tokens
+        self._latency_s = latency_s
+        self._on_request = on_request
+        self._next = 0
+        #: Every request received, in arrival order.
+        self.requests: list[JudgeRequest] = []
+
+    @property
+    def provider(self) -> str:
+        return self._provider
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    @property
+    def temperature(self) -> float:
+        return 0.0
+
+    @property
+    def heuristic(self) -> bool:
+        return self._heuristic
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def _answer(self, request: JudgeRequest) -> str | Exception:
+        if callable(self._script):
+            return self._script(request)
+        if self._next >= len(self._script):
+            raise AssertionError(f"ScriptedJudge ran out of replies after {self._next} calls")
+        answer = self._script[self._next]
+        self._next += 1
+        return answer
+
+    async def complete(self, request: JudgeRequest) -> JudgeResponse:
+        self.requests.append(request)
+        # Take the scripted answer before awaiting, so list order follows arrival order.
+        answer = self._answer(request)
+        if self._on_request is not None:
+            await self._on_request(request)
+        if isinstance(answer, Exception):
+            raise answer
+        return JudgeResponse(
+            text=answer,
+            model=self._answered_model,
+            input_tokens=self._input_tokens,
+            output_tokens=self._output_tokens,
+            latency_s=self._latency_s,
+        )

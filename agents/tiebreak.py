@@ -1,0 +1,306 @@
+"""The seed 002 tie-break resolver's logic: weighted scores, the forced-choice re-ask, the decision.
+
+Per ordering:
+
+1. Ask with the tie-break template; schema failures go through the usual re-ask path (``max_reasks``).
+2. Recompute the weighted scores ourselves from the per-criterion winners and the *configured*
+   weights. The judge's own arithmetic is recorded but never trusted.
+3. The reply is unsettled when its confidence is below ``tiebreak_confidence_threshold``, it triggered
+   escalation, the recomputed scores are equal (both or neither output preferred), or its winner
+   contradicts the recomputed scores. Then re-ask ONCE with the forced-choice instruction.
+4. Still unsettled (or invalid) -> the ordering is unresolved.
+
+Across the two orderings (first that applies wins): a judge that was down -> review
+"judge_unavailable"; an invalid ordering -> "tiebreak_invalid"; an unresolved ordering ->
+"tiebreak_equal_scores" if its recomputed scores were exactly equal, else "tiebreak_invalid"; the
+orders choosing different candidates -> "tiebreak_disagreement"; otherwise a verdict with
+``decided_by="tiebreak"`` (or, with the kappa guard tripped, review "kappa_guard").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from agents.judge import Judge
+from agents.policy import Policy
+from agents.prompts import forced_choice, render_tiebreak, shown
+from agents.reconcile import Outcome, build_ordering, review, verdict
+from agents.validation import ErrorKind, JudgeCall, ask_validated, check_tiebreak
+from schemas.events import JudgeInfo, Order, OrderingResult, TieBreakRequest
+from schemas.pair import CandidatePair
+from schemas.replies import Position, TieBreakReply
+from schemas.rubric import TieBreakWeights
+
+#: Keys added to a tie-break ordering's ``dimension_scores``. A colon cannot occur in a criterion
+#: name (``^[A-Za-z0-9_ \-]+$``), so these never collide with a criterion.
+RECOMPUTED_KEY = "weighted_score:recomputed"
+JUDGE_KEY = "weighted_score:judge"
+
+_TOLERANCE = 1e-9
+
+
+def _equal(x: float, y: float) -> bool:
+    # "Exactly equal" up to float noise: 0.4 vs 0.3 + 0.1 must count as equal.
+    return math.isclose(x, y, rel_tol=_TOLERANCE, abs_tol=_TOLERANCE)
+
+
+def weighted_scores(reply: TieBreakReply, weights: TieBreakWeights) -> tuple[float, float]:
+    """(score of position A, score of position B): the configured weights of the criteria each won.
+
+    Assumes the reply passed :func:`agents.validation.check_tiebreak` (each criterion exactly once).
+    """
+    weight = {c.name: c.weight for c in weights.criteria}
+    a = math.fsum(weight[c.criterion] for c in reply.criteria_analysis if c.winner == "A")
+    b = math.fsum(weight[c.criterion] for c in reply.criteria_analysis if c.winner == "B")
+    return a, b
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """One valid tie-break reply, checked against our own arithmetic."""
+
+    score_a: float
+    score_b: float
+    #: The position the recomputed scores prefer; None when they are equal.
+    preferred: Position | None
+    arithmetic_mismatch: bool
+    #: Why the reply does not settle the tie; empty when it does.
+    problems: tuple[str, ...]
+
+    @property
+    def equal(self) -> bool:
+        return self.preferred is None
+
+
+def assess(reply: TieBreakReply, weights: TieBreakWeights, threshold: float) -> Assessment:
+    a, b = weighted_scores(reply, weights)
+    preferred: Position | None = None if _equal(a, b) else ("A" if a > b else "B")
+    mismatch = not (_equal(a, reply.weighted_score_a) and _equal(b, reply.weighted_score_b))
+    problems: list[str] = []
+    if reply.confidence < threshold:
+        problems.append(f"confidence {reply.confidence:g} is below the required {threshold:g}")
+    if reply.escalation_triggered:
+        problems.append("escalation_triggered is true")
+    if preferred is None:
+        problems.append(f"the weighted scores are equal (A {a:g}, B {b:g}), so neither output is preferred")
+    elif reply.winner != preferred:
+        problems.append(f'winner "{reply.winner}" contradicts the weighted scores (A {a:g}, B {b:g})')
+    return Assessment(a, b, preferred, mismatch, tuple(problems))
+
+
+@dataclass(frozen=True, slots=True)
+class TieBreakOrdering:
+    """One tie-break ordering: its ``OrderingResult`` plus what the decision needs."""
+
+    result: OrderingResult
+    calls: tuple[JudgeCall, ...]
+    status: Literal["resolved", "unresolved", "invalid"]
+    error_kind: ErrorKind | None
+    #: The final reply's assessment, when there was a valid reply.
+    assessment: Assessment | None
+    #: Recomputed weighted scores by candidate id, when there was a valid reply.
+    scores: dict[str, float] | None
+
+
+def _ordering(
+    pair: CandidatePair,
+    order: Order,
+    reply: TieBreakReply | None,
+    assessment: Assessment | None,
+    *,
+    calls: tuple[JudgeCall, ...],
+    retries: int,
+    answered_model: str | None,
+    error: str | None,
+    forced: bool,
+    status: Literal["resolved", "unresolved", "invalid"],
+    error_kind: ErrorKind | None,
+    weights: TieBreakWeights,
+) -> TieBreakOrdering:
+    a, b = shown(pair, order)
+    scores: dict[str, float] | None = None
+    extra: dict[str, dict[str, float]] = {}
+    differentiators: list[str] = []
+    if reply is not None and assessment is not None:
+        scores = {a.candidate_id: assessment.score_a, b.candidate_id: assessment.score_b}
+        extra = {
+            RECOMPUTED_KEY: scores,
+            JUDGE_KEY: {a.candidate_id: reply.weighted_score_a, b.candidate_id: reply.weighted_score_b},
+        }
+        # Which dimensions broke the tie (seed 002 asks for this in the audit trail): the criteria
+        # the chosen output won, heaviest first.
+        weight = {c.name: c.weight for c in weights.criteria}
+        won = sorted(
+            (c for c in reply.criteria_analysis if c.winner == reply.winner),
+            key=lambda c: -weight.get(c.criterion, 0.0),
+        )
+        differentiators = [f"{c.criterion} (weight {weight.get(c.criterion, 0.0):g})" for c in won]
+    result = build_ordering(
+        pair,
+        order,
+        reply=reply,
+        calls=calls,
+        retries=retries,
+        answered_model=answered_model,
+        error=error,
+        forced_choice=forced,
+        extra_scores=extra,
+        extra_differentiators=differentiators,
+    )
+    return TieBreakOrdering(result, calls, status, error_kind, assessment, scores)
+
+
+async def judge_tiebreak_ordering(
+    pair: CandidatePair,
+    weights: TieBreakWeights,
+    order: Order,
+    judge: Judge,
+    policy: Policy,
+) -> TieBreakOrdering:
+    """Judge one ordering with the tie-break template, with at most one forced-choice re-ask."""
+    request = render_tiebreak(pair, weights, order)
+    check = check_tiebreak(weights)
+    first = await ask_validated(judge, request, TieBreakReply, check, policy.max_reasks, order=order)
+    if first.reply is None:
+        return _ordering(
+            pair,
+            order,
+            None,
+            None,
+            calls=first.calls,
+            retries=first.retries,
+            answered_model=first.answered_model,
+            error=first.coded_error,
+            forced=False,
+            status="invalid",
+            error_kind=first.error_kind,
+            weights=weights,
+        )
+    assessment = assess(first.reply, weights, policy.tiebreak_confidence_threshold)
+    if not assessment.problems:
+        return _ordering(
+            pair,
+            order,
+            first.reply,
+            assessment,
+            calls=first.calls,
+            retries=first.retries,
+            answered_model=first.answered_model,
+            error=None,
+            forced=False,
+            status="resolved",
+            error_kind=None,
+            weights=weights,
+        )
+
+    # Exactly one forced-choice re-ask; its own schema failures still get the normal re-asks.
+    forced_request = forced_choice(
+        request, first.text or "", assessment.problems, attempt=request.attempt + first.retries + 1
+    )
+    second = await ask_validated(judge, forced_request, TieBreakReply, check, policy.max_reasks, order=order)
+    calls = first.calls + second.calls
+    retries = first.retries + 1 + second.retries
+    answered = second.answered_model or first.answered_model
+    if second.reply is None:
+        return _ordering(
+            pair,
+            order,
+            None,
+            None,
+            calls=calls,
+            retries=retries,
+            answered_model=answered,
+            error=second.coded_error,
+            forced=True,
+            status="invalid",
+            error_kind=second.error_kind,
+            weights=weights,
+        )
+    final = assess(second.reply, weights, policy.tiebreak_confidence_threshold)
+    settled = not final.problems
+    return _ordering(
+        pair,
+        order,
+        second.reply,
+        final,
+        calls=calls,
+        retries=retries,
+        answered_model=answered,
+        # A schema-valid reply that still does not settle the tie: valid, but carries why.
+        error=None if settled else "unresolved: " + "; ".join(final.problems),
+        forced=True,
+        status="resolved" if settled else "unresolved",
+        error_kind=None,
+        weights=weights,
+    )
+
+
+def _mean_scores(ab: TieBreakOrdering, ba: TieBreakOrdering) -> dict[str, float]:
+    if ab.scores is None or ba.scores is None:
+        raise ValueError("both orderings need scores")
+    return {cid: (ab.scores[cid] + ba.scores[cid]) / 2 for cid in ab.scores}
+
+
+def decide_tiebreak(
+    request: TieBreakRequest,
+    ab: TieBreakOrdering,
+    ba: TieBreakOrdering,
+    policy: Policy,
+    judge: JudgeInfo,
+) -> Outcome:
+    """The tie-break stage's event for two judged orderings (precedence in the module docstring)."""
+    pair = request.pair
+    both = (ab, ba)
+    orderings = (*request.primary, ab.result, ba.result)
+
+    def to_review(
+        reason: Literal[
+            "judge_unavailable", "tiebreak_invalid", "tiebreak_equal_scores", "tiebreak_disagreement", "kappa_guard"
+        ],
+    ) -> Outcome:
+        return review(pair, reason, stage="tiebreak", orderings=orderings, judge=judge, trace_id=request.trace_id)
+
+    if any(o.status == "invalid" for o in both):
+        down = any(o.error_kind in ("judge_unavailable", "judge_rejected") for o in both)
+        return to_review("judge_unavailable" if down else "tiebreak_invalid")
+    unresolved = [o for o in both if o.status == "unresolved"]
+    if unresolved:
+        equal = any(o.assessment is not None and o.assessment.equal for o in unresolved)
+        return to_review("tiebreak_equal_scores" if equal else "tiebreak_invalid")
+    if ab.result.mapped_winner != ba.result.mapped_winner:
+        return to_review("tiebreak_disagreement")
+    if policy.kappa_guard_tripped:
+        return to_review("kappa_guard")
+    winner = ab.result.mapped_winner
+    if winner is None or ab.result.confidence is None or ba.result.confidence is None:
+        raise ValueError("resolved tie-break orderings must carry a winner and a confidence")
+    notes = []
+    for o in both:
+        if o.assessment is not None and o.assessment.arithmetic_mismatch:
+            judge_a, judge_b = _judge_scores(o)
+            notes.append(
+                f"[{o.result.order_shown}] the judge's weighted scores (A {judge_a:g}, B {judge_b:g}) differ from the"
+                f" recomputed scores (A {o.assessment.score_a:g}, B {o.assessment.score_b:g});"
+                " the recomputed scores were used."
+            )
+    return verdict(
+        pair,
+        winner,
+        confidence=(ab.result.confidence + ba.result.confidence) / 2,
+        decided_by="tiebreak",
+        orderings=orderings,
+        judged=(ab.result, ba.result),
+        rubric_kind=pair.rubric.kind,
+        judge=judge,
+        tiebreak_reason=request.reason,
+        weighted_scores=_mean_scores(ab, ba),
+        justification_note="\n".join(notes),
+        trace_id=request.trace_id,
+    )
+
+
+def _judge_scores(o: TieBreakOrdering) -> tuple[float, float]:
+    scores = o.result.dimension_scores[JUDGE_KEY]
+    return scores[o.result.shown_as_a], scores[o.result.shown_as_b]

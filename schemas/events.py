@@ -1,0 +1,169 @@
+"""Downstream events: verdicts, tie-break and review requests, labels, dead letters, audit."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from schemas._base import Contract, Event
+from schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
+from schemas.replies import PositionOrTie
+
+Order = Literal["AB", "BA"]
+DecidedBy = Literal["primary", "tiebreak", "human"]
+Stage = Literal["primary", "tiebreak"]
+TieBreakReason = Literal["tie", "low_confidence", "position_inconsistent", "invalid_verdict"]
+ReviewReason = Literal[
+    "ordering_invalid",  # a primary ordering stayed invalid after its re-asks
+    "tiebreak_disagreement",  # the two tie-break orders chose different candidates
+    "tiebreak_equal_scores",  # weighted scores exactly equal, or the judge triggered escalation
+    "tiebreak_invalid",  # the tie-break reply failed validation or the forced-choice re-ask
+    "tiebreak_disabled",  # the tie-break resolver is switched off
+    "judge_unavailable",  # the judge kept failing after retries
+    "audit_sample",  # an automatic verdict sampled for human audit
+    "kappa_guard",  # auto-deciding is paused because agreement with humans fell
+]
+
+
+class JudgeInfo(Contract):
+    """Which judge decided: enough to open a new drift series when any of it changes."""
+
+    provider: str
+    model: str
+    version: str = ""
+    prompt_template_hash: str
+    temperature: float = 0.0
+    #: True for the offline judge: its scores come from text features, not from a model's reading.
+    heuristic: bool = False
+
+
+class OrderingResult(Contract):
+    """One ordering's judgement, with the position letters already mapped back to candidates."""
+
+    order_shown: Order
+    swapped: bool
+    shown_as_a: CandidateId
+    shown_as_b: CandidateId
+    valid: bool
+    raw_winner: PositionOrTie | None = None
+    mapped_winner: LabelWinner | None = None  # a candidate id, or "TIE"
+    confidence: float | None = None
+    #: dimension -> candidate id -> score, in the rubric's own scale.
+    dimension_scores: dict[str, dict[str, float]] = Field(default_factory=dict)
+    justification: str | None = None
+    key_differentiators: tuple[str, ...] = ()
+    retries: int = 0
+    forced_choice: bool = False
+    latency_ms: float = 0.0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    answered_by_model: str | None = None
+    error: str | None = None
+
+
+class PairVerdict(Event):
+    pair_id: PairId
+    winner: CandidateId
+    winner_role: Role
+    loser: CandidateId
+    confidence: float = Field(ge=0.0, le=1.0)
+    decided_by: DecidedBy
+    consistent: bool
+    orderings: tuple[OrderingResult, ...]
+    justification: str
+    key_differentiators: tuple[str, ...] = ()
+    rubric_kind: str
+    judge: JudgeInfo
+    #: Set when this verdict came out of the tie-break resolver.
+    tiebreak_reason: TieBreakReason | None = None
+    weighted_scores: dict[str, float] | None = None
+    experiment_id: str | None = None
+    traffic: str = "production"
+    trace_id: str | None = None
+    decided_at: datetime = Field(default_factory=utc_now)
+
+
+class TieBreakRequest(Event):
+    pair_id: PairId
+    reason: TieBreakReason
+    pair: CandidatePair
+    primary: tuple[OrderingResult, ...]
+    primary_judge: JudgeInfo
+    trace_id: str | None = None
+    requested_at: datetime = Field(default_factory=utc_now)
+
+
+class ReviewRequest(Event):
+    """Everything a human needs. ``last_justification`` is kept for audit; the review UI hides it."""
+
+    pair_id: PairId
+    reason: ReviewReason
+    stage: Stage
+    pair: CandidatePair
+    orderings: tuple[OrderingResult, ...] = ()
+    last_justification: str | None = None
+    audit: bool = False
+    judge: JudgeInfo | None = None
+    trace_id: str | None = None
+    requested_at: datetime = Field(default_factory=utc_now)
+
+
+class HumanLabel(Event):
+    pair_id: PairId
+    winner: LabelWinner  # a candidate id, or "TIE"
+    rationale: str = Field(default="", max_length=5_000)
+    reviewer: str = Field(min_length=1, max_length=200)
+    from_audit: bool = False
+    labelled_at: datetime = Field(default_factory=utc_now)
+
+
+class DeadLetter(Event):
+    stage: Literal["decode", "validate", "judge", "tiebreak"]
+    reason: str  # a short machine-readable code, e.g. "malformed_json", "oversized_output"
+    error: str  # the human-readable detail
+    original: bytes
+    pair_id: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    failed_at: datetime = Field(default_factory=utc_now)
+
+
+class AuditSnapshot(Event):
+    """Windowed drift statistics for one series (judge model+version, rubric kind, experiment)."""
+
+    series: str
+    window_start: datetime
+    window_end: datetime
+    pairs: int
+    verdicts: int
+    flips: int
+    tiebreaks: int
+    reviews: int
+    invalid_replies: int
+    position_a_wins: int
+    human_labels: int
+    agreement: float | None = None
+    cohen_kappa: float | None = None
+    ece: float | None = None
+    brier: float | None = None
+
+
+class Alert(Event):
+    kind: Literal["kappa_below_threshold", "tiebreak_rate_high", "judge_unavailable"]
+    series: str
+    message: str
+    value: float
+    threshold: float
+    raised_at: datetime = Field(default_factory=utc_now)
+
+
+class ControlUpdate(Event):
+    """A live setting on the compacted control topic, keyed by ``key``."""
+
+    key: Literal["tiebreak_enabled", "tiebreak_confidence_threshold", "primary_confidence_threshold", "audit_share"]
+    value: float | bool
+    updated_by: str = ""
+    updated_at: datetime = Field(default_factory=utc_now)

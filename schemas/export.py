@@ -1,0 +1,48 @@
+"""JSON Schema export, for consumers written in other languages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from schemas.events import (
+    Alert,
+    AuditSnapshot,
+    ControlUpdate,
+    DeadLetter,
+    HumanLabel,
+    PairVerdict,
+    ReviewRequest,
+    TieBreakRequest,
+)
+from schemas.pair import CandidatePair
+from schemas.replies import HeadToHeadReply, PairwiseReply, TieBreakReply, ToneStyleReply
+
+EXPORTED: tuple[type[BaseModel], ...] = (
+    CandidatePair,
+    PairVerdict,
+    TieBreakRequest,
+    ReviewRequest,
+    HumanLabel,
+    DeadLetter,
+    AuditSnapshot,
+    Alert,
+    ControlUpdate,
+    ToneStyleReply,
+    HeadToHeadReply,
+    PairwiseReply,
+    TieBreakReply,
+)
+
+
+def export_json_schemas(directory: Path) -> list[Path]:
+    """Write one ``<Model>.schema.json`` per contract; return the paths written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for model in EXPORTED:
+        path = directory / f"{model.__name__}.schema.json"
+        path.write_text(json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+        written.append(path)
+    return written

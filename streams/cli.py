@@ -1,0 +1,117 @@
+"""The ``pairjudge`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from streams.settings import Settings, load_settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Judge pairs of AI outputs on Kafka.")
+schemas_app = typer.Typer(no_args_is_help=True, help="Event contracts.")
+app.add_typer(schemas_app, name="schemas")
+console = Console(stderr=True)
+
+Bootstrap = Annotated[
+    str | None,
+    typer.Option("--bootstrap", "-b", help="Kafka bootstrap servers (default: PAIRJUDGE_KAFKA__BOOTSTRAP_SERVERS)."),
+]
+
+
+def _settings(bootstrap: str | None = None) -> Settings:
+    base = load_settings()
+    if bootstrap:
+        return base.model_copy(update={"kafka": base.kafka.model_copy(update={"bootstrap_servers": bootstrap})})
+    return base
+
+
+@app.command()
+def demo(
+    bootstrap: Bootstrap = None,
+    out: Annotated[Path, typer.Option(help="Where to write the outcomes (JSONL).")] = Path("out/demo-outcomes.jsonl"),
+    pairs: Annotated[Path | None, typer.Option(help="Pairs to send (JSONL); default: the built-in sample set.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for every pair's outcome.")] = 180.0,
+) -> None:
+    """The main job on embedded defaults: start Tansu and a worker, judge the sample pairs, print a summary."""
+    from streams.demo import run_demo
+
+    result = asyncio.run(run_demo(_settings(), bootstrap=bootstrap, out_path=out, pairs_path=pairs, timeout=timeout))
+    raise typer.Exit(code=0 if result.complete else 1)
+
+
+@app.command()
+def worker(
+    bootstrap: Bootstrap = None,
+    create_topics: Annotated[bool, typer.Option(help="Create the pairjudge topics first (idempotent).")] = True,
+) -> None:
+    """Run a judging worker (judge and tie-break agents). Start more for more partitions."""
+    from faust import Worker
+
+    from streams.app import create_app
+    from streams.brokers import create_topics as create
+    from streams.topics import topic_specs
+
+    settings = _settings(bootstrap)
+    logging.basicConfig(level=settings.worker.log_level)
+    if create_topics:
+        asyncio.run(create(settings.kafka.bootstrap_servers, topic_specs(settings)))
+    wired = create_app(settings)
+    try:
+        Worker(wired.faust_app, loglevel=settings.worker.log_level.lower(), quiet=True).execute_from_commandline()
+    finally:
+        wired.telemetry.shutdown()
+
+
+@app.command()
+def send(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one CandidatePair per line.")],
+    bootstrap: Bootstrap = None,
+) -> None:
+    """Send pairs to the pairs topic, as they are: the worker dead-letters malformed ones."""
+    from streams.producer import send_file
+
+    sent = asyncio.run(send_file(_settings(bootstrap), file, console=console))
+    console.print(f"sent {sent} events to {_settings(bootstrap).topics.name('pairs')}")
+
+
+@app.command()
+def evaluate(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one CandidatePair per line.")],
+    out: Annotated[Path | None, typer.Option(help="Write each pair's outcome here (JSONL).")] = None,
+) -> None:
+    """Judge a file with the same core and no Kafka; report agreement with any human labels."""
+    from streams.evaluate import run_evaluate
+
+    report = asyncio.run(run_evaluate(_settings(), file, out_path=out, console=Console()))
+    raise typer.Exit(code=0 if report.errors == 0 else 1)
+
+
+@schemas_app.command("export")
+def schemas_export(directory: Annotated[Path, typer.Argument(help="Directory to write JSON Schemas into.")]) -> None:
+    """Write every event and reply contract as JSON Schema."""
+    from schemas.export import export_json_schemas
+
+    for path in export_json_schemas(directory):
+        console.print(str(path))
+
+
+def main() -> None:
+    try:
+        app()
+    except ValueError as exc:
+        # Settings errors name the variable, never its value.
+        console.print(f"[red]error:[/red] {exc}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,111 @@
+"""Reading outcomes back: what happened to each pair, de-duplicated by pair id.
+
+Faust re-delivers after a rebalance (faust#502), so a pair can have the same outcome twice; its final
+outcome is the first verdict, non-audit review request or dead letter seen for its id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from streams.settings import Settings
+from streams.topics import FINAL_KINDS
+
+
+@dataclass
+class Outcomes:
+    expected: set[str]
+    final: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # pair_id -> (kind, event)
+    duplicates: int = 0
+    audits: int = 0
+    unexpected: int = 0
+    #: pair_id -> every final kind seen; more than one distinct kind would be a real inconsistency.
+    kinds_seen: dict[str, set[str]] = field(default_factory=dict)
+
+    @property
+    def missing(self) -> set[str]:
+        return self.expected - self.final.keys()
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    @property
+    def conflicting(self) -> dict[str, set[str]]:
+        return {pid: kinds for pid, kinds in self.kinds_seen.items() if len(kinds) > 1}
+
+    def add(self, kind: str, event: dict[str, Any], fallback_key: str | None) -> None:
+        if kind == "review" and event.get("audit"):
+            self.audits += 1
+            return
+        pair_id = event.get("pair_id") or fallback_key
+        if pair_id is None or pair_id not in self.expected:
+            self.unexpected += 1
+            return
+        self.kinds_seen.setdefault(pair_id, set()).add(kind)
+        if pair_id in self.final:
+            self.duplicates += 1
+            return
+        self.final[pair_id] = (kind, event)
+
+
+async def collect_outcomes(
+    settings: Settings,
+    expected: Collection[str],
+    *,
+    timeout: float,
+    settle: float = 0.0,
+) -> Outcomes:
+    """Read the final-outcome topics from the start until every expected pair has one (or timeout).
+
+    ``settle`` keeps reading that many seconds after completion, to catch duplicates and conflicts.
+    """
+    outcomes = Outcomes(expected=set(expected))
+    topic_by_kind = {settings.topics.name(kind): kind for kind in FINAL_KINDS}
+    # No consumer group: an observer must not steal partitions from anyone, nor commit offsets.
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = []
+        for topic in topic_by_kind:
+            for p in sorted(await _partitions_for(consumer, topic)):
+                partitions.append(TopicPartition(topic, p))
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        deadline = time.monotonic() + timeout
+        done_at: float | None = None
+        while time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=500, max_records=1000)
+            for tp, records in batches.items():
+                for record in records:
+                    try:
+                        event = json.loads(record.value or b"{}")
+                    except ValueError:
+                        outcomes.unexpected += 1
+                        continue
+                    key = record.key.decode("utf-8", "replace") if record.key else None
+                    outcomes.add(topic_by_kind[tp.topic], event, key)
+            if outcomes.complete:
+                done_at = done_at or time.monotonic()
+                if time.monotonic() - done_at >= settle:
+                    break
+        return outcomes
+    finally:
+        await consumer.stop()
+
+
+async def _partitions_for(consumer: AIOKafkaConsumer, topic: str, attempts: int = 20) -> set[int]:
+    for _ in range(attempts):
+        parts = consumer.partitions_for_topic(topic)
+        if parts:
+            return set(parts)
+        await consumer.topics()  # refreshes cluster metadata
+        await asyncio.sleep(0.25)
+    raise RuntimeError(f"topic {topic} has no partitions; was it created?")

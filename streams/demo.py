@@ -1,0 +1,195 @@
+"""``pairjudge demo``: the whole path on embedded defaults, start to finish, in one command.
+
+Tansu on a free loopback port (or any Kafka via ``--bootstrap``), one worker process, the built-in
+sample pairs, and a wait until every pair has a final outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from streams.brokers import RunningBroker, create_topics, start_tansu, wait_until_ready
+from streams.collector import Outcomes, collect_outcomes
+from streams.producer import read_lines, send_events
+from streams.settings import Settings, environ_for
+from streams.telemetry import Telemetry
+from streams.topics import topic_specs
+
+
+@dataclass
+class DemoResult:
+    outcomes: Outcomes
+    wall_seconds: float
+
+    @property
+    def complete(self) -> bool:
+        return self.outcomes.complete
+
+
+def sample_pairs() -> list[bytes]:
+    text = resources.files("streams").joinpath("data/sample_pairs.jsonl").read_bytes()
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _tag_run(raw: bytes, run_id: str) -> bytes:
+    """Prefix pair ids with the run id, so a demo against a shared Kafka never counts old outcomes."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return raw
+    if isinstance(data, dict) and isinstance(data.get("pair_id"), str):
+        data["pair_id"] = f"{run_id}-{data['pair_id']}"
+        return json.dumps(data).encode()
+    return raw
+
+
+def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "streams.cli", "worker", "--no-create-topics"],
+        env=environ_for(settings),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, 15)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait(5)
+
+
+async def run_demo(
+    settings: Settings,
+    *,
+    bootstrap: str | None,
+    out_path: Path,
+    pairs_path: Path | None,
+    timeout: float,
+    console: Console | None = None,
+) -> DemoResult:
+    console = console or Console()
+    started = time.monotonic()
+    run_id = uuid.uuid4().hex[:8]
+    out_dir = out_path.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    broker: RunningBroker | None = None
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        if bootstrap is None:
+            broker = start_tansu(log_dir=out_dir)
+            bootstrap = broker.bootstrap
+            # Tansu holds group joins for half the session timeout: keep it short.
+            kafka = settings.kafka.model_copy(update={"session_timeout_s": 5.0, "heartbeat_interval_s": 1.0})
+            console.print(f"[bold]broker[/bold] Tansu on {bootstrap} (in memory)")
+        else:
+            kafka = settings.kafka
+            console.print(f"[bold]broker[/bold] Kafka at {bootstrap}")
+        telemetry_settings = settings.telemetry
+        if telemetry_settings.exporter == "none":
+            telemetry_settings = telemetry_settings.model_copy(
+                update={"exporter": "file", "file_path": out_dir / "demo-traces.jsonl"}
+            )
+        settings = settings.model_copy(
+            update={
+                "kafka": kafka.model_copy(update={"bootstrap_servers": bootstrap}),
+                "worker": settings.worker.model_copy(
+                    update={"data_dir": out_dir / f"worker-{run_id}", "app_id": f"pairjudge-demo-{run_id}"}
+                ),
+                "telemetry": telemetry_settings,
+            }
+        )
+        await wait_until_ready(bootstrap, timeout=30)
+        await create_topics(bootstrap, topic_specs(settings))
+        worker = start_worker(settings, out_dir / "demo-worker.log")
+        events = [_tag_run(raw, run_id) for raw in (read_lines(pairs_path) if pairs_path else sample_pairs())]
+        expected = {pid.decode() for pid in (_pair_key(raw) for raw in events) if pid}
+        telemetry = Telemetry(settings.telemetry)
+        try:
+            sent = await send_events(settings, events, tracer=telemetry.tracer)
+        finally:
+            telemetry.shutdown()
+        console.print(f"[bold]sent[/bold] {sent} events ({len(expected)} with a pair id); waiting for outcomes")
+        outcomes = await collect_outcomes(settings, expected, timeout=timeout)
+        if worker.poll() is not None:
+            console.print(f"[red]the worker exited with {worker.returncode}; see {out_dir / 'demo-worker.log'}[/red]")
+        result = DemoResult(outcomes=outcomes, wall_seconds=time.monotonic() - started)
+        _write_outcomes(out_path, outcomes)
+        _print_summary(console, result, out_path, settings)
+        return result
+    finally:
+        if worker is not None:
+            stop_process(worker)
+        if broker is not None:
+            broker.stop()
+
+
+def _pair_key(raw: bytes) -> bytes | None:
+    from streams.producer import key_of
+
+    return key_of(raw)
+
+
+def _write_outcomes(path: Path, outcomes: Outcomes) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for pair_id in sorted(outcomes.final):
+            kind, event = outcomes.final[pair_id]
+            fh.write(json.dumps({"pair_id": pair_id, "outcome": kind, "event": event}) + "\n")
+
+
+def _summary_row(kind: str, event: dict[str, object]) -> tuple[str, str, str, str]:
+    if kind == "verdicts":
+        conf = event.get("confidence")
+        return (
+            "verdict",
+            f"{event.get('winner')} ({event.get('winner_role')})",
+            f"{conf:.2f}" if isinstance(conf, float) else "",
+            str(event.get("decided_by")),
+        )
+    if kind == "review":
+        return ("review", "", "", str(event.get("reason")))
+    return ("dead letter", "", "", f"{event.get('reason')}: {str(event.get('error'))[:60]}")
+
+
+def _print_summary(console: Console, result: DemoResult, out_path: Path, settings: Settings) -> None:
+    outcomes = result.outcomes
+    table = Table(title="pairjudge demo: outcomes")
+    for column in ("pair", "outcome", "winner", "confidence", "decided by / reason"):
+        table.add_column(column)
+    for pair_id in sorted(outcomes.final):
+        kind, event = outcomes.final[pair_id]
+        table.add_row(pair_id.split("-", 1)[-1], *_summary_row(kind, event))
+    for pair_id in sorted(outcomes.missing):
+        table.add_row(pair_id.split("-", 1)[-1], "[red]missing[/red]", "", "", "")
+    console.print(table)
+    counts = Counter(kind for kind, _ in outcomes.final.values())
+    console.print(
+        f"{len(outcomes.final)}/{len(outcomes.expected)} pairs decided or routed "
+        f"(verdicts {counts['verdicts']}, review {counts['review']}, dead letters {counts['deadletter']}; "
+        f"audit copies {outcomes.audits}) in {result.wall_seconds:.1f}s"
+    )
+    console.print(f"outcomes: {out_path}")
+    if settings.telemetry.exporter == "file":
+        console.print(f"traces:   {settings.telemetry.file_path}")

@@ -1,0 +1,427 @@
+"""A judge speaking OpenAI's chat-completions wire format: OpenAI, vLLM, llama.cpp server, Ollama, LiteLLM.
+
+What this adapter owns, and what it leaves to the core:
+
+* Transport faults (connect errors, timeouts, 408/429/5xx) are retried here with backoff that honours
+  ``Retry-After``; when retries run out they become ``JudgeUnavailable``. Other 4xx are configuration
+  or auth problems that no retry fixes: ``JudgeRejected`` at once.
+* A reply *body* that is not a chat completion (not JSON, no ``choices``) is the server's fault:
+  ``JudgeUnavailable``. A reply *content* that is bad JSON, off-schema, a refusal or empty is the
+  model's answer: it is returned as text and the core's strict validator re-asks or escalates.
+* The API key is a ``SecretStr``; it goes into the Authorization header and nowhere else (not into
+  ``repr``, messages or logs; error bodies are scrubbed of it in case a server echoes it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from types import TracebackType
+from typing import Any, Literal, Self, TypeGuard
+
+import aiohttp
+import anyio
+import httpx
+from pydantic import SecretStr
+from tenacity import RetryError
+
+from agents.errors import JudgeRejected, JudgeUnavailable
+from agents.judge import JudgeRequest, JudgeResponse
+from streams.judges.http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    RETRIABLE_STATUSES,
+    ResponseTooLargeError,
+    RetriableHTTPError,
+    RetryPolicy,
+    describe_transport_error,
+    excerpt,
+    make_client,
+    parse_retry_after,
+    read_capped,
+    read_head,
+)
+
+log = logging.getLogger(__name__)
+
+ResponseFormatMode = Literal["json_schema", "json_object_schema", "none"]
+
+#: llama-cpp-python 0.3.36 turns ``maxLength`` into nested grammar repetitions and its server process
+#: *exits* when one passes roughly 1000 (measured: 1001 works, 1024 kills it).
+DEFAULT_WIRE_MAX_LENGTH = 1000
+#: llama.cpp's schema-to-grammar ignores ``minimum``/``maximum``, but honours ``enum``: integer ranges up
+#: to this many values are sent as the equivalent enum, so the grammar enforces seed 000's 1-5 scores.
+DEFAULT_WIRE_INT_ENUM_MAX = 64
+
+_SCHEMA_NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_range_as_enum(node: dict[str, Any], max_values: int) -> dict[str, Any] | None:
+    lo, hi = node.get("minimum"), node.get("maximum")
+    if node.get("type") != "integer" or "enum" in node or not _is_int(lo) or not _is_int(hi):
+        return None
+    lo += 1 if node.get("exclusiveMinimum") is True else 0
+    hi -= 1 if node.get("exclusiveMaximum") is True else 0
+    if not 0 < hi - lo + 1 <= max_values:
+        return None
+    rest = {k: v for k, v in node.items() if k not in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")}
+    return {**rest, "enum": list(range(lo, hi + 1))}
+
+
+def adapt_schema_for_llama(schema: Any, *, max_length: int | None, int_enum_max: int | None) -> Any:
+    """A copy of a JSON Schema that llama.cpp's grammar compiler can take and actually enforce.
+
+    Every change only *narrows* what the schema admits (or restates it exactly), so anything the
+    server's grammar lets through still validates against the real contract, which the core checks:
+    ``maxLength`` is lowered to ``max_length``; small integer ranges become the equivalent ``enum``.
+    """
+    if isinstance(schema, list):
+        return [adapt_schema_for_llama(item, max_length=max_length, int_enum_max=int_enum_max) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    node = schema
+    if int_enum_max is not None and (as_enum := _int_range_as_enum(node, int_enum_max)) is not None:
+        node = as_enum
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "maxLength" and max_length is not None and _is_int(value):
+            out[key] = min(value, max_length)
+        else:
+            out[key] = adapt_schema_for_llama(value, max_length=max_length, int_enum_max=int_enum_max)
+    return out
+
+
+class OpenAICompatibleJudge:
+    """One chat-completions endpoint as a ``Judge``. Safe to call concurrently; ``aclose()`` when done.
+
+    ``base_url`` includes the API prefix (``http://127.0.0.1:8080/v1``); requests go to
+    ``{base_url}/chat/completions``. ``response_format`` picks how the reply schema is sent:
+
+    * ``json_schema``: OpenAI strict structured outputs (OpenAI, vLLM, LiteLLM);
+    * ``json_object_schema``: ``{"type": "json_object", "schema": ...}``, llama.cpp's form;
+    * ``none``: no schema on the wire; the prompt asks for JSON and the core validates strictly anyway.
+
+    Times are in seconds. ``connect_timeout`` and ``read_timeout`` bound each socket phase;
+    ``attempt_timeout`` (default: their sum) bounds a whole attempt, so a server trickling bytes cannot
+    hold a call forever. ``max_retries`` retries follow the first attempt, with exponential backoff and
+    jitter from ``backoff_initial`` up to ``backoff_max``, or exactly the server's ``Retry-After`` when
+    it sends one; a ``Retry-After`` above ``max_retry_after`` ends the call at once (``JudgeUnavailable``).
+    ``max_concurrency`` caps calls in flight to this endpoint. ``max_tokens_field`` is
+    ``max_completion_tokens`` for OpenAI models that refuse ``max_tokens``. In ``json_object_schema``
+    mode the schema sent (never the one validated) is adapted for llama.cpp, see
+    ``adapt_schema_for_llama``: ``wire_max_length`` caps ``maxLength``, ``wire_int_enum_max`` turns small
+    integer ranges into enums; ``None`` switches either off.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: SecretStr | None = None,
+        version: str = "",
+        temperature: float = 0.0,
+        response_format: ResponseFormatMode = "json_schema",
+        seed: int | None = None,
+        max_tokens: int = 1024,
+        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        attempt_timeout: float | None = None,
+        max_retries: int = 3,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 20.0,
+        max_retry_after: float = 60.0,
+        max_concurrency: int = 32,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        wire_max_length: int | None = DEFAULT_WIRE_MAX_LENGTH,
+        wire_int_enum_max: int | None = DEFAULT_WIRE_INT_ENUM_MAX,
+    ) -> None:
+        try:
+            url = httpx.URL(base_url)
+        except httpx.InvalidURL:
+            raise ValueError("base_url is not a valid URL") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError("base_url must be an absolute http(s) URL, e.g. http://127.0.0.1:8080/v1")
+        if max_concurrency < 1 or max_retries < 0 or max_tokens < 1 or max_response_bytes < 1:
+            raise ValueError("max_concurrency, max_tokens and max_response_bytes must be >= 1, max_retries >= 0")
+        self._endpoint = str(url).rstrip("/") + "/chat/completions"
+        # For messages: the host, never the userinfo part that could carry credentials.
+        self._where = f"{url.host}:{url.port}" if url.port else url.host
+        self._model = model
+        self._version = version
+        self._temperature = temperature
+        self._api_key = api_key
+        self._response_format: ResponseFormatMode = response_format
+        self._seed = seed
+        self._max_tokens = max_tokens
+        self._max_tokens_field = max_tokens_field
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._attempt_timeout = attempt_timeout if attempt_timeout is not None else connect_timeout + read_timeout
+        self._policy = RetryPolicy(
+            max_retries=max_retries,
+            backoff_initial=backoff_initial,
+            backoff_max=backoff_max,
+            max_retry_after=max_retry_after,
+        )
+        self._max_concurrency = max_concurrency
+        self._max_response_bytes = max_response_bytes
+        self._wire_max_length = wire_max_length
+        self._wire_int_enum_max = wire_int_enum_max
+        # Created on first use: anyio primitives want a running event loop on older anyio releases.
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._closed = False
+        self._client = make_client(
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            max_connections=max_concurrency,
+            headers={"Accept": "application/json", "User-Agent": "pairjudge"},
+        )
+
+    # --- the Judge protocol -------------------------------------------------------------------
+
+    @property
+    def provider(self) -> str:
+        return "openai-compatible"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    @property
+    def temperature(self) -> float:
+        return self._temperature
+
+    @property
+    def heuristic(self) -> bool:
+        return False
+
+    async def complete(self, request: JudgeRequest) -> JudgeResponse:
+        if self._closed:
+            raise RuntimeError(f"judge {self._label} is closed")
+        payload = self._payload(request)
+        started = time.perf_counter()
+        attempts = 0
+        reasons: list[str] = []
+        body = b""
+        latency = 0.0
+        try:
+            async for attempt in self._policy.retrying():
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    try:
+                        body, latency = await self._attempt(payload)
+                    except RetriableHTTPError as exc:
+                        reasons.append(exc.reason)
+                        log.warning("judge %s attempt %d failed: %s", self._label, attempts, exc.reason)
+                        raise
+        except RetryError as exc:
+            last = exc.last_attempt.exception()
+            reason = last.reason if isinstance(last, RetriableHTTPError) else repr(last)
+            if (
+                isinstance(last, RetriableHTTPError)
+                and last.retry_after is not None
+                and last.retry_after > self._policy.max_retry_after
+            ):
+                reason += (
+                    f", asked to retry after {last.retry_after:.0f} s (limit {self._policy.max_retry_after:.0f} s)"
+                )
+            raise JudgeUnavailable(f"judge {self._label} unavailable after {attempts} attempt(s): {reason}") from None
+        return self._parse(body, latency=latency, attempts=attempts, reasons=reasons, started=started)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        # Deliberately no api_key, not even masked: its presence is all anyone debugging needs.
+        return (
+            f"OpenAICompatibleJudge(endpoint={self._where!r}, model={self._model!r}, "
+            f"response_format={self._response_format!r}, auth={'yes' if self._api_key else 'no'})"
+        )
+
+    # --- internals -------------------------------------------------------------------------------
+
+    @property
+    def _label(self) -> str:
+        return f"{self._model}@{self._where}"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+        return headers
+
+    def _secrets(self) -> tuple[str | None, ...]:
+        return (self._api_key.get_secret_value() if self._api_key else None,)
+
+    def _llama_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        adapted: dict[str, Any] = adapt_schema_for_llama(
+            schema, max_length=self._wire_max_length, int_enum_max=self._wire_int_enum_max
+        )
+        return adapted
+
+    def _payload(self, request: JudgeRequest) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self._model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": self._temperature,
+            self._max_tokens_field: self._max_tokens,
+            "stream": False,
+        }
+        if self._seed is not None:
+            payload["seed"] = self._seed
+        if self._response_format == "json_schema":
+            # OpenAI's strict structured outputs; the name must match ^[A-Za-z0-9_-]{1,64}$.
+            name = _SCHEMA_NAME_RE.sub("_", request.schema_name)[:64] or "reply"
+            payload["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": request.response_schema, "strict": True},
+            }
+        elif self._response_format == "json_object_schema":
+            # llama.cpp's form: it rejects the json_schema form but compiles this schema into a grammar.
+            payload["response_format"] = {"type": "json_object", "schema": self._llama_schema(request.response_schema)}
+        return payload
+
+    def _limiter_now(self) -> anyio.CapacityLimiter:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._max_concurrency)
+        return self._limiter
+
+    async def _attempt(self, payload: dict[str, Any]) -> tuple[bytes, float]:
+        """One HTTP round trip. Returns the body of a 2xx; raises Retriable/JudgeRejected/JudgeUnavailable."""
+        # The limiter is held per attempt, not across backoff sleeps, so a throttled call does not
+        # keep a slot from calls that could go ahead.
+        async with self._limiter_now():
+            t0 = time.perf_counter()
+            try:
+                with anyio.fail_after(self._attempt_timeout):
+                    body = await self._round_trip(payload)
+            except TimeoutError:
+                raise RetriableHTTPError(f"attempt exceeded {self._attempt_timeout} s") from None
+            except httpx.UnsupportedProtocol as exc:
+                raise JudgeRejected(f"judge {self._label}: unsupported URL: {exc}") from None
+            except (httpx.TransportError, aiohttp.ClientError) as exc:
+                # Timeouts, refused or dropped connections, truncated bodies: all worth another attempt.
+                # (The aiohttp transport maps most aiohttp errors to httpx ones; ClientError catches the rest.)
+                raise RetriableHTTPError(describe_transport_error(exc)) from None
+            except httpx.DecodingError as exc:
+                raise JudgeUnavailable(f"judge {self._label}: undecodable response body ({exc})") from None
+            except ResponseTooLargeError as exc:
+                raise JudgeUnavailable(
+                    f"judge {self._label}: response too large ({exc}; limit {self._max_response_bytes} bytes)"
+                ) from None
+            return body, time.perf_counter() - t0
+
+    async def _round_trip(self, payload: dict[str, Any]) -> bytes:
+        async with self._client.stream("POST", self._endpoint, json=payload, headers=self._headers()) as resp:
+            status = resp.status_code
+            if 200 <= status < 300:
+                return await read_capped(resp, self._max_response_bytes)
+            # Error bodies are read only as far as an excerpt needs.
+            try:
+                head = await read_head(resp, 4096)
+            except httpx.HTTPError:
+                head = b""  # the status is what matters; a broken error body must not mask it
+            detail = excerpt(head, self._secrets())
+            if status in RETRIABLE_STATUSES or status >= 500:
+                raise RetriableHTTPError(
+                    f"HTTP {status}" + (f": {detail}" if detail else ""),
+                    status=status,
+                    retry_after=parse_retry_after(resp.headers.get("retry-after")),
+                )
+            raise JudgeRejected(f"judge {self._label} rejected the request: HTTP {status}: {detail or '(empty body)'}")
+
+    def _parse(
+        self, body: bytes, *, latency: float, attempts: int, reasons: list[str], started: float
+    ) -> JudgeResponse:
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise JudgeUnavailable(
+                f"judge {self._label}: malformed response, body is not JSON: {excerpt(body, self._secrets(), 80)!r}"
+            ) from None
+        if not isinstance(data, dict):
+            data = {}
+        choices = data.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        message = first.get("message") if isinstance(first, dict) else None
+        if not isinstance(first, dict) or not isinstance(message, dict):
+            # Often an error object sent with a 200 by a proxy; show its start, scrubbed.
+            raise JudgeUnavailable(
+                f"judge {self._label}: malformed response, no choices[0].message: "
+                f"{excerpt(body, self._secrets(), 120)!r}"
+            )
+        content = _content_text(message.get("content"))
+        if content is None:
+            raise JudgeUnavailable(f"judge {self._label}: malformed response, message.content has an unknown shape")
+        refusal = message.get("refusal")
+        refused = isinstance(refusal, str) and bool(refusal)
+        # A refusal or an empty answer is still the model's answer: hand the text (maybe empty) to the
+        # core, whose validator fails it and re-asks or escalates. Never invent content here.
+        text = content if content else (refusal if isinstance(refusal, str) else "")
+        usage = data.get("usage")
+        answered = data.get("model")
+        return JudgeResponse(
+            text=text,
+            model=answered if isinstance(answered, str) and answered else self._model,
+            input_tokens=_int_or_none(usage, "prompt_tokens"),
+            output_tokens=_int_or_none(usage, "completion_tokens"),
+            latency_s=latency,
+            extra={
+                "http_attempts": attempts,
+                "http_retries": attempts - 1,
+                "http_retry_reasons": reasons,
+                "elapsed_s": time.perf_counter() - started,
+                "finish_reason": first.get("finish_reason"),
+                "refusal": refused,
+                "model_reported": isinstance(answered, str) and bool(answered),
+                "response_id": data.get("id") if isinstance(data.get("id"), str) else None,
+                "connect_timeout": self._connect_timeout,
+                "read_timeout": self._read_timeout,
+                "response_format": self._response_format,
+            },
+        )
+
+
+def _content_text(content: object) -> str | None:
+    """``message.content`` as text: a string, null, or a list of content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if not isinstance(part, dict) or not isinstance(part.get("text", ""), str):
+                return None
+            parts.append(part.get("text", ""))
+        return "".join(parts)
+    return None
+
+
+def _int_or_none(mapping: object, key: str) -> int | None:
+    if not isinstance(mapping, dict):
+        return None
+    value = mapping.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

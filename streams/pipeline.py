@@ -1,0 +1,173 @@
+"""The stage handlers, free of Faust: bytes and headers in, messages to publish out.
+
+The Faust agents in ``streams.app`` are thin loops around these, so the same handlers serve the
+worker, ``agent.test_context()`` tests, and anything else that moves bytes. Every input ends in at
+least one outgoing message: a verdict, a tie-break request, a review request or a dead letter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from agents.core import Decision, check_pair, judge_pair, resolve_tiebreak
+from agents.errors import InputRejected
+from agents.judge import Judge
+from agents.policy import Policy
+from schemas import CandidatePair, DeadLetter, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from streams.codecs import decode, encode
+from streams.telemetry import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
+
+log = logging.getLogger(__name__)
+
+TopicKind = Literal["verdicts", "tiebreak", "review", "deadletter"]
+HeadersIn = Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where an input event was read, for the dead-letter record."""
+
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    key: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    kind: TopicKind
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+class PolicyHolder:
+    """The live policy; the control topic may swap it without a redeploy."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.current = policy
+
+
+def _guess_pair_id(raw: bytes | None) -> str | None:
+    """Best effort, so a dead letter can still be matched to its pair."""
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    pair_id = data.get("pair_id") if isinstance(data, dict) else None
+    return pair_id if isinstance(pair_id, str) and len(pair_id) <= 128 else None
+
+
+class Pipeline:
+    def __init__(
+        self,
+        judge: Judge,
+        policy: PolicyHolder,
+        telemetry: Telemetry,
+        catalog: Mapping[str, InlineRubric],
+        max_event_bytes: int,
+    ) -> None:
+        self.policy = policy
+        self.telemetry = telemetry
+        self.catalog = catalog
+        self.max_event_bytes = max_event_bytes
+        self._primary_judge = TracingJudge(judge, telemetry, "primary")
+        self._tiebreak_judge = TracingJudge(judge, telemetry, "tiebreak")
+
+    async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> list[Outgoing]:
+        tracer = self.telemetry.tracer
+        with tracer.start_as_current_span(
+            "pairjudge.primary", context=extract_context(headers), kind=SpanKind.CONSUMER
+        ) as span:
+            span.set_attribute("pairjudge.stage", "primary")
+            try:
+                pair = decode(CandidatePair, raw, max_bytes=self.max_event_bytes)
+            except InputRejected as exc:
+                return [self._dead_letter(span, "decode", exc.reason, exc.detail, raw, origin)]
+            span.set_attribute("pairjudge.pair_id", pair.pair_id)
+            try:
+                check_pair(pair, self.policy.current, self.catalog)
+            except InputRejected as exc:
+                return [self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)]
+            try:
+                decision = await judge_pair(pair, self._primary_judge, self.policy.current, self.catalog)
+            except Exception as exc:
+                log.exception("judging pair %s failed", pair.pair_id)
+                span.record_exception(exc)
+                return [self._dead_letter(span, "judge", "internal_error", f"{type(exc).__name__}: {exc}", raw, origin)]
+            return self._publish(span, decision)
+
+    async def on_tiebreak(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> list[Outgoing]:
+        tracer = self.telemetry.tracer
+        with tracer.start_as_current_span(
+            "pairjudge.tiebreak", context=extract_context(headers), kind=SpanKind.CONSUMER
+        ) as span:
+            span.set_attribute("pairjudge.stage", "tiebreak")
+            try:
+                request = decode(TieBreakRequest, raw, max_bytes=self.max_event_bytes * 4)
+            except InputRejected as exc:
+                return [self._dead_letter(span, "tiebreak", exc.reason, exc.detail, raw, origin)]
+            span.set_attribute("pairjudge.pair_id", request.pair_id)
+            try:
+                decision = await resolve_tiebreak(request, self._tiebreak_judge, self.policy.current)
+            except Exception as exc:
+                log.exception("tie-break of pair %s failed", request.pair_id)
+                span.record_exception(exc)
+                return [
+                    self._dead_letter(span, "tiebreak", "internal_error", f"{type(exc).__name__}: {exc}", raw, origin)
+                ]
+            return self._publish(span, decision)
+
+    def _publish(self, span: Span, decision: Decision) -> list[Outgoing]:
+        trace_id = trace_id_of(span)
+        self.telemetry.record_decision(span, decision)
+        headers = inject_headers()
+        outcome = decision.outcome.model_copy(update={"trace_id": trace_id})
+        out = [Outgoing(_kind_of(outcome), outcome.pair_id.encode(), encode(outcome), headers)]
+        if decision.audit_copy is not None:
+            audit = decision.audit_copy.model_copy(update={"trace_id": trace_id})
+            out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers))
+        return out
+
+    def _dead_letter(
+        self,
+        span: Span,
+        stage: Literal["decode", "validate", "judge", "tiebreak"],
+        reason: str,
+        detail: str,
+        raw: bytes | None,
+        origin: Origin,
+    ) -> Outgoing:
+        span.set_status(Status(StatusCode.ERROR, reason))
+        span.set_attributes({"pairjudge.outcome": "deadletter", "pairjudge.reason": reason})
+        self.telemetry.instruments.dead_letters.add(1, {"pairjudge.stage": stage, "pairjudge.reason": reason})
+        pair_id = _guess_pair_id(raw)
+        letter = DeadLetter(
+            stage=stage,
+            reason=reason,
+            error=detail,
+            original=raw or b"",
+            pair_id=pair_id,
+            topic=origin.topic,
+            partition=origin.partition,
+            offset=origin.offset,
+        )
+        log.warning("dead-lettered %s at %s: %s", pair_id or "an event", stage, reason)
+        key = pair_id.encode() if pair_id else (origin.key or b"")
+        return Outgoing("deadletter", key, encode(letter), inject_headers())
+
+
+def _kind_of(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> TopicKind:
+    if isinstance(outcome, PairVerdict):
+        return "verdicts"
+    if isinstance(outcome, TieBreakRequest):
+        return "tiebreak"
+    return "review"

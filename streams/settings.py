@@ -1,0 +1,163 @@
+"""Settings, read from the environment (``PAIRJUDGE_`` prefix, ``__`` for nesting) and secret files.
+
+Read once, in the composition root (``streams.app.create_app``) and the CLI, nowhere else.
+Examples::
+
+    PAIRJUDGE_KAFKA__BOOTSTRAP_SERVERS=broker-1:9092,broker-2:9092
+    PAIRJUDGE_JUDGE__KIND=openai
+    PAIRJUDGE_JUDGE__API_KEY_FILE=/run/secrets/judge_key
+    PAIRJUDGE_POLICY__PRIMARY_CONFIDENCE_THRESHOLD=0.75
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agents.policy import Policy
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KafkaSettings(_Section):
+    bootstrap_servers: str = "127.0.0.1:9092"
+    #: Partitions for every pairjudge topic. Scaling out = more partitions and more workers in one group.
+    partitions: int = Field(default=4, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+    #: Tansu holds group joins for half the session timeout, so the demo uses 5 s; Kafka can go higher.
+    session_timeout_s: float = Field(default=10.0, gt=0)
+    heartbeat_interval_s: float = Field(default=1.0, gt=0)
+
+
+class TopicSettings(_Section):
+    prefix: str = "pairjudge"
+
+    def name(self, kind: str) -> str:
+        return f"{self.prefix}.{kind}"
+
+
+class WorkerSettings(_Section):
+    app_id: str = "pairjudge"
+    #: Pairs judged at once per worker (agent concurrency); each pair makes two judge calls at a time.
+    concurrency: int = Field(default=16, ge=1, le=1024)
+    data_dir: Path = Path(".pairjudge-data")
+    web_enabled: bool = False
+    #: Faust binds every interface by default; we never do unless told to.
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    log_level: str = "WARNING"
+
+
+class JudgeSettings(_Section):
+    kind: Literal["offline", "openai"] = "offline"
+    base_url: str = "http://127.0.0.1:8080/v1"
+    model: str = "pairjudge-heuristic"
+    version: str = ""
+    api_key: SecretStr | None = None
+    #: A file holding the key (Docker/Kubernetes secrets); wins over ``api_key`` when set.
+    api_key_file: Path | None = None
+    response_format: Literal["json_schema", "json_object_schema", "none"] = "json_schema"
+    temperature: float = 0.0
+    seed: int | None = None
+    max_tokens: int = Field(default=1024, ge=16)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    read_timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    max_concurrency: int = Field(default=32, ge=1)
+
+    def resolved_api_key(self) -> SecretStr | None:
+        if self.api_key_file is not None:
+            try:
+                return SecretStr(self.api_key_file.read_text().strip())
+            except OSError as exc:
+                # Name the setting and the path, never a value.
+                raise ValueError(
+                    f"PAIRJUDGE_JUDGE__API_KEY_FILE: cannot read {self.api_key_file}: {exc.strerror}"
+                ) from None
+        return self.api_key
+
+
+class PolicySettings(_Section):
+    primary_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
+    tiebreak_enabled: bool = True
+    tiebreak_confidence_threshold: float = Field(default=0.6, ge=0, le=1)
+    max_reasks: int = Field(default=2, ge=0, le=5)
+    audit_share: float = Field(default=0.0, ge=0, le=1)
+    max_output_chars: int = Field(default=20_000, ge=1)
+    max_prompt_chars: int = Field(default=20_000, ge=1)
+
+    def to_policy(self) -> Policy:
+        return Policy(
+            primary_confidence_threshold=self.primary_confidence_threshold,
+            tiebreak_enabled=self.tiebreak_enabled,
+            tiebreak_confidence_threshold=self.tiebreak_confidence_threshold,
+            max_reasks=self.max_reasks,
+            audit_share=self.audit_share,
+            max_output_chars=self.max_output_chars,
+            max_prompt_chars=self.max_prompt_chars,
+        )
+
+
+class TelemetrySettings(_Section):
+    #: ``file`` writes one JSON span per line (readable, for the embedded demo); ``otlp`` exports to any backend.
+    exporter: Literal["none", "console", "file", "otlp"] = "none"
+    file_path: Path = Path("pairjudge-traces.jsonl")
+    otlp_endpoint: str = "http://127.0.0.1:4318"
+    otlp_protocol: Literal["http/protobuf"] = "http/protobuf"
+    #: Output text goes into spans only when this is switched on.
+    capture_content: bool = False
+    service_name: str = "pairjudge"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="PAIRJUDGE_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="ignore",
+    )
+
+    kafka: KafkaSettings = KafkaSettings()
+    topics: TopicSettings = TopicSettings()
+    worker: WorkerSettings = WorkerSettings()
+    judge: JudgeSettings = JudgeSettings()
+    policy: PolicySettings = PolicySettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
+    #: Maximum bytes of one incoming event; larger ones are dead-lettered unread.
+    max_event_bytes: int = Field(default=256_000, ge=1024)
+    #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``.
+    rubrics_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _judge_key_present(self) -> Settings:
+        # A remote judge with no key is allowed (local vLLM/llama.cpp need none), but a key file that
+        # cannot be read is a start-up error naming the variable.
+        if self.judge.kind == "openai":
+            self.judge.resolved_api_key()
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment, with explicit overrides (the CLI's flags) on top."""
+    return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def environ_for(settings: Settings) -> dict[str, str]:
+    """The environment that makes a child process (a worker) read the same settings."""
+    env = dict(os.environ)
+    env["PAIRJUDGE_KAFKA__BOOTSTRAP_SERVERS"] = settings.kafka.bootstrap_servers
+    env["PAIRJUDGE_KAFKA__SESSION_TIMEOUT_S"] = str(settings.kafka.session_timeout_s)
+    env["PAIRJUDGE_KAFKA__HEARTBEAT_INTERVAL_S"] = str(settings.kafka.heartbeat_interval_s)
+    env["PAIRJUDGE_KAFKA__PARTITIONS"] = str(settings.kafka.partitions)
+    env["PAIRJUDGE_TOPICS__PREFIX"] = settings.topics.prefix
+    env["PAIRJUDGE_WORKER__APP_ID"] = settings.worker.app_id
+    env["PAIRJUDGE_WORKER__DATA_DIR"] = str(settings.worker.data_dir)
+    env["PAIRJUDGE_TELEMETRY__EXPORTER"] = settings.telemetry.exporter
+    env["PAIRJUDGE_TELEMETRY__FILE_PATH"] = str(settings.telemetry.file_path)
+    return env

@@ -1,0 +1,239 @@
+"""OpenTelemetry at the edge: providers, ``traceparent`` in Kafka headers, and spans for judge calls.
+
+What to record is decided by the core (``Decision.attributes``, ``Decision.evaluation``); this module
+owns how: the spans, their names, and the exporters. Stage names are the same in spans, logs and metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics
+from opentelemetry.propagate import get_global_textmap
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from agents.core import Decision
+from agents.errors import JudgeError
+from agents.judge import Judge, JudgeRequest, JudgeResponse
+from streams.settings import TelemetrySettings
+
+Headers = Sequence[tuple[str, bytes]]
+INSTRUMENTATION = "pairjudge"
+
+
+def _compact_json(span: ReadableSpan) -> str:
+    return json.dumps(json.loads(span.to_json()), separators=(",", ":")) + "\n"
+
+
+def make_tracer_provider(settings: TelemetrySettings, exporter: SpanExporter | None = None) -> TracerProvider:
+    """A provider for the configured exporter; tests pass their own (e.g. an in-memory exporter)."""
+    provider = TracerProvider(resource=Resource.create({"service.name": settings.service_name}))
+    if exporter is None:
+        exporter = _configured_exporter(settings)
+    if exporter is not None:
+        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=500))
+    return provider
+
+
+def _configured_exporter(settings: TelemetrySettings) -> SpanExporter | None:
+    if settings.exporter == "none":
+        return None
+    if settings.exporter == "console":
+        return ConsoleSpanExporter(formatter=_compact_json)
+    if settings.exporter == "file":
+        settings.file_path.parent.mkdir(parents=True, exist_ok=True)
+        out: IO[str] = settings.file_path.open("a", encoding="utf-8")
+        return ConsoleSpanExporter(out=out, formatter=_compact_json)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=settings.otlp_endpoint.rstrip("/") + "/v1/traces")
+
+
+# --- traceparent in Kafka headers -------------------------------------------------------------
+
+
+def _header_dict(headers: Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None) -> dict[str, str]:
+    if headers is None:
+        return {}
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = {}
+    for key, value in items:
+        if isinstance(value, bytes):
+            out[key.lower()] = value.decode("latin-1")
+        elif isinstance(value, str):
+            out[key.lower()] = value
+    return out
+
+
+def extract_context(headers: Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None) -> otel_context.Context:
+    return get_global_textmap().extract(_header_dict(headers))
+
+
+def inject_headers(ctx: otel_context.Context | None = None) -> list[tuple[str, bytes]]:
+    carrier: dict[str, str] = {}
+    get_global_textmap().inject(carrier, context=ctx)
+    return [(k, v.encode("latin-1")) for k, v in carrier.items()]
+
+
+def trace_id_of(span: Span) -> str | None:
+    ctx = span.get_span_context()
+    return format(ctx.trace_id, "032x") if ctx.is_valid else None
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Instruments:
+    outcomes: metrics.Counter
+    flips: metrics.Counter
+    judge_calls: metrics.Counter
+    judge_latency: metrics.Histogram
+    tokens: metrics.Counter
+    dead_letters: metrics.Counter
+
+    @classmethod
+    def create(cls, meter: metrics.Meter) -> Instruments:
+        return cls(
+            outcomes=meter.create_counter("pairjudge.outcomes", description="Decisions by stage and outcome"),
+            flips=meter.create_counter("pairjudge.position_flips", description="Pairs whose two orders disagreed"),
+            judge_calls=meter.create_counter("pairjudge.judge.calls", description="Judge calls by validity"),
+            judge_latency=meter.create_histogram("gen_ai.client.operation.duration", unit="s"),
+            tokens=meter.create_counter("gen_ai.client.token.usage", unit="{token}"),
+            dead_letters=meter.create_counter("pairjudge.dead_letters", description="Events dead-lettered by reason"),
+        )
+
+
+class Telemetry:
+    """The tracer, meter and content-capture switch, passed to the edges that record."""
+
+    def __init__(
+        self,
+        settings: TelemetrySettings,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        self.settings = settings
+        self.tracer_provider = tracer_provider or make_tracer_provider(settings)
+        self.tracer = self.tracer_provider.get_tracer(INSTRUMENTATION)
+        self.meter_provider = meter_provider or MeterProvider()
+        self.instruments = Instruments.create(self.meter_provider.get_meter(INSTRUMENTATION))
+
+    @property
+    def capture_content(self) -> bool:
+        return self.settings.capture_content
+
+    def shutdown(self) -> None:
+        self.tracer_provider.force_flush()
+        self.tracer_provider.shutdown()
+
+    def record_decision(self, span: Span, decision: Decision) -> None:
+        """Put the core's decision on the stage span, and count it."""
+        outcome = str(decision.attributes.get("pairjudge.outcome", "unknown"))
+        self.instruments.outcomes.add(1, {"pairjudge.stage": decision.stage, "pairjudge.outcome": outcome})
+        if decision.attributes.get("pairjudge.flip"):
+            self.instruments.flips.add(1, {"pairjudge.stage": decision.stage})
+        if not span.is_recording():
+            return
+        span.set_attributes(decision.attributes)
+        ev = decision.evaluation
+        if ev is not None:
+            attrs: dict[str, Any] = {
+                "gen_ai.evaluation.name": ev.name,
+                "gen_ai.evaluation.score.label": ev.score_label,
+            }
+            if ev.score_value is not None:
+                attrs["gen_ai.evaluation.score.value"] = ev.score_value
+            if self.capture_content and ev.explanation:
+                # The explanation quotes output text, so it follows the content-capture switch.
+                attrs["gen_ai.evaluation.explanation"] = ev.explanation
+            span.add_event("gen_ai.evaluation.result", attrs)
+
+
+class TracingJudge:
+    """Wraps any judge so each call is a child span following the GenAI semantic conventions."""
+
+    def __init__(self, inner: Judge, telemetry: Telemetry, stage: str) -> None:
+        self._inner = inner
+        self._telemetry = telemetry
+        self._stage = stage
+
+    @property
+    def provider(self) -> str:
+        return self._inner.provider
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    @property
+    def version(self) -> str:
+        return self._inner.version
+
+    @property
+    def temperature(self) -> float:
+        return self._inner.temperature
+
+    @property
+    def heuristic(self) -> bool:
+        return self._inner.heuristic
+
+    async def complete(self, request: JudgeRequest) -> JudgeResponse:
+        tel = self._telemetry
+        order = request.order
+        with tel.tracer.start_as_current_span(f"chat {self._inner.model}", kind=SpanKind.CLIENT) as span:
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.provider.name": self._inner.provider,
+                        "gen_ai.request.model": self._inner.model,
+                        "gen_ai.request.temperature": self._inner.temperature,
+                        "pairjudge.stage": self._stage,
+                        "pairjudge.template": request.template,
+                        "pairjudge.order_shown": order,
+                        "pairjudge.swapped": order == "BA",
+                        "pairjudge.retry": request.attempt,
+                        "pairjudge.forced_choice": request.forced_choice,
+                    }
+                )
+                if tel.capture_content:
+                    span.set_attribute("gen_ai.input.messages", json.dumps([m.content for m in request.messages]))
+            started = time.perf_counter()
+            try:
+                response = await self._inner.complete(request)
+            except JudgeError as exc:
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                span.set_attribute("error.type", type(exc).__name__)
+                tel.instruments.judge_calls.add(1, {"pairjudge.stage": self._stage, "outcome": "error"})
+                raise
+            elapsed = time.perf_counter() - started
+            base = {"gen_ai.request.model": self._inner.model, "pairjudge.stage": self._stage}
+            tel.instruments.judge_latency.record(elapsed, base)
+            tel.instruments.judge_calls.add(1, {"pairjudge.stage": self._stage, "outcome": "ok"})
+            if response.input_tokens is not None:
+                tel.instruments.tokens.add(response.input_tokens, {**base, "gen_ai.token.type": "input"})
+            if response.output_tokens is not None:
+                tel.instruments.tokens.add(response.output_tokens, {**base, "gen_ai.token.type": "output"})
+            if span.is_recording():
+                span.set_attribute("gen_ai.response.model", response.model)
+                span.set_attribute("pairjudge.latency_ms", round(elapsed * 1000, 3))
+                if response.input_tokens is not None:
+                    span.set_attribute("gen_ai.usage.input_tokens", response.input_tokens)
+                if response.output_tokens is not None:
+                    span.set_attribute("gen_ai.usage.output_tokens", response.output_tokens)
+                http_retries = response.extra.get("http_retries")
+                if isinstance(http_retries, int):
+                    span.set_attribute("pairjudge.http_retries", http_retries)
+                if tel.capture_content:
+                    span.set_attribute("gen_ai.output.messages", response.text)
+            return response

@@ -1,0 +1,430 @@
+"""The OpenAI-compatible judge against a real local HTTP server that fails on cue.
+
+Each failure mode asserts the outcome the core relies on: what is retried (and how often), what is
+raised (``JudgeUnavailable`` vs ``JudgeRejected``), and what is handed back as text for the core's
+strict validator to judge.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import pydantic
+import pytest
+from pydantic import SecretStr
+
+from agents.errors import JudgeRejected, JudgeUnavailable
+from agents.judge import ChatMessage, Judge, JudgeRequest, PromptSlots
+from schemas.replies import ToneStyleReply
+from streams.judges.http import format_http_date
+from streams.judges.openai import OpenAICompatibleJudge
+from tests.fixtures.fake_judge_server import (
+    DEFAULT_CONTENT,
+    Action,
+    FakeJudgeServer,
+    closed_port,
+    fake_judge_server,
+    hang,
+    huge,
+    no_choices,
+    not_json,
+    refusal,
+    reply,
+    status,
+    truncated,
+)
+
+__all__ = ["closed_port", "fake_judge_server"]  # fixtures, imported for pytest
+
+API_KEY = "sk-test-DO-NOT-LEAK-4f1c2a"
+
+JudgeFactory = Callable[..., OpenAICompatibleJudge]
+
+
+def make_request() -> JudgeRequest:
+    return JudgeRequest(
+        template="tone_style",
+        messages=(
+            ChatMessage("system", "You compare two responses for tone and style. Reply with JSON only."),
+            ChatMessage("user", "<response_a>Hi there!</response_a>\n<response_b>Greetings.</response_b>"),
+        ),
+        response_schema=ToneStyleReply.model_json_schema(by_alias=True),
+        schema_name="ToneStyleReply",
+        slots=PromptSlots(
+            output_a="Hi there!", output_b="Greetings.", task_prompt="Greet a customer.", task_context=None, rubric=None
+        ),
+    )
+
+
+@pytest.fixture
+async def make_judge(fake_judge_server: FakeJudgeServer) -> AsyncIterator[JudgeFactory]:
+    """Judges against the fake server with fast backoff; closed at the end of the test."""
+    made: list[OpenAICompatibleJudge] = []
+
+    def factory(**overrides: Any) -> OpenAICompatibleJudge:
+        options: dict[str, Any] = {
+            "base_url": fake_judge_server.base_url,
+            "model": "fake-model",
+            "api_key": SecretStr(API_KEY),
+            "max_retries": 2,
+            "backoff_initial": 0.01,
+            "backoff_max": 0.05,
+            "connect_timeout": 2.0,
+            "read_timeout": 5.0,
+        }
+        options.update(overrides)
+        judge = OpenAICompatibleJudge(**options)
+        made.append(judge)
+        return judge
+
+    yield factory
+    for judge in made:
+        await judge.aclose()
+
+
+def assert_no_key(exc: BaseException) -> None:
+    rendered = "".join(traceback.format_exception(exc))
+    assert API_KEY not in rendered
+    assert API_KEY not in repr(exc)
+
+
+# --- the good path ------------------------------------------------------------------------------
+
+
+async def test_good_reply_records_model_tokens_latency(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    judge = make_judge(seed=7, max_tokens=300)
+    assert isinstance(judge, Judge)
+    assert (judge.provider, judge.model, judge.temperature, judge.heuristic) == (
+        "openai-compatible",
+        "fake-model",
+        0.0,
+        False,
+    )
+    fake_judge_server.script(
+        reply(DEFAULT_CONTENT, model="fake-model-2024-06-01", prompt_tokens=321, completion_tokens=54)
+    )
+
+    response = await judge.complete(make_request())
+
+    assert response.text == DEFAULT_CONTENT
+    ToneStyleReply.model_validate_json(response.text)
+    # The model the server says answered, not the one we asked for: a silent reroute must be visible.
+    assert response.model == "fake-model-2024-06-01"
+    assert (response.input_tokens, response.output_tokens) == (321, 54)
+    assert response.latency_s > 0
+    assert response.extra["http_retries"] == 0
+    assert response.extra["http_attempts"] == 1
+    assert response.extra["finish_reason"] == "stop"
+    assert response.extra["refusal"] is False
+
+    [sent] = fake_judge_server.requests
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["authorization"] == f"Bearer {API_KEY}"
+    payload = sent.json()
+    assert payload["model"] == "fake-model"
+    assert payload["temperature"] == 0.0
+    assert payload["seed"] == 7
+    assert payload["max_tokens"] == 300
+    assert payload["stream"] is False
+    assert [m["role"] for m in payload["messages"]] == ["system", "user"]
+    fmt = payload["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["name"] == "ToneStyleReply"
+    assert fmt["json_schema"]["strict"] is True
+    # The strict OpenAI form carries the contract exactly as written.
+    assert fmt["json_schema"]["schema"] == ToneStyleReply.model_json_schema(by_alias=True)
+
+
+async def test_json_object_schema_mode_adapts_the_wire_schema_for_llama(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    judge = make_judge(response_format="json_object_schema")
+    await judge.complete(make_request())
+    fmt = fake_judge_server.requests[-1].json()["response_format"]
+    assert fmt["type"] == "json_object"
+    wire = fmt["schema"]
+    contract = ToneStyleReply.model_json_schema(by_alias=True)
+    assert contract["properties"]["justification"]["maxLength"] == 1500  # the contract itself is unchanged
+    # Narrowed on the wire only, below where llama.cpp's grammar compiler kills the server ...
+    assert wire["properties"]["justification"]["maxLength"] == 1000
+    assert wire["properties"]["key_differentiator"]["maxLength"] == 300
+    # ... and the 1-5 scores as an enum, which llama.cpp enforces (it ignores minimum/maximum).
+    score = wire["$defs"]["ScorePair"]["properties"]["A"]
+    assert score["enum"] == [1, 2, 3, 4, 5]
+    assert "minimum" not in score
+    assert "maximum" not in score
+    # Floats keep their bounds (no enum can restate them); the core's validator still checks them.
+    assert wire["properties"]["confidence"] == contract["properties"]["confidence"]
+
+
+async def test_wire_adaptations_can_be_switched_off(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    judge = make_judge(response_format="json_object_schema", wire_max_length=None, wire_int_enum_max=None)
+    await judge.complete(make_request())
+    wire = fake_judge_server.requests[-1].json()["response_format"]["schema"]
+    assert wire == ToneStyleReply.model_json_schema(by_alias=True)
+
+
+async def test_none_mode_sends_no_response_format(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    judge = make_judge(response_format="none", api_key=None)
+    await judge.complete(make_request())
+    [sent] = fake_judge_server.requests
+    assert "response_format" not in sent.json()
+    assert "authorization" not in sent.headers
+
+
+# --- retries -------------------------------------------------------------------------------------
+
+
+async def test_5xx_then_success_is_retried(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(status(500), status(503), reply())
+    response = await make_judge().complete(make_request())
+    assert response.text == DEFAULT_CONTENT
+    assert fake_judge_server.request_count == 3
+    assert response.extra["http_retries"] == 2
+    assert [r.split(":")[0] for r in response.extra["http_retry_reasons"]] == ["HTTP 500", "HTTP 503"]
+
+
+async def test_retry_after_seconds_is_honoured(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(status(429, retry_after="1"), reply())
+    started = time.monotonic()
+    response = await make_judge().complete(make_request())
+    elapsed = time.monotonic() - started
+    assert response.extra["http_retries"] == 1
+    first, second = fake_judge_server.requests
+    # Backoff alone would be ~0.01 s; the server asked for 1 s.
+    assert second.at - first.at >= 1.0
+    assert elapsed >= 1.0
+
+
+async def test_retry_after_http_date_is_honoured(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    # HTTP dates have whole-second resolution, so "2 s from now" means somewhere in (1, 2] s.
+    fake_judge_server.script(status(503, retry_after=format_http_date(2)), reply())
+    await make_judge().complete(make_request())
+    first, second = fake_judge_server.requests
+    assert second.at - first.at >= 0.9
+
+
+async def test_retry_after_beyond_limit_gives_up_at_once(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.script(status(429, retry_after="3600"))
+    started = time.monotonic()
+    with pytest.raises(JudgeUnavailable, match="3600") as info:
+        await make_judge(max_retry_after=30).complete(make_request())
+    assert time.monotonic() - started < 5
+    assert fake_judge_server.request_count == 1
+    assert info.value.retriable is True
+
+
+async def test_exhausted_retries_raise_unavailable(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.set_default(status(503))
+    with pytest.raises(JudgeUnavailable, match=r"after 3 attempt\(s\).*HTTP 503") as info:
+        await make_judge(max_retries=2).complete(make_request())
+    assert fake_judge_server.request_count == 3
+    assert_no_key(info.value)
+
+
+async def test_zero_retries_means_one_attempt(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(status(502), reply())
+    with pytest.raises(JudgeUnavailable):
+        await make_judge(max_retries=0).complete(make_request())
+    assert fake_judge_server.request_count == 1
+
+
+# --- rejections: no retries, no key ------------------------------------------------------------------
+
+
+async def test_401_rejected_without_retry_and_key_scrubbed(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    # Some servers quote the key they refused; it must not reach our message either.
+    echo = json.dumps({"error": {"message": f"Incorrect API key provided: {API_KEY}"}}).encode()
+    fake_judge_server.script(status(401, body=echo))
+    judge = make_judge()
+    with pytest.raises(JudgeRejected, match="HTTP 401") as info:
+        await judge.complete(make_request())
+    assert fake_judge_server.request_count == 1
+    assert info.value.retriable is False
+    assert "Incorrect API key provided" in str(info.value)  # the excerpt is there ...
+    assert_no_key(info.value)  # ... without the key
+    assert API_KEY not in repr(judge)
+
+
+async def test_400_rejected_without_retry(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(status(400, body=b'{"error": {"message": "response_format json_schema not supported"}}'))
+    with pytest.raises(JudgeRejected, match="json_schema not supported"):
+        await make_judge().complete(make_request())
+    assert fake_judge_server.request_count == 1
+
+
+async def test_long_error_body_is_excerpted(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(status(404, body=b"<html>" + b"not found " * 2000 + b"</html>"))
+    with pytest.raises(JudgeRejected, match="HTTP 404: <html>not found not found") as info:
+        await make_judge().complete(make_request())
+    assert len(str(info.value)) < 400
+
+
+async def test_deeply_nested_body_is_unavailable(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(Action(body=b"[" * 200_000))
+    with pytest.raises(JudgeUnavailable, match="malformed response"):
+        await make_judge().complete(make_request())
+
+
+# --- timeouts and transport faults ----------------------------------------------------------------
+
+
+async def test_hang_past_read_timeout_is_retried_then_unavailable(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.set_default(hang(10))
+    started = time.monotonic()
+    with pytest.raises(JudgeUnavailable, match="timeout") as info:
+        await make_judge(read_timeout=0.5, max_retries=1).complete(make_request())
+    elapsed = time.monotonic() - started
+    assert fake_judge_server.request_count == 2
+    assert 1.0 <= elapsed < 5.0  # two attempts of ~0.5 s each, not the 10 s hang
+    assert_no_key(info.value)
+
+
+async def test_one_hang_then_success(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(hang(10), reply())
+    response = await make_judge(read_timeout=0.5).complete(make_request())
+    assert response.text == DEFAULT_CONTENT
+    assert response.extra["http_retries"] == 1
+    assert "timeout" in response.extra["http_retry_reasons"][0]
+
+
+async def test_attempt_timeout_bounds_a_slow_server(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.set_default(hang(10))
+    started = time.monotonic()
+    with pytest.raises(JudgeUnavailable, match="attempt exceeded"):
+        await make_judge(read_timeout=30, attempt_timeout=0.3, max_retries=0).complete(make_request())
+    assert time.monotonic() - started < 3
+
+
+async def test_refused_connection_is_unavailable(make_judge: JudgeFactory, closed_port: int) -> None:
+    judge = make_judge(base_url=f"http://127.0.0.1:{closed_port}/v1", max_retries=1)
+    with pytest.raises(JudgeUnavailable, match=r"after 2 attempt\(s\): cannot connect") as info:
+        await judge.complete(make_request())
+    assert_no_key(info.value)
+
+
+async def test_truncated_body_is_retried(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(truncated(), reply())
+    response = await make_judge().complete(make_request())
+    assert response.text == DEFAULT_CONTENT
+    assert fake_judge_server.request_count == 2
+    assert response.extra["http_retries"] == 1
+    assert response.extra["http_retry_reasons"][0].startswith("transport error")
+
+
+# --- malformed bodies: the server's fault, not the model's --------------------------------------------
+
+
+async def test_body_not_json_is_unavailable(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(not_json())
+    with pytest.raises(JudgeUnavailable, match="malformed response, body is not JSON"):
+        await make_judge().complete(make_request())
+    assert fake_judge_server.request_count == 1
+
+
+async def test_body_without_choices_is_unavailable(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.script(no_choices())
+    with pytest.raises(JudgeUnavailable, match=r"no choices\[0\]\.message.*upstream overloaded"):
+        await make_judge().complete(make_request())
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+async def test_huge_body_is_rejected(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, chunked: bool
+) -> None:
+    fake_judge_server.script(huge(2 * 1024 * 1024, chunked=chunked))
+    with pytest.raises(JudgeUnavailable, match="response too large"):
+        await make_judge().complete(make_request())
+    assert fake_judge_server.request_count == 1
+    # The cap is a setting: the same body passes a larger one.
+    fake_judge_server.script(huge(2 * 1024 * 1024, chunked=chunked))
+    response = await make_judge(max_response_bytes=4 * 1024 * 1024).complete(make_request())
+    assert len(response.text) == 2 * 1024 * 1024
+
+
+# --- the model's own answer, good or bad, goes back as text --------------------------------------------
+
+
+async def test_off_schema_content_is_returned_as_text(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    off_schema = json.dumps({"winner": "C", "confidence": 7, "note": "extra field"})
+    fake_judge_server.script(reply(off_schema))
+    response = await make_judge().complete(make_request())
+    assert response.text == off_schema
+    assert fake_judge_server.request_count == 1  # not a transport fault: no HTTP retry
+    # The core's strict validator is what rejects it (and re-asks), never the transport.
+    with pytest.raises(pydantic.ValidationError):
+        ToneStyleReply.model_validate_json(response.text)
+
+
+async def test_content_that_is_not_json_is_returned_as_text(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.script(reply('Sure! {"winner": "A"', finish_reason="length"))
+    response = await make_judge().complete(make_request())
+    assert response.text == 'Sure! {"winner": "A"'
+    assert response.extra["finish_reason"] == "length"
+
+
+async def test_refusal_is_returned_as_text(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(refusal("I can't compare these."))
+    response = await make_judge().complete(make_request())
+    assert response.text == "I can't compare these."
+    assert response.extra["refusal"] is True
+
+
+async def test_empty_content_is_returned_empty(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    fake_judge_server.script(reply(None), reply(""))
+    judge = make_judge()
+    assert (await judge.complete(make_request())).text == ""
+    assert (await judge.complete(make_request())).text == ""
+    assert fake_judge_server.request_count == 2
+
+
+# --- concurrency and lifecycle ---------------------------------------------------------------------------
+
+
+async def test_max_concurrency_caps_calls_in_flight(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.set_default(hang(0.3))
+    judge = make_judge(max_concurrency=2)
+    async with anyio.create_task_group() as tg:
+        for _ in range(6):
+            tg.start_soon(judge.complete, make_request())
+    assert fake_judge_server.request_count == 6
+    assert fake_judge_server.max_in_flight == 2
+
+
+async def test_async_context_manager_closes(fake_judge_server: FakeJudgeServer) -> None:
+    async with OpenAICompatibleJudge(base_url=fake_judge_server.base_url, model="fake-model") as judge:
+        await judge.complete(make_request())
+    with pytest.raises(RuntimeError, match="closed"):  # a programming error, not a judge outage
+        await judge.complete(make_request())
+
+
+def test_bad_base_url_is_a_config_error() -> None:
+    with pytest.raises(ValueError, match="http"):
+        OpenAICompatibleJudge(base_url="ftp://example.org/v1", model="m")
