@@ -149,15 +149,24 @@ def load_settings(**overrides: object) -> Settings:
 
 
 def environ_for(settings: Settings) -> dict[str, str]:
-    """The environment that makes a child process (a worker) read the same settings."""
+    """The environment that makes a child process (a worker) read exactly these settings."""
     env = dict(os.environ)
-    env["PAIRJUDGE_KAFKA__BOOTSTRAP_SERVERS"] = settings.kafka.bootstrap_servers
-    env["PAIRJUDGE_KAFKA__SESSION_TIMEOUT_S"] = str(settings.kafka.session_timeout_s)
-    env["PAIRJUDGE_KAFKA__HEARTBEAT_INTERVAL_S"] = str(settings.kafka.heartbeat_interval_s)
-    env["PAIRJUDGE_KAFKA__PARTITIONS"] = str(settings.kafka.partitions)
-    env["PAIRJUDGE_TOPICS__PREFIX"] = settings.topics.prefix
-    env["PAIRJUDGE_WORKER__APP_ID"] = settings.worker.app_id
-    env["PAIRJUDGE_WORKER__DATA_DIR"] = str(settings.worker.data_dir)
-    env["PAIRJUDGE_TELEMETRY__EXPORTER"] = settings.telemetry.exporter
-    env["PAIRJUDGE_TELEMETRY__FILE_PATH"] = str(settings.telemetry.file_path)
+    for section_name, section in settings:
+        if isinstance(section, BaseModel):
+            for field_name, value in section:
+                _put(env, f"PAIRJUDGE_{section_name.upper()}__{field_name.upper()}", value)
+        else:
+            _put(env, f"PAIRJUDGE_{section_name.upper()}", section)
     return env
+
+
+def _put(env: dict[str, str], name: str, value: object) -> None:
+    if value is None:
+        env.pop(name, None)
+    elif isinstance(value, SecretStr):
+        # Only into the child's environment, which is where secrets are meant to live.
+        env[name] = value.get_secret_value()
+    elif isinstance(value, bool):
+        env[name] = "true" if value else "false"
+    else:
+        env[name] = str(value)

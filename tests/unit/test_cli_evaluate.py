@@ -1,0 +1,81 @@
+"""``pairjudge evaluate`` and ``pairjudge schemas export``: the core over a file, no Kafka."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from agents.judge import JudgeRequest
+from agents.scripted import ScriptedJudge
+from schemas import KnownLabel
+from streams.cli import app
+from streams.evaluate import run_evaluate
+from streams.settings import Settings
+from tests.unit.factories import make_pair, order_of, tone_reply
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def test_agreement_and_kappa_against_human_labels(tmp_path: Path) -> None:
+    pairs = [make_pair(pair_id=f"p{i}") for i in range(4)]
+    first, second = (c.candidate_id for c in pairs[0].candidates)
+    humans = [first, first, first, second]
+    labelled = [p.model_copy(update={"human_label": KnownLabel(winner=h)}) for p, h in zip(pairs, humans, strict=True)]
+    path = _write(tmp_path / "set.jsonl", [p.model_dump_json() for p in labelled])
+
+    def always_first(req: JudgeRequest) -> str:  # consistent across orders: always the first candidate
+        return tone_reply(winner="A" if order_of(req, pairs[0]) == "AB" else "B", confidence=0.9)
+
+    report = await run_evaluate(
+        Settings(), path, out_path=tmp_path / "out.jsonl", console=Console(file=None), judge=ScriptedJudge(always_first)
+    )
+    assert [r.outcome for r in report.results] == ["verdict"] * 4
+    assert report.agreement == pytest.approx(0.75)
+    # Judge says "first" every time: p_e = 1 * 0.75, p_o = 0.75, so kappa = 0 (no better than chance).
+    assert report.kappa == pytest.approx(0.0)
+    assert report.flip_rate == pytest.approx(0.0)
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["human"] for r in rows] == humans
+
+
+async def test_a_flipping_judge_shows_in_the_flip_rate(tmp_path: Path) -> None:
+    pair = make_pair()
+    path = _write(tmp_path / "set.jsonl", [pair.model_dump_json()])
+    report = await run_evaluate(
+        Settings(policy={"tiebreak_enabled": False}),
+        path,
+        out_path=None,
+        console=Console(file=None),
+        judge=ScriptedJudge(lambda req: tone_reply(winner="A")),
+    )
+    assert report.flip_rate == pytest.approx(1.0)
+    assert report.results[0].outcome == "review"
+    assert report.results[0].reason == "tiebreak_disabled"
+
+
+def test_evaluate_command_runs_the_offline_judge_over_the_sample_set(tmp_path: Path) -> None:
+    sample = Path(__file__).resolve().parents[2] / "streams" / "data" / "sample_pairs.jsonl"
+    result = CliRunner().invoke(app, ["evaluate", str(sample), "--out", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    outcomes = {r["pair_id"]: r["outcome"] for r in rows}
+    assert outcomes["bad-oversized-output"] == "rejected"
+    assert outcomes["email-card-delay"] == "verdict"
+    assert "Cohen's kappa" in result.output
+
+
+def test_schemas_export_writes_valid_json_schemas(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["schemas", "export", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    written = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("*.schema.json")}
+    assert "CandidatePair.schema.json" in written
+    assert "PairVerdict.schema.json" in written
+    assert written["CandidatePair.schema.json"]["additionalProperties"] is False
+    assert "schema_version" in written["PairVerdict.schema.json"]["properties"]
