@@ -63,6 +63,12 @@ class JudgeResponse:
     output_tokens: int | None = None
     latency_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What this call cost in US dollars, set by a pricing wrapper (``streams.judges.cost``). None means
+    #: unknown (no price for the model, or no token counts), never "free"; a cache hit costs 0.0.
+    cost_usd: float | None = None
+    #: True when the reply was served from a response cache (or shared with an identical call in
+    #: flight) instead of a fresh judge call.
+    cached: bool = False
 
 
 @runtime_checkable

@@ -24,6 +24,8 @@ class Policy:
     max_prompt_chars: int = 20_000
     default_tiebreak: TieBreakWeights = DEFAULT_TIEBREAK_WEIGHTS
     kappa_guard_tripped: bool = False  # when True, every decision routes to review reason "kappa_guard"
+    #: Votes a jury's winner needs (agents.jury); None means a strict majority of all jurors.
+    jury_quorum: int | None = None
 
     def __post_init__(self) -> None:
         # A bad control message must fail loudly here, not silently turn every pair into a verdict.
@@ -35,6 +37,8 @@ class Policy:
             raise ValueError(f"max_reasks must be >= 0, got {self.max_reasks!r}")
         if self.max_output_chars < 1 or self.max_prompt_chars < 1:
             raise ValueError("max_output_chars and max_prompt_chars must be positive")
+        if self.jury_quorum is not None and self.jury_quorum < 1:
+            raise ValueError(f"jury_quorum must be >= 1 or None, got {self.jury_quorum!r}")
 
     def apply(self, update: ControlUpdate) -> Policy:
         """This policy with one live setting from ``pairjudge.control`` changed (validated like the rest)."""

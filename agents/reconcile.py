@@ -123,6 +123,19 @@ def _token_sum(values: Sequence[int | None]) -> int | None:
     return sum(known) if known else None
 
 
+def cost_sum(values: Sequence[float | None]) -> float | None:
+    """The total of ``values``; None when there are none or any of them is unknown.
+
+    A partial sum is never reported as the total: one unpriced reply (a model missing from the price
+    table, a reply without token counts) makes the whole figure unknown. Callers pass only the costs
+    of calls that got a reply: a call that raised (judge down) got no reply and is not billed.
+    """
+    if not values:
+        return None
+    known = [v for v in values if v is not None]
+    return math.fsum(known) if len(known) == len(values) else None
+
+
 def build_ordering(
     pair: CandidatePair,
     order: Order,
@@ -138,7 +151,7 @@ def build_ordering(
 ) -> OrderingResult:
     """One ordering's ``OrderingResult``: who sat where, and the reply mapped back to candidate ids.
 
-    Latency and tokens are summed over every call the ordering made, re-asks included.
+    Latency, tokens and cost are summed over every call the ordering made, re-asks included.
     """
     a, b = shown(pair, order)
     common: dict[str, Any] = {
@@ -153,6 +166,8 @@ def build_ordering(
         "output_tokens": _token_sum([c.output_tokens for c in calls]),
         "answered_by_model": answered_model,
         "error": error,
+        "cost_usd": cost_sum([c.cost_usd for c in calls if c.answered_model is not None]),
+        "cache_hits": sum(1 for c in calls if c.cached),
     }
     if reply is None:
         return OrderingResult(valid=False, **common)
@@ -324,6 +339,8 @@ def verdict(
         judge=judge,
         tiebreak_reason=tiebreak_reason,
         weighted_scores=weighted_scores,
+        # Every ordering that led here (for a tie-break verdict: the primary ones too), re-asks included.
+        cost_usd=cost_sum([o.cost_usd for o in orderings if o.answered_by_model is not None]),
         experiment_id=pair.metadata.experiment_id,
         traffic=pair.metadata.traffic,
         trace_id=trace_id,

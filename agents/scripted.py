@@ -2,6 +2,7 @@
 
     ScriptedJudge([reply_1, reply_2, ...])                 # consumed in call order, across orderings
     ScriptedJudge(lambda request: ...)                     # per request: return text or an exception
+    ScriptedJudge([JudgeResponse(text, model, cost_usd=0.01), ...])   # full replies, e.g. priced ones
 
 The callable form lets a test answer AB and BA differently (``request.slots.output_a`` tells them
 apart) and simulate failures (return or raise ``JudgeUnavailable``). ``on_request`` is awaited before
@@ -14,7 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from agents.judge import JudgeRequest, JudgeResponse
 
-Script = Sequence[str | Exception] | Callable[[JudgeRequest], str | Exception]
+Answer = str | JudgeResponse | Exception
+Script = Sequence[Answer] | Callable[[JudgeRequest], Answer]
 
 
 class ScriptedJudge:
@@ -33,6 +35,7 @@ class ScriptedJudge:
         output_tokens: int | None = None,
         latency_s: float = 0.0,
         on_request: Callable[[JudgeRequest], Awaitable[None]] | None = None,
+        cost_usd: float | None = None,
     ) -> None:
         self._script = replies if callable(replies) else list(replies)
         self._model = model
@@ -45,6 +48,8 @@ class ScriptedJudge:
         self._output_tokens = output_tokens
         self._latency_s = latency_s
         self._on_request = on_request
+        #: The cost put on every text answer (a ``JudgeResponse`` answer carries its own).
+        self._cost_usd = cost_usd
         self._next = 0
         #: Every request received, in arrival order.
         self.requests: list[JudgeRequest] = []
@@ -73,7 +78,7 @@ class ScriptedJudge:
     def calls(self) -> int:
         return len(self.requests)
 
-    def _answer(self, request: JudgeRequest) -> str | Exception:
+    def _answer(self, request: JudgeRequest) -> Answer:
         if callable(self._script):
             return self._script(request)
         if self._next >= len(self._script):
@@ -90,10 +95,13 @@ class ScriptedJudge:
             await self._on_request(request)
         if isinstance(answer, Exception):
             raise answer
+        if isinstance(answer, JudgeResponse):
+            return answer
         return JudgeResponse(
             text=answer,
             model=self._answered_model,
             input_tokens=self._input_tokens,
             output_tokens=self._output_tokens,
             latency_s=self._latency_s,
+            cost_usd=self._cost_usd,
         )

@@ -52,6 +52,10 @@ class JudgeCall:
     answered_model: str | None
     valid: bool
     error: str | None
+    #: US dollars, when a pricing wrapper knew the price; 0.0 for a cache hit; None when unknown.
+    cost_usd: float | None = None
+    #: Served from the response cache (or shared with an identical call in flight).
+    cached: bool = False
 
 
 # --- parsing ----------------------------------------------------------------------------------
@@ -236,6 +240,8 @@ async def ask_validated(
                 answered_model=response.model if response is not None else None,
                 valid=error is None,
                 error=error,
+                cost_usd=response.cost_usd if response is not None else None,
+                cached=response.cached if response is not None else False,
             )
         )
 

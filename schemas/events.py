@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from schemas._base import Contract, Event
 from schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
-from schemas.replies import PositionOrTie
+from schemas.replies import Position, PositionOrTie
 
 Order = Literal["AB", "BA"]
 DecidedBy = Literal["primary", "tiebreak", "human"]
@@ -61,6 +61,42 @@ class OrderingResult(Contract):
     output_tokens: int | None = None
     answered_by_model: str | None = None
     error: str | None = None
+    #: US dollars over every call of this ordering, re-asks included; None when no call had a price.
+    cost_usd: float | None = Field(default=None, ge=0.0)
+    #: Calls of this ordering answered from the response cache instead of the judge.
+    cache_hits: int = Field(default=0, ge=0)
+
+
+AbstainReason = Literal["position_inconsistent", "invalid", "tie"]
+
+
+class JuryVote(Contract):
+    """One juror's part in a jury decision: its vote (or abstention) and both of its orderings.
+
+    A juror votes only when both its orders name the same candidate; otherwise it abstains, and why is
+    recorded: its orders flipped ("position_inconsistent"), an ordering stayed invalid after its
+    re-asks ("invalid"), or either order said TIE ("tie", with ``vote="TIE"``; a tie is not a vote).
+    """
+
+    judge: JudgeInfo
+    #: The candidate id this juror voted for, "TIE" for a tie abstention, None for other abstentions.
+    vote: LabelWinner | None = None
+    abstained: bool
+    abstain_reason: AbstainReason | None = None
+    #: Mean confidence of the juror's two orders; None when either is invalid.
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    orderings: tuple[OrderingResult, ...]
+    #: True/False for a juror that voted when the jury had a majority candidate; None otherwise.
+    agreed_with_majority: bool | None = None
+    #: "A"/"B" when both orders picked whatever sat in that position (position bias); None otherwise.
+    lean: Position | None = None
+
+    @model_validator(mode="after")
+    def _abstention_has_a_reason(self) -> JuryVote:
+        # An abstention without a reason (or a vote with one) would make the abstention counts lie.
+        if self.abstained != (self.abstain_reason is not None):
+            raise ValueError("abstain_reason must be set exactly when the juror abstained")
+        return self
 
 
 class PairVerdict(Event):
@@ -79,9 +115,14 @@ class PairVerdict(Event):
     #: Set when this verdict came out of the tie-break resolver.
     tiebreak_reason: TieBreakReason | None = None
     weighted_scores: dict[str, float] | None = None
+    #: US dollars over every judge call that led to this verdict (primary, tie-break and re-asks);
+    #: None when no call had a price. Cache hits count 0.
+    cost_usd: float | None = Field(default=None, ge=0.0)
     experiment_id: str | None = None
     traffic: str = "production"
     trace_id: str | None = None
+    #: One vote per juror when a jury decided (agents.jury); empty for a single judge.
+    jury: tuple[JuryVote, ...] = ()
     decided_at: datetime = Field(default_factory=utc_now)
 
 
@@ -92,6 +133,8 @@ class TieBreakRequest(Event):
     primary: tuple[OrderingResult, ...]
     primary_judge: JudgeInfo
     trace_id: str | None = None
+    #: The primary jury's votes, so the resolver and auditors see them; empty for a single judge.
+    jury: tuple[JuryVote, ...] = ()
     requested_at: datetime = Field(default_factory=utc_now)
 
 

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_core import to_json
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agents.policy import Policy
+from streams.judges.cost import ModelPrice
 
 
 class _Section(BaseModel):
@@ -55,7 +57,8 @@ class WorkerSettings(_Section):
 
 
 class JudgeSettings(_Section):
-    kind: Literal["offline", "openai"] = "offline"
+    #: ``anthropic`` speaks the Messages API: set ``base_url`` to the API root, e.g. https://api.anthropic.com.
+    kind: Literal["offline", "openai", "anthropic"] = "offline"
     base_url: str = "http://127.0.0.1:8080/v1"
     model: str = "pairjudge-heuristic"
     version: str = ""
@@ -70,6 +73,24 @@ class JudgeSettings(_Section):
     read_timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
     max_concurrency: int = Field(default=32, ge=1)
+    #: The persistent response cache (streams.judges.cache): one directory shared by a host's workers.
+    #: Never used for the offline judge, which is cheap and deterministic.
+    cache_enabled: bool = True
+    cache_dir: Path = Path(".pairjudge-cache")
+    cache_size_mb: int = Field(default=512, ge=1)
+    #: Drop cached replies after this long (e.g. when a model alias may be re-pointed); None keeps them.
+    cache_ttl_s: float | None = Field(default=None, gt=0)
+    #: The circuit breaker (streams.judges.breaker): consecutive outages that open it, and its cooldown,
+    #: which doubles on every failed probe up to the maximum.
+    breaker_failures: int = Field(default=5, ge=1)
+    breaker_cooldown_s: float = Field(default=5.0, gt=0)
+    breaker_max_cooldown_s: float = Field(default=60.0, gt=0)
+    #: US dollars per million tokens by model name, as JSON:
+    #: ``PAIRJUDGE_JUDGE__PRICES='{"gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10}}'``.
+    #: A model missing here has an unknown cost (None), not zero.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    #: The ``anthropic-version`` header sent by the Anthropic judge (``kind = "anthropic"`` only).
+    anthropic_version: str = "2023-06-01"
 
     def resolved_api_key(self) -> SecretStr | None:
         if self.api_key_file is not None:
@@ -168,5 +189,8 @@ def _put(env: dict[str, str], name: str, value: object) -> None:
         env[name] = value.get_secret_value()
     elif isinstance(value, bool):
         env[name] = "true" if value else "false"
+    elif isinstance(value, dict | list | tuple | BaseModel):
+        # Complex fields (the price table) are read back from the environment as JSON, not Python repr.
+        env[name] = to_json(value).decode()
     else:
         env[name] = str(value)

@@ -1,15 +1,57 @@
-"""Build the configured judge. The offline judge is the embedded default; it needs no network."""
+"""Build the configured judge. The offline judge is the embedded default; it needs no network.
+
+``build_judge_stack`` wraps the adapter, innermost first::
+
+    adapter -> PricedJudge -> BreakerJudge -> CachingJudge (outermost)
+
+Pricing sits next to the adapter so it prices exactly the replies that were paid for. The cache is
+outermost so a hit never touches the breaker (cached replies are served even while the judge is down)
+and is never priced (it costs 0.0). The breaker sits between them, so it sees only real calls. The
+offline judge gets no cache (it is cheap and deterministic) but the same breaker and pricing, so the
+edges need no special case.
+"""
 
 from __future__ import annotations
 
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
 from agents.judge import Judge
 from agents.offline import OfflineJudge
+from streams.judges.breaker import BreakerJudge, CircuitBreaker
+from streams.judges.cache import CachingJudge, ResponseCache
+from streams.judges.cost import PricedJudge, PriceTable
 from streams.settings import JudgeSettings
 
 
-def build_judge(settings: JudgeSettings) -> Judge:
+def build_inner_judge(settings: JudgeSettings) -> Judge:
+    """The bare judge adapter for ``settings.kind``, without the resilience and cost wrappers."""
     if settings.kind == "offline":
         return OfflineJudge()
+    if settings.kind == "anthropic":
+        from streams.judges.anthropic import AnthropicJudge
+
+        # response_format and seed do not apply: the Messages API has no seed, and the reply schema
+        # always goes out as a forced tool.
+        return AnthropicJudge(
+            base_url=settings.base_url,
+            model=settings.model,
+            version=settings.version,
+            api_key=settings.resolved_api_key(),
+            anthropic_version=settings.anthropic_version,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.read_timeout_s,
+            max_retries=settings.max_retries,
+            max_concurrency=settings.max_concurrency,
+        )
     from streams.judges.openai import OpenAICompatibleJudge
 
     return OpenAICompatibleJudge(
@@ -26,3 +68,79 @@ def build_judge(settings: JudgeSettings) -> Judge:
         max_retries=settings.max_retries,
         max_concurrency=settings.max_concurrency,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeStack:
+    """The built judge and the parts the stream edge needs to reach."""
+
+    #: The outermost judge: what the pipeline calls.
+    judge: Judge
+    #: The bare adapter (closed by ``aclose``).
+    inner: Judge
+    #: For backpressure: the worker stops taking pairs while it is open.
+    breaker: CircuitBreaker | None
+    #: The response cache's store, when caching is on.
+    cache: ResponseCache | None
+    #: The caching wrapper, for its hit/miss statistics.
+    caching: CachingJudge | None
+
+    async def aclose(self) -> None:
+        """Close the adapter's HTTP client (when it has one) and the cache's database connection."""
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+        if self.cache is not None:
+            await anyio.to_thread.run_sync(self.cache.close)
+
+
+def _endpoint(base_url: str) -> str:
+    """``base_url`` without credentials, query or fragment: the part of it that decides who answers."""
+    parts = urllib.parse.urlsplit(base_url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def cache_params(settings: JudgeSettings) -> dict[str, Any]:
+    """The settings that shape a reply beyond model, version, temperature and prompt (see ``request_key``).
+
+    The endpoint is included because local servers (llama.cpp, Ollama) answer with whatever model they
+    loaded, whatever name is asked for: two servers under one model name must not share replies.
+    """
+    return {
+        "kind": settings.kind,
+        "endpoint": _endpoint(settings.base_url),
+        "response_format": settings.response_format,
+        "seed": settings.seed,
+        "max_tokens": settings.max_tokens,
+    }
+
+
+def build_judge_stack(settings: JudgeSettings, *, clock: Callable[[], float] | None = None) -> JudgeStack:
+    """The configured judge wrapped for cost, resilience and caching (order in the module docstring)."""
+    inner = build_inner_judge(settings)
+    breaker = CircuitBreaker(
+        failure_threshold=settings.breaker_failures,
+        cooldown_s=settings.breaker_cooldown_s,
+        max_cooldown_s=max(settings.breaker_max_cooldown_s, settings.breaker_cooldown_s),
+        name=inner.model,
+        clock=clock or time.monotonic,
+    )
+    judge: Judge = BreakerJudge(PricedJudge(inner, PriceTable.of(settings.prices)), breaker)
+    cache: ResponseCache | None = None
+    caching: CachingJudge | None = None
+    if settings.cache_enabled and settings.kind != "offline" and not inner.heuristic:
+        cache = ResponseCache(
+            settings.cache_dir,
+            size_limit_bytes=settings.cache_size_mb * 1024 * 1024,
+            ttl_s=settings.cache_ttl_s,
+        )
+        caching = CachingJudge(judge, cache, params=cache_params(settings))
+        judge = caching
+    return JudgeStack(judge=judge, inner=inner, breaker=breaker, cache=cache, caching=caching)
+
+
+def build_judge(settings: JudgeSettings) -> Judge:
+    """The outermost judge of ``build_judge_stack`` (kept for callers that need nothing else)."""
+    return build_judge_stack(settings).judge

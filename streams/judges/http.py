@@ -1,22 +1,33 @@
 """HTTP plumbing shared by the HTTP judges: client, retry policy, ``Retry-After``, capped reads, redaction.
 
 The judges translate everything here into ``agents.errors`` at their boundary; nothing in this module
-leaks httpx or aiohttp exceptions to the core.
+leaks httpx or aiohttp exceptions to the core. ``JSONEndpoint`` is that boundary packaged for reuse: one
+POST with retries, timeouts, a concurrency cap and a body cap, failing only with ``JudgeUnavailable`` or
+``JudgeRejected``; a judge adds its wire format on top (see ``streams/judges/anthropic.py``).
 """
 
 from __future__ import annotations
 
 import email.utils
+import logging
+import math
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import aiohttp
+import anyio
 import httpx
 from httpx_aiohttp import HttpxAiohttpClient
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
+from pydantic import SecretStr
+from tenacity import AsyncRetrying, RetryCallState, RetryError, retry_if_exception_type
+
+from agents.errors import JudgeRejected, JudgeUnavailable
+
+log = logging.getLogger(__name__)
 
 #: Statuses worth another try: rate limiting, overload, gateway trouble. 408 is a timeout by another name.
 RETRIABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -194,3 +205,227 @@ def describe_transport_error(exc: BaseException) -> str:
     if isinstance(cause, aiohttp.ServerDisconnectedError | httpx.RemoteProtocolError):
         return f"server disconnected ({type(cause).__name__})"
     return f"transport error ({type(cause).__name__}: {excerpt(str(cause).encode(), limit=120)})"
+
+
+# --- a reusable POST-JSON boundary for HTTP judges ------------------------------------------------------
+
+
+def parse_retry_after_headers(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from a response's headers: ``retry-after-ms`` if usable, else ``Retry-After``.
+
+    Anthropic (and OpenAI) send ``retry-after-ms`` next to ``Retry-After`` and their SDKs prefer it: it
+    has millisecond precision where ``Retry-After`` rounds up to whole seconds. ``headers`` should look
+    names up case-insensitively (``httpx.Headers`` does).
+    """
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis.strip())
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and value >= 0:
+            return value / 1000.0
+    return parse_retry_after(headers.get("retry-after"))
+
+
+@dataclass(frozen=True, slots=True)
+class PostResult:
+    """A 2xx body and how it was obtained."""
+
+    body: bytes
+    #: The successful attempt's round trip, in seconds (backoff sleeps excluded).
+    latency_s: float
+    attempts: int
+    retry_reasons: tuple[str, ...]
+    #: Wall time for the whole call, backoff sleeps included.
+    elapsed_s: float
+    #: The successful response's headers, names lower-cased.
+    headers: Mapping[str, str]
+
+    @property
+    def retries(self) -> int:
+        return self.attempts - 1
+
+
+#: Turns an error body into a short detail for messages (``None``: fall back to a plain excerpt). Its
+#: result is scrubbed of secrets and clipped like any excerpt, so it may quote the body freely.
+ErrorDetail = Callable[[bytes], str | None]
+
+
+class JSONEndpoint:
+    """POST JSON to one URL as a judge would: retries, timeouts, concurrency and body caps, redaction.
+
+    Failures come out as ``agents.errors`` only: connect errors, timeouts, truncated bodies and the
+    ``retriable_statuses`` (plus every 5xx) are retried with ``policy`` (honouring ``retry-after-ms`` /
+    ``Retry-After``) and end as ``JudgeUnavailable``; any other non-2xx is ``JudgeRejected`` at once; an
+    oversized or undecodable 2xx body is ``JudgeUnavailable`` without a retry (a server that sent 2 MiB
+    once will do it again). ``secrets`` are scrubbed from every message, ``label`` names the endpoint in
+    them (never put credentials in it). Safe to use concurrently; ``aclose()`` when done.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        label: str,
+        policy: RetryPolicy,
+        connect_timeout: float,
+        read_timeout: float,
+        attempt_timeout: float | None = None,
+        max_concurrency: int = 32,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        headers: Mapping[str, str] | None = None,
+        secrets: Sequence[SecretStr | None] = (),
+        retriable_statuses: frozenset[int] = RETRIABLE_STATUSES,
+        error_detail: ErrorDetail | None = None,
+    ) -> None:
+        if max_concurrency < 1 or max_response_bytes < 1:
+            raise ValueError("max_concurrency and max_response_bytes must be >= 1")
+        self._url = url
+        self._label = label
+        self._policy = policy
+        self._attempt_timeout = attempt_timeout if attempt_timeout is not None else connect_timeout + read_timeout
+        self._max_concurrency = max_concurrency
+        self._max_response_bytes = max_response_bytes
+        self._secrets = tuple(s for s in secrets if s is not None)
+        self._retriable_statuses = retriable_statuses
+        self._error_detail = error_detail
+        # Created on first use: anyio primitives want a running event loop on older anyio releases.
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._closed = False
+        self._client = make_client(
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            max_connections=max_concurrency,
+            headers=dict(headers) if headers else None,
+        )
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return self._policy
+
+    @property
+    def max_response_bytes(self) -> int:
+        return self._max_response_bytes
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._client.aclose()
+
+    def __repr__(self) -> str:
+        return f"JSONEndpoint(label={self._label!r})"
+
+    def scrub(self, text: str) -> str:
+        """``text`` without any of the secrets."""
+        return redact(text, (s.get_secret_value() for s in self._secrets))
+
+    def excerpt(self, body: bytes, limit: int = ERROR_EXCERPT_CHARS) -> str:
+        """A short, printable, secret-free excerpt of an untrusted body."""
+        return excerpt(body, (s.get_secret_value() for s in self._secrets), limit)
+
+    async def post(self, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> PostResult:
+        """POST ``payload`` as JSON until a 2xx arrives or the policy gives up."""
+        if self._closed:
+            raise RuntimeError(f"judge {self._label} is closed")
+        started = time.perf_counter()
+        attempts = 0
+        reasons: list[str] = []
+        result: tuple[bytes, float, Mapping[str, str]] | None = None
+        try:
+            async for attempt in self._policy.retrying():
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    try:
+                        result = await self._attempt(payload, headers or {})
+                    except RetriableHTTPError as exc:
+                        reasons.append(exc.reason)
+                        log.warning("judge %s attempt %d failed: %s", self._label, attempts, exc.reason)
+                        raise
+        except RetryError as exc:
+            last = exc.last_attempt.exception()
+            reason = last.reason if isinstance(last, RetriableHTTPError) else repr(last)
+            if (
+                isinstance(last, RetriableHTTPError)
+                and last.retry_after is not None
+                and last.retry_after > self._policy.max_retry_after
+            ):
+                reason += (
+                    f", asked to retry after {last.retry_after:.0f} s (limit {self._policy.max_retry_after:.0f} s)"
+                )
+            raise JudgeUnavailable(f"judge {self._label} unavailable after {attempts} attempt(s): {reason}") from None
+        assert result is not None  # the loop only ends without raising after a successful attempt
+        body, latency, response_headers = result
+        return PostResult(
+            body=body,
+            latency_s=latency,
+            attempts=attempts,
+            retry_reasons=tuple(reasons),
+            elapsed_s=time.perf_counter() - started,
+            headers=response_headers,
+        )
+
+    def _limiter_now(self) -> anyio.CapacityLimiter:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._max_concurrency)
+        return self._limiter
+
+    async def _attempt(
+        self, payload: Mapping[str, Any], headers: Mapping[str, str]
+    ) -> tuple[bytes, float, Mapping[str, str]]:
+        # The limiter is held per attempt, not across backoff sleeps, so a throttled call does not
+        # keep a slot from calls that could go ahead.
+        async with self._limiter_now():
+            t0 = time.perf_counter()
+            try:
+                with anyio.fail_after(self._attempt_timeout):
+                    body, response_headers = await self._round_trip(payload, headers)
+            except TimeoutError:
+                raise RetriableHTTPError(f"attempt exceeded {self._attempt_timeout} s") from None
+            except httpx.UnsupportedProtocol as exc:
+                raise JudgeRejected(f"judge {self._label}: unsupported URL: {exc}") from None
+            except (httpx.TransportError, aiohttp.ClientError) as exc:
+                # Timeouts, refused or dropped connections, truncated bodies: all worth another attempt.
+                raise RetriableHTTPError(self.scrub(describe_transport_error(exc))) from None
+            except httpx.DecodingError as exc:
+                raise JudgeUnavailable(f"judge {self._label}: undecodable response body ({exc})") from None
+            except ResponseTooLargeError as exc:
+                raise JudgeUnavailable(
+                    f"judge {self._label}: response too large ({exc}; limit {self._max_response_bytes} bytes)"
+                ) from None
+            return body, time.perf_counter() - t0, response_headers
+
+    async def _round_trip(
+        self, payload: Mapping[str, Any], headers: Mapping[str, str]
+    ) -> tuple[bytes, Mapping[str, str]]:
+        async with self._client.stream("POST", self._url, json=payload, headers=dict(headers)) as resp:
+            status = resp.status_code
+            if 200 <= status < 300:
+                body = await read_capped(resp, self._max_response_bytes)
+                return body, {k.lower(): v for k, v in resp.headers.items()}
+            # Error bodies are read only as far as an excerpt needs.
+            try:
+                head = await read_head(resp, 4096)
+            except httpx.HTTPError:
+                head = b""  # the status is what matters; a broken error body must not mask it
+            detail = self._detail(head)
+            if status in self._retriable_statuses or status >= 500:
+                raise RetriableHTTPError(
+                    f"HTTP {status}" + (f": {detail}" if detail else ""),
+                    status=status,
+                    retry_after=parse_retry_after_headers(resp.headers),
+                )
+            raise JudgeRejected(f"judge {self._label} rejected the request: HTTP {status}: {detail or '(empty body)'}")
+
+    def _detail(self, head: bytes) -> str:
+        if self._error_detail is not None:
+            try:
+                described = self._error_detail(head)
+            except Exception:  # noqa: BLE001 - a describer tripping on a hostile body must not hide the status
+                described = None
+            if described:
+                return self.excerpt(described.encode())
+        return self.excerpt(head)

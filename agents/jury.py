@@ -1,0 +1,376 @@
+"""Optional juries: several judge models per rubric, each judging both orders (DESIGN §2, "juries").
+
+Every juror judges AB and BA exactly like a single judge (same prompts, validation, re-asks), and all
+jurors x both orders run concurrently in one task group. Each juror's two orderings are reconciled
+with :func:`agents.reconcile.reconcile`, which turns them into one vote or one recorded abstention:
+
+- both orders name the same candidate (confident or not)   -> a vote for that candidate
+- the orders name different candidates (a flip)            -> abstains "position_inconsistent"
+- either order says TIE                                    -> abstains "tie" (vote "TIE", not counted)
+- an ordering stayed invalid after its re-asks (or failed) -> abstains "invalid"
+
+Then the jury (first that applies wins):
+
+1. every juror abstained "invalid"       -> review "judge_unavailable" if any juror's judge was down
+                                            or refused, else "ordering_invalid" (as for one judge)
+2. a candidate has the quorum of votes   -> verdict when the mean confidence of *its* voters is >=
+   and strictly more than the other one     ``primary_confidence_threshold``, else tie-break
+                                            "low_confidence"
+3. no quorum                             -> tie-break, with the reason that explains it best: "tie" if
+                                            tie abstentions outnumber flips, "position_inconsistent"
+                                            if any juror flipped, "invalid_verdict" if the only
+                                            abstentions were invalid orderings, and "tie" when nobody
+                                            abstained and the jurors simply split.
+
+The quorum is ``policy.jury_quorum`` votes, or a strict majority of *all* jurors (abstainers
+included) when it is None, so abstentions cannot shrink the jury into a small "majority". A winner
+must also beat the other candidate outright, so a low quorum cannot elect both.
+
+The kappa guard, the tie-break switch and audit sampling are applied exactly as for one judge
+(:func:`agents.reconcile.apply_policy`, :func:`agents.reconcile.audit_copy`). A jury of one is that
+judge: same outcome, same ``JudgeInfo``, same attributes as :func:`agents.core.judge_pair`, plus its
+one vote in ``jury`` and the two ``pairjudge.jury_*`` attributes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import anyio
+
+from agents.core import (
+    _NO_CATALOG,
+    Decision,
+    _attributes,
+    _evaluation,
+    _primary_ordering,
+    check_pair,
+)
+from agents.judge import Judge, judge_info
+from agents.policy import Policy
+from agents.prompts import template_hash
+from agents.reconcile import (
+    Outcome,
+    Reconciliation,
+    _at_least,
+    apply_policy,
+    audit_copy,
+    is_review_reason,
+    is_tiebreak_reason,
+    reconcile,
+    review,
+    snapshot_pair,
+    verdict,
+)
+from agents.validation import JudgeCall
+from schemas.events import (
+    AbstainReason,
+    JudgeInfo,
+    JuryVote,
+    Order,
+    OrderingResult,
+    PairVerdict,
+    ReviewReason,
+    TieBreakReason,
+    TieBreakRequest,
+)
+from schemas.pair import TIE, CandidatePair
+from schemas.replies import Position
+from schemas.rubric import InlineRubric
+
+__all__ = [
+    "JUROR_PROVIDER",
+    "Juror",
+    "judge_pair_jury",
+    "jury_info",
+    "position_lean",
+    "reconcile_jury",
+    "required_votes",
+    "tally",
+]
+
+T = TypeVar("T")
+
+_ORDERS: tuple[Order, Order] = ("AB", "BA")
+
+#: ``JudgeInfo.provider`` of a verdict decided by a jury of two or more.
+JUROR_PROVIDER = "jury"
+
+
+@dataclass(frozen=True, slots=True)
+class Juror:
+    """One juror's judged orderings and what they reconcile to (before the jury's tally)."""
+
+    info: JudgeInfo
+    ab: OrderingResult
+    ba: OrderingResult
+    calls: tuple[JudgeCall, ...]
+    rec: Reconciliation
+    vote: JuryVote
+
+
+# --- pure pieces ------------------------------------------------------------------------------
+
+
+def required_votes(jurors: int, quorum: int | None) -> int:
+    """Votes a winner needs: ``quorum``, or a strict majority of all ``jurors`` when it is None."""
+    if jurors < 1:
+        raise ValueError("a jury needs at least one judge")
+    if quorum is None:
+        return jurors // 2 + 1
+    if not 1 <= quorum <= jurors:
+        # A quorum no jury of this size can reach would silently send every pair to tie-break.
+        raise ValueError(f"jury_quorum {quorum} cannot be reached by a jury of {jurors}")
+    return quorum
+
+
+def position_lean(ab: OrderingResult, ba: OrderingResult) -> Position | None:
+    """ "A"/"B" when both orders picked whatever sat in that position, whoever it was; else None.
+
+    Only a flip can lean: a consistent juror picks A in one order and B in the other.
+    """
+    if ab.valid and ba.valid and ab.raw_winner == ba.raw_winner and ab.raw_winner in ("A", "B"):
+        return "A" if ab.raw_winner == "A" else "B"
+    return None
+
+
+def jury_info(judges: Sequence[Judge], prompt_template_hash: str) -> JudgeInfo:
+    """The ``JudgeInfo`` of a jury: the judge itself for a jury of one, else provider "jury".
+
+    The model (and version) strings join every juror's in jury order, so a change of any juror opens
+    a new drift series. The temperature is the highest juror's; ``heuristic`` is set if any juror is
+    heuristic, so no verdict that leans on text features passes for a model's reading.
+    """
+    if len(judges) == 1:
+        return judge_info(judges[0], prompt_template_hash)
+    versions = [j.version for j in judges]
+    return JudgeInfo(
+        provider=JUROR_PROVIDER,
+        model="+".join(j.model for j in judges),
+        version="+".join(versions) if any(versions) else "",
+        prompt_template_hash=prompt_template_hash,
+        temperature=max(j.temperature for j in judges),
+        heuristic=any(j.heuristic for j in judges),
+    )
+
+
+def _vote(info: JudgeInfo, ab: OrderingResult, ba: OrderingResult, rec: Reconciliation) -> JuryVote:
+    """A juror's vote from its own reconciliation (``agreed_with_majority`` is filled in later)."""
+    reason: AbstainReason | None
+    vote: str | None
+    if rec.outcome == "review":
+        reason, vote = "invalid", None
+    elif rec.flip:
+        reason, vote = "position_inconsistent", None
+    elif rec.reason == "tie":
+        reason, vote = "tie", TIE
+    else:  # a verdict, or a consistent but unconfident pick: both are votes
+        reason, vote = None, ab.mapped_winner
+    return JuryVote(
+        judge=info,
+        vote=vote,
+        abstained=reason is not None,
+        abstain_reason=reason,
+        confidence=rec.mean_confidence,
+        orderings=(ab, ba),
+        lean=position_lean(ab, ba),
+    )
+
+
+def tally(votes: Sequence[JuryVote], needed: int) -> str | None:
+    """The candidate with at least ``needed`` votes and strictly more than any other; else None."""
+    counts = Counter(v.vote for v in votes if not v.abstained and v.vote is not None)
+    ranked = counts.most_common()
+    if not ranked:
+        return None
+    top, top_count = ranked[0]
+    runner_up = ranked[1][1] if len(ranked) > 1 else 0
+    return top if top_count >= needed and top_count > runner_up else None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _no_quorum_reason(votes: Sequence[JuryVote]) -> TieBreakReason:
+    reasons = Counter(v.abstain_reason for v in votes if v.abstained)
+    ties, flips = reasons["tie"], reasons["position_inconsistent"]
+    if ties > flips:
+        return "tie"
+    if flips:
+        # As for one judge, a flip outranks a tie: it is the stronger evidence of position bias.
+        return "position_inconsistent"
+    if reasons["invalid"]:
+        return "invalid_verdict"
+    return "tie"  # nobody abstained: the jurors split between the two candidates
+
+
+def reconcile_jury(jurors: Sequence[Juror], needed: int, threshold: float) -> Reconciliation:
+    """What the jurors add up to, as one ``Reconciliation`` (rules 1-3 of the module docstring).
+
+    ``consistent`` is True when every juror's two orders agreed (TIE/TIE included, as for one judge)
+    and ``flip`` when any juror flipped; these feed the ``pairjudge.consistent``/``flip`` attributes.
+    """
+    votes = [j.vote for j in jurors]
+    consistent = all(j.rec.consistent for j in jurors)
+    flip = any(j.rec.flip for j in jurors)
+    if all(v.abstain_reason == "invalid" for v in votes):
+        down = any(j.rec.reason == "judge_unavailable" for j in jurors)
+        reason: ReviewReason = "judge_unavailable" if down else "ordering_invalid"
+        return Reconciliation("review", reason, None, None, consistent=False, flip=False)
+    winner = tally(votes, needed)
+    if winner is not None:
+        mean = _mean([v.confidence for v in votes if not v.abstained and v.vote == winner])
+        if mean is None:  # pragma: no cover - a vote always comes from two valid orderings
+            raise ValueError("majority voters must carry a confidence")
+        if _at_least(mean, threshold):
+            return Reconciliation("verdict", None, winner, mean, consistent=consistent, flip=flip)
+        return Reconciliation("tiebreak", "low_confidence", None, mean, consistent=consistent, flip=flip)
+    mean = _mean([v.confidence for v in votes])
+    return Reconciliation("tiebreak", _no_quorum_reason(votes), None, mean, consistent=consistent, flip=flip)
+
+
+def _with_agreement(votes: Sequence[JuryVote], winner: str | None) -> tuple[JuryVote, ...]:
+    """Votes with ``agreed_with_majority`` set for every juror that voted, when there is a majority."""
+    if winner is None:
+        return tuple(votes)
+    return tuple(v if v.abstained else v.model_copy(update={"agreed_with_majority": v.vote == winner}) for v in votes)
+
+
+# --- concurrency ------------------------------------------------------------------------------
+
+
+async def _run_all(jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run every job concurrently in one task group; return the results in job order.
+
+    As with :func:`agents.core.both_orders`, one failure cancels the rest and is re-raised unwrapped.
+    """
+    results: dict[int, T] = {}
+
+    async def one(index: int, job: Callable[[], Awaitable[T]]) -> None:
+        results[index] = await job()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for index, job in enumerate(jobs):
+                tg.start_soon(one, index, job)
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    return [results[index] for index in range(len(jobs))]
+
+
+async def _judge_jurors(
+    pair: CandidatePair, rubric: InlineRubric, judges: Sequence[Judge], policy: Policy, prompt_hash: str
+) -> list[Juror]:
+    # Per pair, per juror, per ordering: one call chain each, never batched with other pairs (§2.9).
+    jobs = [
+        functools.partial(_primary_ordering, pair, rubric, order, judge, policy)
+        for judge in judges
+        for order in _ORDERS
+    ]
+    results = await _run_all(jobs)
+    jurors = []
+    for index, judge in enumerate(judges):
+        (ab, ab_calls), (ba, ba_calls) = results[2 * index], results[2 * index + 1]
+        info = judge_info(judge, prompt_hash)
+        rec = reconcile(ab, ba, policy.primary_confidence_threshold)
+        jurors.append(Juror(info, ab, ba, ab_calls + ba_calls, rec, _vote(info, ab, ba, rec)))
+    return jurors
+
+
+# --- the primary stage with a jury ------------------------------------------------------------
+
+
+def _outcome(
+    pair: CandidatePair,
+    rubric: InlineRubric,
+    rec: Reconciliation,
+    jurors: Sequence[Juror],
+    votes: tuple[JuryVote, ...],
+    info: JudgeInfo,
+) -> Outcome:
+    orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
+    if rec.outcome == "verdict":
+        if rec.winner is None or rec.mean_confidence is None:
+            raise ValueError("a verdict reconciliation needs a winner and a confidence")
+        majority = tuple(o for j in jurors if not j.vote.abstained and j.vote.vote == rec.winner for o in (j.ab, j.ba))
+        decided: PairVerdict = verdict(
+            pair,
+            rec.winner,
+            confidence=rec.mean_confidence,
+            decided_by="primary",
+            orderings=orderings,
+            judged=majority,  # the majority's justifications explain the verdict
+            rubric_kind=rubric.kind,
+            judge=info,
+        )
+        return decided.model_copy(update={"consistent": not any(v.abstained for v in votes), "jury": votes})
+    if rec.outcome == "tiebreak":
+        if not is_tiebreak_reason(rec.reason):
+            raise ValueError(f"not a tie-break reason: {rec.reason!r}")
+        return TieBreakRequest(
+            pair_id=pair.pair_id, reason=rec.reason, pair=pair, primary=orderings, primary_judge=info, jury=votes
+        )
+    if not is_review_reason(rec.reason):
+        raise ValueError(f"not a review reason: {rec.reason!r}")
+    return review(pair, rec.reason, stage="primary", orderings=orderings, judge=info)
+
+
+async def judge_pair_jury(
+    pair: CandidatePair,
+    judges: Sequence[Judge],
+    policy: Policy,
+    catalog: Mapping[str, InlineRubric] = _NO_CATALOG,
+) -> Decision:
+    """The primary stage for one pair, decided by a jury of ``judges`` (in a fixed, meaningful order).
+
+    Raises ``ValueError`` for an empty jury or an unreachable ``policy.jury_quorum``, and
+    ``InputRejected`` (dead-letter it) for an unjudgeable pair, both before any judge call. The
+    outcome carries every juror's orderings (juror by juror, AB then BA) and, for a verdict or a
+    tie-break request, the votes; ``Decision.calls`` lists the calls in the same order.
+    """
+    needed = required_votes(len(judges), policy.jury_quorum)
+    rubric = check_pair(pair, policy, catalog)
+    judged_pair = snapshot_pair(pair, rubric)
+    prompt_hash = template_hash(rubric.kind)
+    jurors = await _judge_jurors(judged_pair, rubric, judges, policy, prompt_hash)
+    info = jury_info(judges, prompt_hash)
+    raw = reconcile_jury(jurors, needed, policy.primary_confidence_threshold)
+    rec = apply_policy(raw, policy)
+    # Agreement is with the jury's majority candidate, even when low confidence keeps it from deciding.
+    majority = tally([j.vote for j in jurors], needed)
+    votes = _with_agreement([j.vote for j in jurors], majority)
+    outcome = _outcome(judged_pair, rubric, rec, jurors, votes, info)
+    audit = audit_copy(outcome, judged_pair, "primary", policy.audit_share)
+    calls = tuple(c for j in jurors for c in j.calls)
+    attributes = _attributes(
+        judged_pair,
+        "primary",
+        outcome,
+        prompt_hash=prompt_hash,
+        rubric_kind=rubric.kind,
+        consistent=rec.consistent,
+        flip=rec.flip,
+        calls=calls,
+        audit=audit is not None,
+    )
+    if rec is not raw:
+        attributes["pairjudge.policy_overrode"] = raw.outcome
+    attributes["pairjudge.jury_size"] = len(jurors)
+    attributes["pairjudge.jury_abstentions"] = sum(1 for v in votes if v.abstained)
+    orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
+    return Decision(
+        stage="primary",
+        outcome=outcome,
+        audit_copy=audit,
+        calls=calls,
+        attributes=attributes,
+        evaluation=_evaluation(f"pairwise_{rubric.kind}", outcome, orderings, rec.mean_confidence),
+    )

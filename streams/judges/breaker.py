@@ -1,0 +1,286 @@
+"""A circuit breaker for a judge endpoint (DESIGN §5): stop calling a judge that is down, probe it, resume.
+
+States::
+
+    closed ──N consecutive outages──► open ──cooldown elapsed──► half-open ──probe ok──► closed
+                                        ▲                            │
+                                        └──── probe failed: cooldown × backoff (≤ max) ◄┘
+
+* **closed**: calls go through. ``failure_threshold`` consecutive ``JudgeUnavailable`` open it.
+* **open**: calls fail at once with ``CircuitOpen`` (a ``JudgeUnavailable``) without touching the
+  network, for ``cooldown_s``.
+* **half-open**: once the cooldown has elapsed, exactly ONE call goes through as the probe; the others
+  keep failing fast while it is in flight. Success closes the breaker (and resets the cooldown); an
+  outage re-opens it with the cooldown multiplied by ``backoff`` up to ``max_cooldown_s``.
+
+What counts as an outage: only ``JudgeUnavailable`` (transport failures, timeouts, 5xx/429 after the
+adapter's own retries). A ``JudgeRejected`` (auth, bad request) or an ``InvalidReply`` means the
+endpoint *answered*: it is up, and opening the breaker would not fix a wrong key or a bad prompt, only
+hide it behind "circuit open". So they count as answers: they end a run of outages and close a
+half-open breaker. A call cancelled (or failing with a non-judge error) counts as neither; a cancelled
+probe frees the probe slot for the next call.
+
+Outcomes of calls admitted before the breaker last changed state are ignored: a slow call that fails
+after the breaker already opened does not lengthen the cooldown, and one that fails after it closed
+again does not count towards the next opening.
+
+Backpressure: ``is_open`` is True while a call would be refused, and ``wait_until_closed()`` returns
+when one would be admitted again. The stream edge stops taking new pairs meanwhile. Because only a
+call can close a half-open breaker, ``wait_until_closed()`` also returns when the breaker is ready for
+its probe, and then to one waiter at a time (each gets ``probe_lease_s`` to start its call), so a
+worker that waits is the one that probes and the rest do not all rush in.
+
+All state changes happen on the event loop thread without awaiting in between, so no lock is needed.
+The clock is injectable (``time.monotonic`` by default) so tests need not sleep.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+
+from agents.errors import JudgeError, JudgeUnavailable
+from agents.judge import Judge, JudgeRequest, JudgeResponse
+from streams.judges.cache import cache_params_of
+
+State = Literal["closed", "open", "half_open"]
+
+
+class CircuitOpen(JudgeUnavailable):
+    """The breaker refused the call without trying: the judge is considered down for now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """An admitted call. Hand it back with the call's outcome."""
+
+    generation: int
+    probe: bool
+
+
+class CircuitBreaker:
+    """The breaker's state machine (see the module docstring). One per judge endpoint, shared by its callers."""
+
+    def __init__(
+        self,
+        *,
+        failure_threshold: int = 5,
+        cooldown_s: float = 5.0,
+        max_cooldown_s: float = 60.0,
+        backoff: float = 2.0,
+        probe_lease_s: float = 1.0,
+        max_wait_poll_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        name: str = "judge",
+    ) -> None:
+        if failure_threshold < 1:
+            raise ValueError("failure_threshold must be >= 1")
+        if cooldown_s <= 0 or max_cooldown_s < cooldown_s:
+            raise ValueError("need 0 < cooldown_s <= max_cooldown_s")
+        if backoff < 1 or probe_lease_s <= 0 or max_wait_poll_s <= 0:
+            raise ValueError("backoff must be >= 1; probe_lease_s and max_wait_poll_s positive")
+        self._threshold = failure_threshold
+        self._base_cooldown = cooldown_s
+        self._max_cooldown = max_cooldown_s
+        self._backoff = backoff
+        self._probe_lease = probe_lease_s
+        self._max_poll = max_wait_poll_s
+        self._clock = clock
+        self._name = name
+
+        self._state: State = "closed"
+        #: Bumped on every state change; outcomes of calls admitted under an older one are ignored.
+        self._generation = 0
+        self._failures = 0
+        self._cooldown = cooldown_s
+        self._opened_at = 0.0
+        self._probe_in_flight = False
+        #: Until when a waiter released by ``wait_until_closed`` holds the right to probe first.
+        self._lease_until = 0.0
+        #: Set (and replaced) on every state change, to wake waiters. Created on first wait, in a loop.
+        self._changed: anyio.Event | None = None
+        #: How often the breaker opened, for metrics.
+        self.opened_count = 0
+
+    # --- observing ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        """The state now: "open" turns into "half_open" by itself once the cooldown has elapsed."""
+        if self._state == "open" and self._clock() - self._opened_at >= self._cooldown:
+            return "half_open"
+        return self._state
+
+    @property
+    def is_open(self) -> bool:
+        """True while a call now would be refused: open in its cooldown, or half-open with its probe out."""
+        state = self.state
+        return state == "open" or (state == "half_open" and self._probe_in_flight)
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self._failures
+
+    @property
+    def cooldown_s(self) -> float:
+        """The current cooldown (it grows while probes keep failing)."""
+        return self._cooldown
+
+    def retry_in(self) -> float:
+        """Seconds until the breaker is ready for a probe; 0 when not open."""
+        if self._state != "open":
+            return 0.0
+        return max(0.0, self._cooldown - (self._clock() - self._opened_at))
+
+    # --- calls ----------------------------------------------------------------------------------
+
+    def admit(self) -> Ticket:
+        """Admit a call or raise ``CircuitOpen``. Every ticket must be handed back exactly once."""
+        state = self.state
+        if state == "closed":
+            return Ticket(self._generation, probe=False)
+        if state == "half_open" and not self._probe_in_flight:
+            if self._state == "open":
+                self._transition("half_open")
+            self._probe_in_flight = True
+            return Ticket(self._generation, probe=True)
+        detail = "a probe call is in flight" if state == "half_open" else f"retry in {self.retry_in():.1f} s"
+        raise CircuitOpen(f"judge {self._name}: circuit open after {self._failures} consecutive failures ({detail})")
+
+    def record_success(self, ticket: Ticket) -> None:
+        """The call got an answer from the endpoint (a reply, or a rejection: the endpoint is up)."""
+        if ticket.generation != self._generation:
+            return
+        if ticket.probe:
+            self._probe_in_flight = False
+            self._cooldown = self._base_cooldown
+            self._failures = 0
+            self._transition("closed")
+        elif self._state == "closed":
+            self._failures = 0
+
+    def record_failure(self, ticket: Ticket) -> None:
+        """The call ended in an outage (``JudgeUnavailable``)."""
+        if ticket.generation != self._generation:
+            return
+        if ticket.probe:
+            self._probe_in_flight = False
+            self._failures += 1
+            self._cooldown = min(self._cooldown * self._backoff, self._max_cooldown)
+            self._open()
+        elif self._state == "closed":
+            self._failures += 1
+            if self._failures >= self._threshold:
+                self._cooldown = self._base_cooldown
+                self._open()
+
+    def release(self, ticket: Ticket) -> None:
+        """The call ended with no verdict on the endpoint (cancelled, or a bug): free the probe slot."""
+        if ticket.probe and ticket.generation == self._generation:
+            self._probe_in_flight = False
+            self._notify()
+
+    def _open(self) -> None:
+        self._opened_at = self._clock()
+        self.opened_count += 1
+        self._transition("open")
+
+    def _transition(self, state: State) -> None:
+        self._state = state
+        self._generation += 1
+        self._lease_until = 0.0
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    # --- backpressure ---------------------------------------------------------------------------
+
+    async def wait_until_closed(self) -> None:
+        """Return once a call would be admitted: closed, or ready for its half-open probe.
+
+        While the breaker is ready for a probe, waiters are released one at a time: each released
+        waiter has ``probe_lease_s`` to make its call before the next is let go.
+        """
+        while True:
+            now = self._clock()
+            state = self.state
+            if state == "closed":
+                return
+            if state == "half_open" and not self._probe_in_flight and now >= self._lease_until:
+                self._lease_until = now + self._probe_lease
+                return
+            if state == "open":
+                delay = self.retry_in()
+            elif not self._probe_in_flight:
+                delay = self._lease_until - now
+            else:
+                delay = self._max_poll  # the probe's outcome wakes us
+            if self._changed is None:
+                self._changed = anyio.Event()
+            changed = self._changed
+            # Bounded by max_wait_poll_s so an injected clock (tests) or a lost wake-up cannot strand us.
+            with anyio.move_on_after(min(max(delay, 0.0), self._max_poll)):
+                await changed.wait()
+
+
+class BreakerJudge:
+    """Wraps any judge with a ``CircuitBreaker``: while open, calls raise ``CircuitOpen`` at once."""
+
+    def __init__(self, inner: Judge, breaker: CircuitBreaker) -> None:
+        self._inner = inner
+        self._breaker = breaker
+
+    @property
+    def inner(self) -> Judge:
+        return self._inner
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        return self._breaker
+
+    @property
+    def provider(self) -> str:
+        return self._inner.provider
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    @property
+    def version(self) -> str:
+        return self._inner.version
+
+    @property
+    def temperature(self) -> float:
+        return self._inner.temperature
+
+    @property
+    def heuristic(self) -> bool:
+        return self._inner.heuristic
+
+    def cache_params(self) -> dict[str, Any]:
+        return cache_params_of(self._inner)
+
+    async def complete(self, request: JudgeRequest) -> JudgeResponse:
+        ticket = self._breaker.admit()
+        try:
+            response = await self._inner.complete(request)
+        except JudgeUnavailable:
+            self._breaker.record_failure(ticket)
+            raise
+        except JudgeError:
+            # Rejected or an unreadable reply: the endpoint answered, so it is not down.
+            self._breaker.record_success(ticket)
+            raise
+        except BaseException:
+            self._breaker.release(ticket)
+            raise
+        self._breaker.record_success(ticket)
+        return response

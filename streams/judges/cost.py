@@ -1,0 +1,139 @@
+"""Token cost accounting: a price table and a ``Judge`` wrapper that prices every reply.
+
+Prices are US dollars per million tokens, per model name. A model missing from the table has an
+*unknown* cost (``None``), never zero: a dashboard summing ``cost_usd`` must not show a paid judge as
+free because nobody entered its price.
+
+Which name is looked up: the model the server says answered (that is what is billed, and providers
+report dated snapshots such as ``gpt-4o-2024-08-06``), then the model requested. So the table may
+list either; an entry for the requested alias covers its snapshots.
+
+Provider prompt caching: ``input_tokens`` counts all input, and an adapter that knows the split puts
+it in ``JudgeResponse.extra``: tokens *read* from the provider's prompt cache under
+``"cached_input_tokens"`` (or Anthropic's ``"cache_read_input_tokens"``), billed at
+``cached_input_per_mtok``; tokens *written* to it under ``"cache_creation_input_tokens"`` (Anthropic),
+billed at ``cache_write_input_per_mtok``. Either rate falls back to the input price when the table has
+none, and input an adapter does not split is billed at the input price.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.judge import Judge, JudgeRequest, JudgeResponse
+from streams.judges.cache import cache_params_of
+
+#: ``JudgeResponse.extra`` keys for provider-side prompt-cache reads and writes (see the module docstring).
+CACHED_INPUT_TOKENS = "cached_input_tokens"
+CACHE_READ_KEYS = (CACHED_INPUT_TOKENS, "cache_read_input_tokens")
+CACHE_WRITE_KEY = "cache_creation_input_tokens"
+
+_MTOK = 1_000_000
+
+
+class ModelPrice(BaseModel):
+    """One model's prices in US dollars per million tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    #: Input tokens read from the provider's prompt cache; None bills them as ordinary input.
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    #: Input tokens written to the provider's prompt cache (Anthropic charges a premium); None bills
+    #: them as ordinary input.
+    cache_write_input_per_mtok: float | None = Field(default=None, ge=0)
+
+    def cost(
+        self, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0, cache_write_tokens: int = 0
+    ) -> float:
+        """Dollars for one call. The cached and written counts are parts of ``input_tokens``."""
+        read = min(max(cached_input_tokens, 0), input_tokens)
+        written = min(max(cache_write_tokens, 0), input_tokens - read)
+        plain = input_tokens - read - written
+        read_rate = self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
+        write_rate = self.input_per_mtok if self.cache_write_input_per_mtok is None else self.cache_write_input_per_mtok
+        return (
+            plain * self.input_per_mtok + read * read_rate + written * write_rate + output_tokens * self.output_per_mtok
+        ) / _MTOK
+
+
+class PriceTable(BaseModel):
+    """Prices by model name (``PAIRJUDGE_JUDGE__PRICES`` as JSON: ``{"gpt-4o": {"input_per_mtok": 2.5, ...}}``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, prices: Mapping[str, ModelPrice]) -> PriceTable:
+        return cls(prices=dict(prices))
+
+    def price_of(self, *models: str | None) -> ModelPrice | None:
+        """The first of ``models`` that the table lists."""
+        for model in models:
+            if model and model in self.prices:
+                return self.prices[model]
+        return None
+
+    def cost(self, response: JudgeResponse, requested_model: str) -> float | None:
+        """What ``response`` cost: 0.0 for a cached reply, None when the price or the token counts are unknown."""
+        if response.cached:
+            return 0.0  # served without a judge call
+        price = self.price_of(response.model, requested_model)
+        if price is None or response.input_tokens is None or response.output_tokens is None:
+            return None
+        read = next((n for key in CACHE_READ_KEYS if (n := _count(response.extra.get(key))) is not None), 0)
+        written = _count(response.extra.get(CACHE_WRITE_KEY)) or 0
+        return price.cost(response.input_tokens, response.output_tokens, read, written)
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class PricedJudge:
+    """Wraps any judge and sets ``JudgeResponse.cost_usd`` on every reply from the price table."""
+
+    def __init__(self, inner: Judge, table: PriceTable) -> None:
+        self._inner = inner
+        self._table = table
+
+    @property
+    def inner(self) -> Judge:
+        return self._inner
+
+    @property
+    def table(self) -> PriceTable:
+        return self._table
+
+    @property
+    def provider(self) -> str:
+        return self._inner.provider
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    @property
+    def version(self) -> str:
+        return self._inner.version
+
+    @property
+    def temperature(self) -> float:
+        return self._inner.temperature
+
+    @property
+    def heuristic(self) -> bool:
+        return self._inner.heuristic
+
+    def cache_params(self) -> dict[str, Any]:
+        return cache_params_of(self._inner)
+
+    async def complete(self, request: JudgeRequest) -> JudgeResponse:
+        response = await self._inner.complete(request)
+        return dataclasses.replace(response, cost_usd=self._table.cost(response, self._inner.model))
