@@ -565,19 +565,61 @@ def register(text: str) -> Register:
     )
 
 
+#: Words per half at which a half's register counts half (shrinkage): rates per 100 words saturate on one
+#: marker in a short half, so without it a lone sign-off emoji or contraction reads as a change of voice.
+DRIFT_HALF_WORDS = 15
+#: Sentences shorter than this carry too few markers to place on the register scale ("Okay, fair.").
+DRIFT_MIN_SENTENCE_WORDS = 4
+
+
 def register_drift(text: str) -> float:
     """How far the register moves between the first and second half of the sentences.
 
     The larger of the formality shift and half the warmth shift (a warm closing line in a formal letter
-    is normal; a switch from formal to slang is not); 0 for fewer than four sentences, where halves
-    are single sentences and the difference would be noise.
+    is normal; a switch from formal to slang is not), scaled by how much text each half holds
+    (``n / (n + DRIFT_HALF_WORDS)`` for the shorter half). Fragments are left out, and the result is 0
+    for fewer than four sentences, where halves are single sentences and the difference would be noise.
     """
-    sentences = split_sentences(text)
+    sentences = [s for s in split_sentences(text) if len(words(s)) >= DRIFT_MIN_SENTENCE_WORDS]
     if len(sentences) < 4:
         return 0.0
     mid = len(sentences) // 2
-    first, second = register(" ".join(sentences[:mid])), register(" ".join(sentences[mid:]))
-    return round(max(abs(first.formality - second.formality), 0.5 * abs(first.warmth - second.warmth)), 4)
+    first_text, second_text = " ".join(sentences[:mid]), " ".join(sentences[mid:])
+    first, second = register(first_text), register(second_text)
+    shift = max(abs(first.formality - second.formality), 0.5 * abs(first.warmth - second.warmth))
+    shorter = min(len(words(first_text)), len(words(second_text)))
+    return round(shift * shorter / (shorter + DRIFT_HALF_WORDS), 4)
+
+
+_SALUTATION_RE = re.compile(
+    r"^(?:dear|hi|hello|hey|hiya|greetings|good\s+(?:morning|afternoon|evening))\b[^.!?]{0,60}[,:]?$", re.IGNORECASE
+)
+_SIGN_OFF_RE = re.compile(
+    r"^(?:yours(?:\s+(?:sincerely|faithfully|truly))?|sincerely|(?:(?:kind|warm|warmest|best|with\s+(?:warm|kind|best))\s+)?"
+    r"regards|best(?:\s+wishes)?|all\s+the\s+best|cheers|thanks|many\s+thanks|with\s+thanks|thank\s+you|take\s+care)"
+    r"(?:,[^.!?]*)?$",
+    re.IGNORECASE,
+)
+
+
+def letter_body(text: str) -> str:
+    """``text`` without a letter's frame: a salutation line at the start ("Dear Ms Hartley,") and a
+    sign-off line near the end with the signature after it ("Yours sincerely," / "Edward Lyle").
+
+    The frame is a convention, not the writer's voice: a three-word "Yours sincerely," between body
+    sentences would otherwise count as uneven rhythm. Only whole short lines are removed, so a reply
+    that opens "Hey Tom, ugh, sorry about the bag..." keeps its opening.
+    """
+    ls = [ln.strip() for ln in lines(text)]
+    start, end = 0, len(ls)
+    if ls and len(words(ls[0])) <= 6 and _SALUTATION_RE.match(ls[0]):
+        start = 1
+    for i in range(len(ls) - 1, max(start, len(ls) - 5) - 1, -1):
+        if len(words(ls[i])) <= 6 and _SIGN_OFF_RE.match(ls[i]) and all(len(words(x)) <= 6 for x in ls[i + 1 :]):
+            end = i
+            break
+    body = ls[start:end]
+    return "\n".join(body) if body else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -622,6 +664,7 @@ class Profile:
 
 def profile(text: str) -> Profile:
     rd = readability(text)
+    body = letter_body(text)  # rhythm and drift are about the writer's voice, not a letter's frame
     sentences = split_sentences(text)
     pos, neg = sentiment_counts(text)
     return Profile(
@@ -629,7 +672,7 @@ def profile(text: str) -> Profile:
         sentence_count=len(sentences),
         flesch_reading_ease=round(rd.flesch_reading_ease, 2),
         fk_grade=round(rd.fk_grade, 2),
-        sentence_length_cv=round(sentence_length_cv(text), 4),
+        sentence_length_cv=round(sentence_length_cv(body), 4),
         mean_sentence_words=round(rd.words / max(1, len(sentences)), 2),
         contractions=contraction_count(text),
         second_person=second_person_count(text),
@@ -655,7 +698,7 @@ def profile(text: str) -> Profile:
         rude=tuple(found_phrases(text, RUDE)),
         unsafe=tuple(found_phrases(text, UNSAFE_MARKERS)),
         register=register(text),
-        drift=register_drift(text),
+        drift=register_drift(body),
     )
 
 
@@ -872,6 +915,15 @@ _SCOPE_BREAK_RE = re.compile(
 )
 
 
+#: A negation after the keyword: "Contractions are fine; slang and emoji are not", "emoji are not allowed".
+#: A bare "are not" counts only at the end of its clause, so "emoji are not a substitute for words" is left alone.
+_POSTPOSED_NEGATION_RE = re.compile(
+    r"^[\w\s,'-]{0,40}?\b(?:are|is)\s+(?:not|never)"
+    r"(?:\s+(?:allowed|permitted|welcome|ok|okay|acceptable|appropriate|used|wanted))?\s*$"
+    r"|^[\w\s,'-]{0,40}?\b(?:are|is)\s+(?:banned|forbidden|prohibited|off-limits|not\s+(?:allowed|permitted|welcome))\b"
+)
+
+
 def polarity(text: str, keyword: str) -> int:
     """How ``text`` treats ``keyword`` (a regex): -1 if any mention is negated ("avoid jargon",
     "no emoji", "rather than formal", "jargon-free"), +1 if mentioned only positively, 0 if absent.
@@ -887,7 +939,9 @@ def polarity(text: str, keyword: str) -> int:
                 seen = True
                 before = re.findall(r"[\w']+", segment[: m.start()])
                 after = segment[m.end() : m.end() + 6]
-                if any(w in _NEGATORS_STRICT for w in before) or after.startswith(("-free", " free")):
+                if any(w in _NEGATORS_STRICT for w in before) or re.match(r"[- ]free\b", after):
+                    return -1
+                if _POSTPOSED_NEGATION_RE.search(segment[m.end() :]):
                     return -1
     return 1 if seen else 0
 
@@ -906,11 +960,36 @@ class StyleRules:
     second_person: bool | None = None
     word_limit: Limit | None = None
     concise: bool = False
+    max_emoji: int | None = None  # "at most one emoji per post"
+    max_exclamations: int | None = None  # "one exclamation mark at most"
 
 
 def _allowed(text: str, keyword: str) -> bool | None:
     p = polarity(text, keyword)
     return None if p == 0 else p > 0
+
+
+def count_quota(text: str, keyword: str) -> int | None:
+    """A numeric cap a guide puts on something it otherwise allows: "At most one emoji per post",
+    "one exclamation mark at most", "no more than 2 emoji", "Emoji allowed sparingly: one per message
+    at most". ``keyword`` is a regex for the thing counted; ``None`` when no cap is stated."""
+    cap = r"(?:at\s+most|no\s+more\s+than|max(?:imum)?(?:\s+of)?|up\s+to|not\s+more\s+than)"
+    for clause in re.split(r"[\n.;!?]+", normalize(text).lower()):
+        if not re.search(rf"\b(?:{keyword})", clause):
+            continue
+        # The number must be tied to the keyword, so "20 words at most, emoji welcome" sets no emoji cap.
+        patterns = (
+            rf"\b{cap}\s+{_NUM}\s+(?:[\w-]+\s+)?(?:{keyword})",  # "at most one emoji"
+            rf"(?<![\w-]){_NUM}\s+(?:[\w-]+\s+)?(?:{keyword})[\w-]*(?:\s+[\w-]+){{0,2}}?\s+{cap}(?![\w-])",
+            rf"\b(?:{keyword})[^,]*?(?:\b{cap}\s+{_NUM}\s+per\b|(?<![\w-]){_NUM}\s+per\s+[\w-]+\s+{cap}(?![\w-]))",
+        )
+        for pattern in patterns:
+            m = re.search(pattern, clause)
+            if m:
+                n = parse_number(next(g for g in m.groups() if g is not None))
+                if n is not None:
+                    return n
+    return None
 
 
 def style_rules(text: str) -> StyleRules:
@@ -922,9 +1001,12 @@ def style_rules(text: str) -> StyleRules:
     second = polarity(low, r"second[- ]person|address (?:the )?(?:reader|readers|customers?|users?)(?: directly)?")
     plain = re.search(r"\bplain (?:language|english)\b|\bjargon-free\b", low) is not None
     jargon = _allowed(low, r"jargon|technical terms|acronyms")
+    max_emoji = count_quota(low, r"emoji|emojis|emoticons")
+    max_exclamations = count_quota(low, r"exclamation")
     return StyleRules(
-        emoji_allowed=_allowed(low, r"emoji|emojis|emoticons"),
-        exclamations_allowed=_allowed(low, r"exclamation"),
+        # A stated cap supersedes the yes/no reading ("no more than 2 emoji" allows two).
+        emoji_allowed=max_emoji > 0 if max_emoji is not None else _allowed(low, r"emoji|emojis|emoticons"),
+        exclamations_allowed=(max_exclamations > 0 if max_exclamations is not None else _allowed(low, r"exclamation")),
         contractions=None if contractions == 0 else contractions > 0,
         jargon_allowed=False if plain and jargon is None else jargon,
         caps_allowed=_allowed(low, r"all[- ]caps|all capitals|capital letters|shouting"),
@@ -932,6 +1014,8 @@ def style_rules(text: str) -> StyleRules:
         active_voice=True if active > 0 or passive < 0 else None,
         second_person=True if second > 0 else None,
         word_limit=parse_word_limit(low),
+        max_emoji=max_emoji,
+        max_exclamations=max_exclamations,
         concise=re.search(r"\b(?:concise|brief|succinct|short|to the point|crisp|tight|brevity)\b", low) is not None,
     )
 

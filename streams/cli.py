@@ -84,11 +84,19 @@ def send(
 def evaluate(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one CandidatePair per line.")],
     out: Annotated[Path | None, typer.Option(help="Write each pair's outcome here (JSONL).")] = None,
+    baselines: Annotated[
+        bool | None,
+        typer.Option(
+            "--baselines/--no-baselines",
+            help="Score 'longer wins', a seeded coin flip and 'always TIE' beside the judge "
+            "(default: on when the file has human labels).",
+        ),
+    ] = None,
 ) -> None:
     """Judge a file with the same core and no Kafka; report agreement with any human labels."""
     from streams.evaluate import run_evaluate
 
-    report = asyncio.run(run_evaluate(_settings(), file, out_path=out, console=Console()))
+    report = asyncio.run(run_evaluate(_settings(), file, out_path=out, console=Console(), baselines=baselines))
     raise typer.Exit(code=0 if report.errors == 0 else 1)
 
 

@@ -7,6 +7,9 @@ where needed, the tie-break. Where the file carries human labels, the judge is s
 from __future__ import annotations
 
 import json
+import math
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +41,77 @@ class PairResult:
     candidate_ids: tuple[str, str] | None = None
     primary_winners: tuple[str, str] | None = None  # (AB mapped, BA mapped) when both orders were valid
     raw_winners: tuple[str, ...] = ()
+    lengths: tuple[int, int] | None = None  # characters of each candidate's output, for the length baseline
+
+
+#: Relative labels (see ``agents.stats.relative_label``): what every method below is scored in.
+FIRST, SECOND = "first", "second"
+#: Seeds averaged for the random baseline: one draw is noisy on a set of a hundred pairs.
+RANDOM_SEEDS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class MethodScore:
+    """One method scored against the human labels, over the same labelled pairs.
+
+    ``coverage`` is the share of pairs the method decided (named a winner) on its own; an undecided
+    pair counts as the method saying TIE. ``decided_accuracy`` is precision-like: of the pairs it
+    decided *and* the humans decided, the share where it picked the humans' winner (a pair the humans
+    called a tie has no right winner, so it is left out here; agreement and kappa still count it).
+    ``escalated`` and ``flip_rate`` only mean something for the judge.
+    """
+
+    name: str
+    pairs: int
+    agreement: float | None
+    kappa: float | None
+    coverage: float | None
+    decided_accuracy: float | None
+    escalated: float | None = None
+    flip_rate: float | None = None
+
+
+def score_labels(name: str, predicted: Sequence[str], human: Sequence[str]) -> MethodScore:
+    """Agreement, Cohen's kappa, coverage and accuracy-when-decided of ``predicted`` against ``human``."""
+    pairs = list(zip(predicted, human, strict=True))
+    decided = [(p, h) for p, h in pairs if p != TIE]
+    both = [(p, h) for p, h in decided if h != TIE]
+    return MethodScore(
+        name=name,
+        pairs=len(pairs),
+        agreement=agreement(pairs),
+        kappa=cohen_kappa(predicted, human),
+        coverage=len(decided) / len(pairs) if pairs else None,
+        decided_accuracy=sum(1 for p, h in both if p == h) / len(both) if both else None,
+    )
+
+
+def longer_wins(lengths: tuple[int, int]) -> str:
+    """The "longer wins" baseline: the longer output wins; equal lengths are a tie."""
+    first, second = lengths
+    return FIRST if first > second else SECOND if second > first else TIE
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return math.fsum(present) / len(present) if present else None
+
+
+def random_baseline(human: Sequence[str], seeds: int = RANDOM_SEEDS) -> MethodScore:
+    """A coin flip between the two outputs per pair (it never says TIE, like a forced-choice judge),
+    scored per seed and averaged over ``seeds`` seeded RNGs so the figure is reproducible."""
+    runs = []
+    for seed in range(seeds):
+        rng = random.Random(seed)  # noqa: S311 - a reproducible baseline, not security
+        runs.append(score_labels("random", [rng.choice((FIRST, SECOND)) for _ in human], human))
+    return MethodScore(
+        name=f"random ({seeds} seeds)",
+        pairs=len(human),
+        agreement=_mean([r.agreement for r in runs]),
+        kappa=_mean([r.kappa for r in runs]),
+        coverage=_mean([r.coverage for r in runs]),
+        decided_accuracy=_mean([r.decided_accuracy for r in runs]),
+    )
 
 
 @dataclass
@@ -81,6 +155,34 @@ class EvaluateReport:
     def position_a_rate(self) -> float | None:
         return position_a_win_rate(w for r in self.results for w in r.raw_winners)
 
+    def judge_score(self) -> MethodScore:
+        """The judge on the labelled pairs, in the same terms as the baselines."""
+        judge, human = self.judge_labels()
+        base = score_labels("judge", judge, human)
+        labelled = self.labelled
+        escalated = sum(1 for r in labelled if r.outcome != "verdict") / len(labelled) if labelled else None
+        return MethodScore(
+            name=base.name,
+            pairs=base.pairs,
+            agreement=base.agreement,
+            kappa=base.kappa,
+            coverage=base.coverage,
+            decided_accuracy=base.decided_accuracy,
+            escalated=escalated,
+            flip_rate=flip_rate(r.primary_winners for r in labelled if r.primary_winners),
+        )
+
+    def baseline_scores(self, seeds: int = RANDOM_SEEDS) -> list[MethodScore]:
+        """ "Longer wins", a seeded coin flip and "always TIE", on exactly the judge's labelled pairs."""
+        _, human = self.judge_labels()
+        lengths = [r.lengths for r in self.labelled]
+        longer = [longer_wins(n) if n is not None else TIE for n in lengths]
+        return [
+            score_labels("longer wins", longer, human),
+            random_baseline(human, seeds),
+            score_labels("always TIE", [TIE] * len(human), human),
+        ]
+
 
 async def evaluate_pair(
     raw: bytes, judge: Judge, policy: Policy, catalog: dict[str, InlineRubric], max_bytes: int
@@ -91,7 +193,8 @@ async def evaluate_pair(
         return PairResult(pair_id=_pair_id_of(raw), outcome="rejected", reason=exc.reason)
     ids = (pair.candidates[0].candidate_id, pair.candidates[1].candidate_id)
     human = pair.human_label.winner if pair.human_label else None
-    base = PairResult(pair_id=pair.pair_id, outcome="error", human=human, candidate_ids=ids)
+    lengths = (len(pair.candidates[0].output.strip()), len(pair.candidates[1].output.strip()))
+    base = PairResult(pair_id=pair.pair_id, outcome="error", human=human, candidate_ids=ids, lengths=lengths)
     try:
         check_pair(pair, policy, catalog)
     except InputRejected as exc:
@@ -132,10 +235,13 @@ async def run_evaluate(
     console: Console,
     judge: Judge | None = None,
     concurrency: int = 8,
+    baselines: bool | None = None,
 ) -> EvaluateReport:
+    """Judge every pair in ``path`` and print the report. ``baselines`` (default: on when the file has
+    human labels) adds the judge-versus-baselines table."""
     judge = judge or build_judge(settings.judge)
     policy = settings.policy.to_policy()
-    catalog = load_catalog(settings.rubrics_file)
+    catalog = load_catalog(settings)
     lines = [line for line in (await anyio.Path(path).read_bytes()).splitlines() if line.strip()]
     results: list[PairResult | None] = [None] * len(lines)
     limiter = anyio.CapacityLimiter(concurrency)
@@ -159,6 +265,8 @@ async def run_evaluate(
             for r in report.results:
                 fh.write(json.dumps(r.__dict__, default=list) + "\n")
     print_report(console, report, judge)
+    if (baselines is None or baselines) and report.labelled:
+        print_baselines(console, report)
     return report
 
 
@@ -184,4 +292,38 @@ def print_report(console: Console, report: EvaluateReport, judge: Judge) -> None
     table.add_row("human-labelled pairs", str(len(report.labelled)))
     table.add_row("agreement with humans", _fmt(report.agreement))
     table.add_row("Cohen's kappa", _fmt(report.kappa))
+    console.print(table)
+
+
+#: (row label, value, judge only): escalation and flips exist only for a judge that runs both orders.
+_ROWS: tuple[tuple[str, Callable[[MethodScore], float | None], bool], ...] = (
+    ("agreement", lambda m: m.agreement, False),
+    ("Cohen's kappa", lambda m: m.kappa, False),
+    ("coverage", lambda m: m.coverage, False),
+    ("accuracy when decided", lambda m: m.decided_accuracy, False),
+    ("escalated to review", lambda m: m.escalated, True),
+    ("position-flip rate", lambda m: m.flip_rate, True),
+)
+
+
+def print_baselines(console: Console, report: EvaluateReport, seeds: int = RANDOM_SEEDS) -> None:
+    """The judge beside simple baselines on the same labelled pairs: a judge is only worth running if
+    it beats "pick the longer one" and a coin flip on kappa."""
+    judge = report.judge_score()
+    methods = [judge, *report.baseline_scores(seeds)]
+    _, human = report.judge_labels()
+    ties = sum(1 for h in human if h == TIE)
+    table = Table(
+        title=f"judge vs baselines: {judge.pairs} human-labelled pairs, {ties} of them human ties",
+        caption=(
+            "coverage: share decided without review (undecided counts as TIE). accuracy when decided: "
+            "pairs the method decided and the humans did not call a tie. longer wins: more characters "
+            "wins, equal length is TIE. random: a fair coin between the two outputs, mean over the seeds."
+        ),
+    )
+    table.add_column("measure")
+    for m in methods:
+        table.add_column(m.name, justify="right")
+    for label, get, judge_only in _ROWS:
+        table.add_row(label, *("-" if judge_only and m is not judge else _fmt(get(m)) for m in methods))
     console.print(table)
