@@ -7,10 +7,10 @@ span exporter and get the same wiring the worker runs.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import faust
@@ -18,8 +18,8 @@ from pydantic import TypeAdapter
 
 from agents.judge import Judge
 from schemas import InlineRubric
-from streams.judges.factory import build_judge
-from streams.pipeline import Origin, Outgoing, Pipeline, PolicyHolder
+from streams.judges.factory import JudgeStack, build_judge_stack
+from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, PolicyHolder
 from streams.settings import Settings
 from streams.telemetry import Telemetry
 
@@ -33,6 +33,11 @@ class PairjudgeApp:
     tiebreak_agent: Any
     telemetry: Telemetry
     settings: Settings
+    stacks: tuple[JudgeStack, ...] = ()
+
+    async def aclose(self) -> None:
+        for stack in self.stacks:
+            await stack.aclose()
 
 
 def _broker_url(bootstrap_servers: str) -> str:
@@ -40,13 +45,27 @@ def _broker_url(bootstrap_servers: str) -> str:
     return ";".join(f"kafka://{h}" for h in hosts)
 
 
-def load_catalog(path: Path | None) -> dict[str, InlineRubric]:
-    """Named rubrics: a TOML file of ``[rubrics.<name>]`` tables, each an inline rubric."""
-    if path is None:
-        return {}
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    adapter: TypeAdapter[InlineRubric] = TypeAdapter(InlineRubric)
-    return {name: adapter.validate_python(body) for name, body in data.get("rubrics", {}).items()}
+def load_catalog(settings: Settings) -> dict[str, InlineRubric]:
+    """Named rubrics: those in the config file, plus a TOML file of ``[rubrics.<name>]`` tables."""
+    catalog = dict(settings.rubrics)
+    if settings.rubrics_file is not None:
+        data = tomllib.loads(settings.rubrics_file.read_text(encoding="utf-8"))
+        adapter: TypeAdapter[InlineRubric] = TypeAdapter(InlineRubric)
+        catalog.update({name: adapter.validate_python(body) for name, body in data.get("rubrics", {}).items()})
+    return catalog
+
+
+def build_panel(settings: Settings) -> tuple[JudgePanel, tuple[JudgeStack, ...]]:
+    """The configured judge, or jury, each wrapped for cost, resilience and caching."""
+    main = build_judge_stack(settings.judge)
+    jurors = tuple(build_judge_stack(juror) for juror in settings.jury)
+    stacks = (main, *jurors)
+    panel = JudgePanel(
+        primary=tuple(s.judge for s in jurors) or (main.judge,),
+        tiebreak=main.judge,
+        breakers=tuple(s.breaker for s in stacks if s.breaker is not None),
+    )
+    return panel, stacks
 
 
 def create_app(
@@ -57,12 +76,19 @@ def create_app(
     catalog: Mapping[str, InlineRubric] | None = None,
 ) -> PairjudgeApp:
     telemetry = telemetry or Telemetry(settings.telemetry)
-    judge = judge or build_judge(settings.judge)
+    stacks: tuple[JudgeStack, ...] = ()
+    if judge is not None:
+        panel = JudgePanel.single(judge)
+    else:
+        panel, stacks = build_panel(settings)
+    policy = settings.policy.to_policy()
+    if settings.jury_quorum is not None:
+        policy = dataclasses.replace(policy, jury_quorum=settings.jury_quorum)
     pipeline = Pipeline(
-        judge=judge,
-        policy=PolicyHolder(settings.policy.to_policy()),
+        judges=panel,
+        policy=PolicyHolder(policy),
         telemetry=telemetry,
-        catalog=catalog if catalog is not None else load_catalog(settings.rubrics_file),
+        catalog=catalog if catalog is not None else load_catalog(settings),
         max_event_bytes=settings.max_event_bytes,
     )
     kafka = settings.kafka
@@ -132,4 +158,5 @@ def create_app(
         tiebreak_agent=tiebreak_agent,
         telemetry=telemetry,
         settings=settings,
+        stacks=stacks,
     )

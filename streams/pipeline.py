@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,12 +18,17 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from agents.core import Decision, check_pair, judge_pair, resolve_tiebreak
 from agents.errors import InputRejected
 from agents.judge import Judge
+from agents.jury import judge_pair_jury
 from agents.policy import Policy
 from schemas import CandidatePair, DeadLetter, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from streams.codecs import decode, encode
+from streams.judges.breaker import CircuitBreaker
 from streams.telemetry import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
 
 log = logging.getLogger(__name__)
+
+#: Extra attempts for a pair that failed for lack of a judge while no breaker was open yet.
+OUTAGE_RETRIES = 2
 
 TopicKind = Literal["verdicts", "tiebreak", "review", "deadletter"]
 HeadersIn = Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None
@@ -45,6 +50,19 @@ class Outgoing:
     key: bytes
     value: bytes
     headers: list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgePanel:
+    """Who judges: one primary judge or a jury, the tie-break resolver, and their circuit breakers."""
+
+    primary: tuple[Judge, ...]
+    tiebreak: Judge
+    breakers: tuple[CircuitBreaker, ...] = ()
+
+    @classmethod
+    def single(cls, judge: Judge) -> JudgePanel:
+        return cls(primary=(judge,), tiebreak=judge)
 
 
 class PolicyHolder:
@@ -69,7 +87,7 @@ def _guess_pair_id(raw: bytes | None) -> str | None:
 class Pipeline:
     def __init__(
         self,
-        judge: Judge,
+        judges: JudgePanel,
         policy: PolicyHolder,
         telemetry: Telemetry,
         catalog: Mapping[str, InlineRubric],
@@ -79,8 +97,38 @@ class Pipeline:
         self.telemetry = telemetry
         self.catalog = catalog
         self.max_event_bytes = max_event_bytes
-        self._primary_judge = TracingJudge(judge, telemetry, "primary")
-        self._tiebreak_judge = TracingJudge(judge, telemetry, "tiebreak")
+        self._primary = tuple(TracingJudge(j, telemetry, "primary") for j in judges.primary)
+        self._tiebreak_judge = TracingJudge(judges.tiebreak, telemetry, "tiebreak")
+        self._breakers = judges.breakers
+
+    async def _judge_primary(self, pair: CandidatePair) -> Decision:
+        policy = self.policy.current
+        if len(self._primary) == 1:
+            return await judge_pair(pair, self._primary[0], policy, self.catalog)
+        return await judge_pair_jury(pair, self._primary, policy, self.catalog)
+
+    async def _with_backpressure(self, decide: Callable[[], Awaitable[Decision]], pair_id: str) -> Decision:
+        """Decide, but never escalate a pair only because the judge is down.
+
+        While a breaker is open this coroutine waits, so the agent stops pulling pairs from Kafka
+        (its buffers are bounded) instead of queueing them in memory or flooding review. A pair whose
+        judge calls failed for lack of a judge is judged again: indefinitely while a breaker says the
+        judge is out, and ``OUTAGE_RETRIES`` more times otherwise (the first pairs of an outage fail
+        before the breaker has seen enough failures to open). Only then does it escalate.
+        """
+        retries_left = OUTAGE_RETRIES
+        while True:
+            for breaker in self._breakers:
+                await breaker.wait_until_closed()
+            decision = await decide()
+            outage = isinstance(decision.outcome, ReviewRequest) and decision.outcome.reason == "judge_unavailable"
+            if not outage or not self._breakers:
+                return decision
+            if not any(b.is_open for b in self._breakers):
+                if retries_left == 0:
+                    return decision
+                retries_left -= 1
+            log.warning("judge unavailable while judging %s; judging it again when the judge is back", pair_id)
 
     async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> list[Outgoing]:
         tracer = self.telemetry.tracer
@@ -98,7 +146,7 @@ class Pipeline:
             except InputRejected as exc:
                 return [self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)]
             try:
-                decision = await judge_pair(pair, self._primary_judge, self.policy.current, self.catalog)
+                decision = await self._with_backpressure(lambda: self._judge_primary(pair), pair.pair_id)
             except Exception as exc:
                 log.exception("judging pair %s failed", pair.pair_id)
                 span.record_exception(exc)
@@ -117,7 +165,9 @@ class Pipeline:
                 return [self._dead_letter(span, "tiebreak", exc.reason, exc.detail, raw, origin)]
             span.set_attribute("pairjudge.pair_id", request.pair_id)
             try:
-                decision = await resolve_tiebreak(request, self._tiebreak_judge, self.policy.current)
+                decision = await self._with_backpressure(
+                    lambda: resolve_tiebreak(request, self._tiebreak_judge, self.policy.current), request.pair_id
+                )
             except Exception as exc:
                 log.exception("tie-break of pair %s failed", request.pair_id)
                 span.record_exception(exc)

@@ -12,19 +12,27 @@ Examples::
 from __future__ import annotations
 
 import os
+import urllib.parse
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_core import to_json
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from agents.policy import Policy
+from schemas import InlineRubric
 from streams.judges.cost import ModelPrice
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # hide_input_in_errors: a validation error must never echo a value, which may be a secret.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
 
 class KafkaSettings(_Section):
@@ -142,6 +150,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         frozen=True,
         extra="ignore",
+        hide_input_in_errors=True,
     )
 
     kafka: KafkaSettings = KafkaSettings()
@@ -154,14 +163,65 @@ class Settings(BaseSettings):
     max_event_bytes: int = Field(default=256_000, ge=1024)
     #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``.
     rubrics_file: Path | None = None
+    #: Named rubrics declared in the config file itself (``[rubrics.<name>]``).
+    rubrics: dict[str, InlineRubric] = Field(default_factory=dict)
+    #: Optional jury: several judges per pair (``[[jury]]`` tables). Empty means the single ``judge`` decides;
+    #: with a jury, ``judge`` is still the tie-break resolver.
+    jury: tuple[JudgeSettings, ...] = ()
+    jury_quorum: int | None = Field(default=None, ge=1)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Precedence: explicit arguments, then the environment, then the config file, then defaults.
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, file_secret_settings]
+        config = os.environ.get(CONFIG_ENV)
+        if config:
+            if not Path(config).is_file():
+                raise ValueError(f"{CONFIG_ENV}: no config file at {config}")
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config)))
+        return tuple(sources)
 
     @model_validator(mode="after")
-    def _judge_key_present(self) -> Settings:
-        # A remote judge with no key is allowed (local vLLM/llama.cpp need none), but a key file that
-        # cannot be read is a start-up error naming the variable.
-        if self.judge.kind == "openai":
-            self.judge.resolved_api_key()
+    def _judges_usable(self) -> Settings:
+        # Fail at start-up, naming the variable and never its value, rather than on the first pair.
+        check_api_key(self.judge, "PAIRJUDGE_JUDGE__API_KEY")
+        for i, juror in enumerate(self.jury):
+            check_api_key(juror, f"jury[{i}].api_key (PAIRJUDGE_JURY)")
+        if self.jury_quorum is not None and self.jury and self.jury_quorum > len(self.jury):
+            raise ValueError(
+                f"PAIRJUDGE_JURY_QUORUM: {self.jury_quorum} votes cannot come from {len(self.jury)} jurors"
+            )
         return self
+
+
+CONFIG_ENV = "PAIRJUDGE_CONFIG"
+_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def check_api_key(judge: JudgeSettings, variable: str) -> None:
+    """A remote judge needs a well-formed key; local servers (llama.cpp, vLLM on loopback) may go without."""
+    if judge.kind == "offline":
+        return
+    key = judge.resolved_api_key()
+    host = urllib.parse.urlsplit(judge.base_url).hostname or ""
+    needs_key = judge.kind == "anthropic" or host not in _LOOPBACK_HOSTS
+    where = f"{variable} (or its _FILE variant)"
+    if key is None or not key.get_secret_value():
+        if needs_key:
+            raise ValueError(f"{where} is not set: the {judge.kind} judge at {host or judge.base_url} needs an API key")
+        return
+    value = key.get_secret_value()
+    if any(ch.isspace() for ch in value) or not value.isascii() or not value.isprintable():
+        raise ValueError(f"{where} is malformed: it contains whitespace or non-printable characters")
+    if len(value) < 8:
+        raise ValueError(f"{where} is malformed: it is shorter than any real API key")
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -181,6 +241,18 @@ def environ_for(settings: Settings) -> dict[str, str]:
     return env
 
 
+def _reveal(value: object) -> object:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, BaseModel):
+        return {name: _reveal(v) for name, v in value}
+    if isinstance(value, dict):
+        return {k: _reveal(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_reveal(v) for v in value]
+    return value
+
+
 def _put(env: dict[str, str], name: str, value: object) -> None:
     if value is None:
         env.pop(name, None)
@@ -190,7 +262,8 @@ def _put(env: dict[str, str], name: str, value: object) -> None:
     elif isinstance(value, bool):
         env[name] = "true" if value else "false"
     elif isinstance(value, dict | list | tuple | BaseModel):
-        # Complex fields (the price table) are read back from the environment as JSON, not Python repr.
-        env[name] = to_json(value).decode()
+        # Complex fields (the price table, the jury) are read back from the environment as JSON, not
+        # Python repr; secrets inside them are revealed only into the child's environment.
+        env[name] = to_json(_reveal(value)).decode()
     else:
         env[name] = str(value)

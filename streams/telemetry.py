@@ -99,6 +99,8 @@ class Instruments:
     judge_calls: metrics.Counter
     judge_latency: metrics.Histogram
     tokens: metrics.Counter
+    cost: metrics.Counter
+    cache_hits: metrics.Counter
     dead_letters: metrics.Counter
 
     @classmethod
@@ -109,6 +111,8 @@ class Instruments:
             judge_calls=meter.create_counter("pairjudge.judge.calls", description="Judge calls by validity"),
             judge_latency=meter.create_histogram("gen_ai.client.operation.duration", unit="s"),
             tokens=meter.create_counter("gen_ai.client.token.usage", unit="{token}"),
+            cost=meter.create_counter("pairjudge.judge.cost", unit="USD", description="Priced judge spend"),
+            cache_hits=meter.create_counter("pairjudge.judge.cache_hits", description="Judge calls served from cache"),
             dead_letters=meter.create_counter("pairjudge.dead_letters", description="Events dead-lettered by reason"),
         )
 
@@ -220,12 +224,24 @@ class TracingJudge:
             base = {"gen_ai.request.model": self._inner.model, "pairjudge.stage": self._stage}
             tel.instruments.judge_latency.record(elapsed, base)
             tel.instruments.judge_calls.add(1, {"pairjudge.stage": self._stage, "outcome": "ok"})
-            if response.input_tokens is not None:
-                tel.instruments.tokens.add(response.input_tokens, {**base, "gen_ai.token.type": "input"})
-            if response.output_tokens is not None:
-                tel.instruments.tokens.add(response.output_tokens, {**base, "gen_ai.token.type": "output"})
+            if response.cached:
+                # A cache hit spent nothing: its stored token counts must not be counted again.
+                tel.instruments.cache_hits.add(1, base)
+            else:
+                if response.input_tokens is not None:
+                    tel.instruments.tokens.add(response.input_tokens, {**base, "gen_ai.token.type": "input"})
+                if response.output_tokens is not None:
+                    tel.instruments.tokens.add(response.output_tokens, {**base, "gen_ai.token.type": "output"})
+                if response.cost_usd:
+                    tel.instruments.cost.add(response.cost_usd, base)
             if span.is_recording():
                 span.set_attribute("gen_ai.response.model", response.model)
+                span.set_attribute("pairjudge.cached", response.cached)
+                if response.model != self._inner.model:
+                    # The server answered with another model than requested: judge drift, made visible.
+                    span.set_attribute("pairjudge.model_rerouted", True)
+                if response.cost_usd is not None:
+                    span.set_attribute("pairjudge.cost_usd", response.cost_usd)
                 span.set_attribute("pairjudge.latency_ms", round(elapsed * 1000, 3))
                 if response.input_tokens is not None:
                     span.set_attribute("gen_ai.usage.input_tokens", response.input_tokens)

@@ -1,0 +1,147 @@
+"""Backpressure: the judge goes down while pairs keep arriving, then comes back.
+
+While the judge is down the worker must stop taking pairs from Kafka (its circuit breaker is open and
+its buffers are bounded) rather than queue them in memory or escalate them all to review. After the
+judge recovers, the backlog drains and every pair gets exactly one final outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from streams.brokers import create_topics
+from streams.collector import collect_outcomes
+from streams.demo import start_worker, stop_process
+from streams.producer import send_events
+from streams.settings import Settings
+from streams.topics import topic_specs
+from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+GOOD, BAD = "GOODMARK", "BADMARK"
+N_BEFORE, N_DURING = 200, 1800
+FILLER = "The quick brown fox writes a calm and friendly paragraph for the customer. " * 110  # ~8 KB
+
+
+def _pairs(prefix: str, start: int, count: int) -> list[bytes]:
+    events = []
+    for i in range(start, start + count):
+        events.append(
+            json.dumps(
+                {
+                    "pair_id": f"{prefix}-{i:05d}",
+                    "task": {"prompt": "Reply to the customer."},
+                    "candidates": [
+                        {"candidate_id": "champion", "output": f"{GOOD} {i} {FILLER}", "source": {"model": "m1"}},
+                        {"candidate_id": "challenger", "output": f"{BAD} {i} {FILLER}", "source": {"model": "m2"}},
+                    ],
+                    "rubric": {"kind": "tone_style", "style_guide": "Warm and plain.", "audience": "Customers."},
+                }
+            ).encode()
+        )
+    return events
+
+
+class Judge:
+    """Answers like a competent judge (the GOODMARK output wins in either position) unless it is down."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.calls_while_down = 0
+
+    def __call__(self, request: RecordedRequest) -> Action:
+        if self.down:
+            self.calls_while_down += 1
+            return status(503)
+        prompt = json.loads(request.body)["messages"][-1]["content"]
+        winner = "A" if prompt.index(GOOD) < prompt.index(BAD) else "B"
+        content = json.loads(DEFAULT_CONTENT)
+        content["winner"], content["confidence"] = winner, 0.9
+        return reply(json.dumps(content))
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+async def _committed(bootstrap: str, group: str, topic: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return sum(meta.offset for tp, meta in offsets.items() if tp.topic == topic and meta.offset > 0)
+
+
+async def test_a_judge_outage_pauses_intake_and_loses_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
+    server = FakeJudgeServer().start()
+    judge = Judge()
+    server.set_responder(judge)
+    run = uuid.uuid4().hex[:8]
+    settings = Settings(
+        kafka={"bootstrap_servers": kafka_bootstrap, "partitions": 4},
+        topics={"prefix": f"bp-{run}"},
+        worker={"app_id": f"pairjudge-bp-{run}", "data_dir": tmp_path / "data", "concurrency": 4},
+        judge={
+            "kind": "openai",
+            "base_url": server.base_url,
+            "model": "fake-model",
+            "max_retries": 1,
+            "read_timeout_s": 5,
+            "breaker_failures": 3,
+            "breaker_cooldown_s": 0.5,
+            "breaker_max_cooldown_s": 2,
+            "cache_dir": tmp_path / "cache",
+        },
+    )
+    await create_topics(kafka_bootstrap, topic_specs(settings))
+    pairs_topic = settings.topics.name("pairs")
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        worker = start_worker(settings, tmp_path / "worker.log")
+        await send_events(settings, _pairs(settings.topics.prefix, 0, N_BEFORE))
+        await asyncio.sleep(8)  # the breaker opens; the worker stalls on its first few pairs
+        rss_before = _rss_kib(worker.pid)
+        await send_events(settings, _pairs(settings.topics.prefix, N_BEFORE, N_DURING))
+        await asyncio.sleep(8)
+        rss_during = _rss_kib(worker.pid)
+        committed_during = await _committed(kafka_bootstrap, settings.worker.app_id, pairs_topic)
+        nothing_yet = await collect_outcomes(settings, {"none"}, timeout=2)
+        calls_while_down = judge.calls_while_down
+
+        judge.down = False  # the judge comes back
+        expected = {f"{settings.topics.prefix}-{i:05d}" for i in range(N_BEFORE + N_DURING)}
+        outcomes = await collect_outcomes(settings, expected, timeout=300, settle=2)
+        assert worker.poll() is None, "the worker died"
+    finally:
+        if worker is not None:
+            stop_process(worker)
+        server.stop()
+
+    log = (tmp_path / "worker.log").read_text(errors="replace")[-3000:]
+    sent_during_outage_mb = N_DURING * 2 * len(FILLER) / 1e6
+    # Nothing was escalated or otherwise published while the judge was down ...
+    assert nothing_yet.unexpected == 0, "outcomes were published during the outage (escalated instead of waiting)"
+    # ... the worker took only a bounded share of the backlog, and did not hold it all in memory ...
+    assert committed_during < (N_BEFORE + N_DURING) // 2, f"committed {committed_during} offsets during the outage"
+    assert (rss_during - rss_before) / 1024 < sent_during_outage_mb / 2, (rss_before, rss_during, sent_during_outage_mb)
+    # ... and the open breaker kept it from hammering the judge.
+    assert calls_while_down < 200, calls_while_down
+    # After recovery, every pair has exactly one final outcome, and it is the judged one.
+    assert outcomes.complete, f"{len(outcomes.missing)} missing\n{log}"
+    assert outcomes.conflicting == {}
+    kinds = {kind for kind, _ in outcomes.final.values()}
+    assert kinds == {"verdicts"}, {k: e.get("reason") for k, e in outcomes.final.values() if k != "verdicts"}
+    assert all(event["winner"] == "champion" for _, event in outcomes.final.values())
