@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final
 
 import httpx
 from pydantic import SecretStr
@@ -36,9 +35,13 @@ from agents.judge import JudgeRequest, JudgeResponse
 from streams.judges.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     RETRIABLE_STATUSES,
+    EndpointJudge,
     JSONEndpoint,
     PostResult,
     RetryPolicy,
+    host_label,
+    parse_base_url,
+    public_url,
 )
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
@@ -103,7 +106,7 @@ def _int_or_none(mapping: object, key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-class AnthropicJudge:
+class AnthropicJudge(EndpointJudge):
     """One Anthropic Messages endpoint as a ``Judge``. Safe to call concurrently; ``aclose()`` when done.
 
     ``base_url`` is the API root (``https://api.anthropic.com``, or a gateway's root); requests go to
@@ -143,12 +146,7 @@ class AnthropicJudge:
         max_concurrency: int = 32,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        try:
-            url = httpx.URL(base_url)
-        except httpx.InvalidURL:
-            raise ValueError("base_url is not a valid URL") from None
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError("base_url must be an absolute http(s) URL, e.g. https://api.anthropic.com")
+        url = parse_base_url(base_url, example="https://api.anthropic.com")
         if max_concurrency < 1 or max_retries < 0 or max_tokens < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency, max_tokens and max_response_bytes must be >= 1, max_retries >= 0")
         if not 0.0 <= temperature <= 1.0:
@@ -157,8 +155,7 @@ class AnthropicJudge:
         if root.endswith("/v1"):
             root = root[: -len("/v1")]
         self._endpoint = root + "/v1/messages"
-        # For messages: the host, never the userinfo part that could carry credentials.
-        self._where = f"{url.host}:{url.port}" if url.port else url.host
+        self._where = host_label(url)
         self._model = model
         self._version = version
         self._anthropic_version = anthropic_version
@@ -189,45 +186,30 @@ class AnthropicJudge:
             error_detail=_error_detail,
         )
 
-    # --- the Judge protocol -------------------------------------------------------------------
+    # --- the Judge protocol (model, version, temperature, heuristic, aclose: EndpointJudge) ---------
 
     @property
     def provider(self) -> str:
         return "anthropic"
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def version(self) -> str:
-        return self._version
-
-    @property
-    def temperature(self) -> float:
-        return self._temperature
-
-    @property
-    def heuristic(self) -> bool:
-        return False
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         payload = self.payload(request)
         result = await self._http.post(payload, self._headers())
         return self._parse(result, tool_name_for(request.schema_name))
 
-    # --- lifecycle ------------------------------------------------------------------------------
+    def cache_params(self) -> dict[str, Any]:
+        """The settings that shape a reply, for ``CachingJudge``'s key (see ``EndpointJudge``).
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
+        The tool description is part of what the model reads. ``cache_system_prompt`` is left out:
+        a prompt-cache hit is billed differently but answers the same.
+        """
+        return {
+            "endpoint": public_url(httpx.URL(self._endpoint)),
+            "model": self._model,
+            "anthropic_version": self._anthropic_version,
+            "max_tokens": self._max_tokens,
+            "tool_description": self._tool_description,
+        }
 
     def __repr__(self) -> str:
         # Deliberately no api_key, not even masked: its presence is all anyone debugging needs.
@@ -274,10 +256,6 @@ class AnthropicJudge:
         return payload
 
     # --- internals -------------------------------------------------------------------------------
-
-    @property
-    def _label(self) -> str:
-        return f"{self._model}@{self._where}"
 
     def _headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json", "anthropic-version": self._anthropic_version}
@@ -348,10 +326,7 @@ class AnthropicJudge:
             output_tokens=_int_or_none(usage, "output_tokens"),
             latency_s=result.latency_s,
             extra={
-                "http_attempts": result.attempts,
-                "http_retries": result.retries,
-                "http_retry_reasons": list(result.retry_reasons),
-                "elapsed_s": result.elapsed_s,
+                **result.extra(),
                 "stop_reason": stop_reason,
                 "refusal": stop_reason == "refusal",
                 "tool_use": use_tool,

@@ -3,7 +3,8 @@
 The judges translate everything here into ``agents.errors`` at their boundary; nothing in this module
 leaks httpx or aiohttp exceptions to the core. ``JSONEndpoint`` is that boundary packaged for reuse: one
 POST with retries, timeouts, a concurrency cap and a body cap, failing only with ``JudgeUnavailable`` or
-``JudgeRejected``; a judge adds its wire format on top (see ``streams/judges/anthropic.py``).
+``JudgeRejected``; a judge adds its wire format on top (``streams/judges/openai.py``,
+``streams/judges/anthropic.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import aiohttp
 import anyio
@@ -210,6 +212,33 @@ def describe_transport_error(exc: BaseException) -> str:
 # --- a reusable POST-JSON boundary for HTTP judges ------------------------------------------------------
 
 
+def parse_base_url(base_url: str, *, example: str) -> httpx.URL:
+    """``base_url`` parsed, or ``ValueError`` unless it is an absolute http(s) URL (``example`` shows one)."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        raise ValueError("base_url is not a valid URL") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"base_url must be an absolute http(s) URL, e.g. {example}")
+    return url
+
+
+def host_label(url: httpx.URL) -> str:
+    """``host[:port]`` for messages: never the userinfo part, which could carry credentials."""
+    return f"{url.host}:{url.port}" if url.port else url.host
+
+
+def public_url(url: httpx.URL) -> str:
+    """``url`` without userinfo, query, fragment or trailing slash: who answers, safe to log and hash.
+
+    For cache keys: two endpoints serving one model name must not share replies (a local server
+    answers with whatever model it loaded), while credentials must never end up in a key.
+    """
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    netloc = f"{host}:{url.port}" if url.port else host
+    return f"{url.scheme}://{netloc}{url.path.rstrip('/')}"
+
+
 def parse_retry_after_headers(headers: Mapping[str, str]) -> float | None:
     """Seconds to wait from a response's headers: ``retry-after-ms`` if usable, else ``Retry-After``.
 
@@ -245,6 +274,15 @@ class PostResult:
     @property
     def retries(self) -> int:
         return self.attempts - 1
+
+    def extra(self) -> dict[str, Any]:
+        """The ``JudgeResponse.extra`` entries every HTTP judge reports about how its call went."""
+        return {
+            "http_attempts": self.attempts,
+            "http_retries": self.retries,
+            "http_retry_reasons": list(self.retry_reasons),
+            "elapsed_s": self.elapsed_s,
+        }
 
 
 #: Turns an error body into a short detail for messages (``None``: fall back to a plain excerpt). Its
@@ -359,6 +397,10 @@ class JSONEndpoint:
             raise JudgeUnavailable(f"judge {self._label} unavailable after {attempts} attempt(s): {reason}") from None
         assert result is not None  # the loop only ends without raising after a successful attempt
         body, latency, response_headers = result
+        # A careless or hostile server may echo the key inside a 200 reply; the reply text travels
+        # on into prompts, events and spans, so the key is cut out here, at the boundary.
+        for secret in self._secrets:
+            body = body.replace(secret.get_secret_value().encode(), b"[REDACTED]")
         return PostResult(
             body=body,
             latency_s=latency,
@@ -429,3 +471,55 @@ class JSONEndpoint:
             if described:
                 return self.excerpt(described.encode())
         return self.excerpt(head)
+
+
+class EndpointJudge:
+    """What a ``Judge`` over one ``JSONEndpoint`` shares whatever its wire format: identity and lifecycle.
+
+    A subclass sets ``_model``, ``_version``, ``_temperature``, ``_where`` (see ``host_label``) and
+    ``_http`` in its constructor, and adds ``provider``, ``complete`` and its wire format.
+
+    It also adds ``cache_params()``: every setting besides the prompt that shapes a reply, which
+    ``CachingJudge`` puts in its key (``streams.judges.cache.request_key``). The key already holds the
+    provider, model, version and temperature; the model is repeated in ``cache_params()`` so it reads
+    on its own. Credentials, timeouts, retries and limits stay out: they decide whether an answer
+    arrives, never which.
+    """
+
+    _model: str
+    _version: str
+    _temperature: float
+    _where: str
+    _http: JSONEndpoint
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    @property
+    def temperature(self) -> float:
+        return self._temperature
+
+    @property
+    def heuristic(self) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def _label(self) -> str:
+        """Names the judge in messages and logs: model and host, never credentials."""
+        return f"{self._model}@{self._where}"

@@ -2,12 +2,16 @@
 
 What this adapter owns, and what it leaves to the core:
 
-* Transport faults (connect errors, timeouts, 408/429/5xx) are retried here with backoff that honours
-  ``Retry-After``; when retries run out they become ``JudgeUnavailable``. Other 4xx are configuration
-  or auth problems that no retry fixes: ``JudgeRejected`` at once.
+* Transport faults (connect errors, timeouts, 408/429/5xx) are retried by the shared ``JSONEndpoint``
+  with backoff that honours ``retry-after-ms``/``Retry-After``; when retries run out they become
+  ``JudgeUnavailable``. Other 4xx are configuration or auth problems that no retry fixes:
+  ``JudgeRejected`` at once.
 * A reply *body* that is not a chat completion (not JSON, no ``choices``) is the server's fault:
   ``JudgeUnavailable``. A reply *content* that is bad JSON, off-schema, a refusal or empty is the
   model's answer: it is returned as text and the core's strict validator re-asks or escalates.
+* Prompt-cache reads the provider reports (``usage.prompt_tokens_details.cached_tokens``) go into
+  ``extra["cached_input_tokens"]``, so ``PricedJudge`` bills them at the cached rate; ``input_tokens``
+  stays the whole prompt, cached part included, as OpenAI counts it.
 * The API key is a ``SecretStr``; it goes into the Authorization header and nowhere else (not into
   ``repr``, messages or logs; error bodies are scrubbed of it in case a server echoes it).
 """
@@ -15,35 +19,24 @@ What this adapter owns, and what it leaves to the core:
 from __future__ import annotations
 
 import json
-import logging
 import re
-import time
-from types import TracebackType
-from typing import Any, Literal, Self, TypeGuard
+from typing import Any, Literal, TypeGuard
 
-import aiohttp
-import anyio
-import httpx
 from pydantic import SecretStr
-from tenacity import RetryError
 
-from agents.errors import JudgeRejected, JudgeUnavailable
+from agents.errors import JudgeUnavailable
 from agents.judge import JudgeRequest, JudgeResponse
+from streams.judges.cost import CACHED_INPUT_TOKENS
 from streams.judges.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
-    RETRIABLE_STATUSES,
-    ResponseTooLargeError,
-    RetriableHTTPError,
+    EndpointJudge,
+    JSONEndpoint,
+    PostResult,
     RetryPolicy,
-    describe_transport_error,
-    excerpt,
-    make_client,
-    parse_retry_after,
-    read_capped,
-    read_head,
+    host_label,
+    parse_base_url,
+    public_url,
 )
-
-log = logging.getLogger(__name__)
 
 ResponseFormatMode = Literal["json_schema", "json_object_schema", "none"]
 
@@ -96,7 +89,7 @@ def adapt_schema_for_llama(schema: Any, *, max_length: int | None, int_enum_max:
     return out
 
 
-class OpenAICompatibleJudge:
+class OpenAICompatibleJudge(EndpointJudge):
     """One chat-completions endpoint as a ``Judge``. Safe to call concurrently; ``aclose()`` when done.
 
     ``base_url`` includes the API prefix (``http://127.0.0.1:8080/v1``); requests go to
@@ -109,13 +102,13 @@ class OpenAICompatibleJudge:
     Times are in seconds. ``connect_timeout`` and ``read_timeout`` bound each socket phase;
     ``attempt_timeout`` (default: their sum) bounds a whole attempt, so a server trickling bytes cannot
     hold a call forever. ``max_retries`` retries follow the first attempt, with exponential backoff and
-    jitter from ``backoff_initial`` up to ``backoff_max``, or exactly the server's ``Retry-After`` when
-    it sends one; a ``Retry-After`` above ``max_retry_after`` ends the call at once (``JudgeUnavailable``).
-    ``max_concurrency`` caps calls in flight to this endpoint. ``max_tokens_field`` is
-    ``max_completion_tokens`` for OpenAI models that refuse ``max_tokens``. In ``json_object_schema``
-    mode the schema sent (never the one validated) is adapted for llama.cpp, see
-    ``adapt_schema_for_llama``: ``wire_max_length`` caps ``maxLength``, ``wire_int_enum_max`` turns small
-    integer ranges into enums; ``None`` switches either off.
+    jitter from ``backoff_initial`` up to ``backoff_max``, or exactly the server's ``retry-after-ms`` (or
+    else ``Retry-After``) when it sends one; a wait above ``max_retry_after`` ends the call at once
+    (``JudgeUnavailable``). ``max_concurrency`` caps calls in flight to this endpoint;
+    ``max_response_bytes`` caps a reply body. ``max_tokens_field`` is ``max_completion_tokens`` for
+    OpenAI models that refuse ``max_tokens``. In ``json_object_schema`` mode the schema sent (never the
+    one validated) is adapted for llama.cpp, see ``adapt_schema_for_llama``: ``wire_max_length`` caps
+    ``maxLength``, ``wire_int_enum_max`` turns small integer ranges into enums; ``None`` switches either off.
     """
 
     def __init__(
@@ -142,17 +135,10 @@ class OpenAICompatibleJudge:
         wire_max_length: int | None = DEFAULT_WIRE_MAX_LENGTH,
         wire_int_enum_max: int | None = DEFAULT_WIRE_INT_ENUM_MAX,
     ) -> None:
-        try:
-            url = httpx.URL(base_url)
-        except httpx.InvalidURL:
-            raise ValueError("base_url is not a valid URL") from None
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError("base_url must be an absolute http(s) URL, e.g. http://127.0.0.1:8080/v1")
+        url = parse_base_url(base_url, example="http://127.0.0.1:8080/v1")
         if max_concurrency < 1 or max_retries < 0 or max_tokens < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency, max_tokens and max_response_bytes must be >= 1, max_retries >= 0")
-        self._endpoint = str(url).rstrip("/") + "/chat/completions"
-        # For messages: the host, never the userinfo part that could carry credentials.
-        self._where = f"{url.host}:{url.port}" if url.port else url.host
+        self._where = host_label(url)
         self._model = model
         self._version = version
         self._temperature = temperature
@@ -163,95 +149,57 @@ class OpenAICompatibleJudge:
         self._max_tokens_field = max_tokens_field
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
-        self._attempt_timeout = attempt_timeout if attempt_timeout is not None else connect_timeout + read_timeout
-        self._policy = RetryPolicy(
-            max_retries=max_retries,
-            backoff_initial=backoff_initial,
-            backoff_max=backoff_max,
-            max_retry_after=max_retry_after,
-        )
-        self._max_concurrency = max_concurrency
-        self._max_response_bytes = max_response_bytes
         self._wire_max_length = wire_max_length
         self._wire_int_enum_max = wire_int_enum_max
-        # Created on first use: anyio primitives want a running event loop on older anyio releases.
-        self._limiter: anyio.CapacityLimiter | None = None
-        self._closed = False
-        self._client = make_client(
+        self._public_endpoint = public_url(url)
+        self._http = JSONEndpoint(
+            url=str(url).rstrip("/") + "/chat/completions",
+            label=self._label,
+            policy=RetryPolicy(
+                max_retries=max_retries,
+                backoff_initial=backoff_initial,
+                backoff_max=backoff_max,
+                max_retry_after=max_retry_after,
+            ),
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
-            max_connections=max_concurrency,
+            attempt_timeout=attempt_timeout,
+            max_concurrency=max_concurrency,
+            max_response_bytes=max_response_bytes,
             headers={"Accept": "application/json", "User-Agent": "pairjudge"},
+            secrets=(api_key,),
         )
 
-    # --- the Judge protocol -------------------------------------------------------------------
+    # --- the Judge protocol (model, version, temperature, heuristic, aclose: EndpointJudge) ---------
 
     @property
     def provider(self) -> str:
         return "openai-compatible"
 
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def version(self) -> str:
-        return self._version
-
-    @property
-    def temperature(self) -> float:
-        return self._temperature
-
-    @property
-    def heuristic(self) -> bool:
-        return False
-
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
-        if self._closed:
-            raise RuntimeError(f"judge {self._label} is closed")
-        payload = self._payload(request)
-        started = time.perf_counter()
-        attempts = 0
-        reasons: list[str] = []
-        body = b""
-        latency = 0.0
-        try:
-            async for attempt in self._policy.retrying():
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    try:
-                        body, latency = await self._attempt(payload)
-                    except RetriableHTTPError as exc:
-                        reasons.append(exc.reason)
-                        log.warning("judge %s attempt %d failed: %s", self._label, attempts, exc.reason)
-                        raise
-        except RetryError as exc:
-            last = exc.last_attempt.exception()
-            reason = last.reason if isinstance(last, RetriableHTTPError) else repr(last)
-            if (
-                isinstance(last, RetriableHTTPError)
-                and last.retry_after is not None
-                and last.retry_after > self._policy.max_retry_after
-            ):
-                reason += (
-                    f", asked to retry after {last.retry_after:.0f} s (limit {self._policy.max_retry_after:.0f} s)"
-                )
-            raise JudgeUnavailable(f"judge {self._label} unavailable after {attempts} attempt(s): {reason}") from None
-        return self._parse(body, latency=latency, attempts=attempts, reasons=reasons, started=started)
+        result = await self._http.post(self._payload(request), self._headers())
+        return self._parse(result)
 
-    # --- lifecycle ------------------------------------------------------------------------------
+    def cache_params(self) -> dict[str, Any]:
+        """The settings that shape a reply, for ``CachingJudge``'s key (see ``EndpointJudge``).
 
-    async def aclose(self) -> None:
-        self._closed = True
-        await self._client.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
+        The endpoint is in because a local server (llama.cpp, Ollama) answers with whatever model it
+        loaded, whatever name is asked for.
+        """
+        params: dict[str, Any] = {
+            "endpoint": self._public_endpoint,
+            "model": self._model,
+            "response_format": self._response_format,
+            "seed": self._seed,
+            "max_tokens": self._max_tokens,
+            # Not just a name: for reasoning models max_completion_tokens also bounds hidden reasoning.
+            "max_tokens_field": self._max_tokens_field,
+        }
+        if self._response_format == "json_object_schema":
+            # Only in this mode is the schema on the wire adapted, and so the grammar the server enforces.
+            params["wire_max_length"] = self._wire_max_length
+            params["wire_int_enum_max"] = self._wire_int_enum_max
+        return params
 
     def __repr__(self) -> str:
         # Deliberately no api_key, not even masked: its presence is all anyone debugging needs.
@@ -262,18 +210,11 @@ class OpenAICompatibleJudge:
 
     # --- internals -------------------------------------------------------------------------------
 
-    @property
-    def _label(self) -> str:
-        return f"{self._model}@{self._where}"
-
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         if self._api_key is not None:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         return headers
-
-    def _secrets(self) -> tuple[str | None, ...]:
-        return (self._api_key.get_secret_value() if self._api_key else None,)
 
     def _llama_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         adapted: dict[str, Any] = adapt_schema_for_llama(
@@ -303,63 +244,13 @@ class OpenAICompatibleJudge:
             payload["response_format"] = {"type": "json_object", "schema": self._llama_schema(request.response_schema)}
         return payload
 
-    def _limiter_now(self) -> anyio.CapacityLimiter:
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self._max_concurrency)
-        return self._limiter
-
-    async def _attempt(self, payload: dict[str, Any]) -> tuple[bytes, float]:
-        """One HTTP round trip. Returns the body of a 2xx; raises Retriable/JudgeRejected/JudgeUnavailable."""
-        # The limiter is held per attempt, not across backoff sleeps, so a throttled call does not
-        # keep a slot from calls that could go ahead.
-        async with self._limiter_now():
-            t0 = time.perf_counter()
-            try:
-                with anyio.fail_after(self._attempt_timeout):
-                    body = await self._round_trip(payload)
-            except TimeoutError:
-                raise RetriableHTTPError(f"attempt exceeded {self._attempt_timeout} s") from None
-            except httpx.UnsupportedProtocol as exc:
-                raise JudgeRejected(f"judge {self._label}: unsupported URL: {exc}") from None
-            except (httpx.TransportError, aiohttp.ClientError) as exc:
-                # Timeouts, refused or dropped connections, truncated bodies: all worth another attempt.
-                # (The aiohttp transport maps most aiohttp errors to httpx ones; ClientError catches the rest.)
-                raise RetriableHTTPError(describe_transport_error(exc)) from None
-            except httpx.DecodingError as exc:
-                raise JudgeUnavailable(f"judge {self._label}: undecodable response body ({exc})") from None
-            except ResponseTooLargeError as exc:
-                raise JudgeUnavailable(
-                    f"judge {self._label}: response too large ({exc}; limit {self._max_response_bytes} bytes)"
-                ) from None
-            return body, time.perf_counter() - t0
-
-    async def _round_trip(self, payload: dict[str, Any]) -> bytes:
-        async with self._client.stream("POST", self._endpoint, json=payload, headers=self._headers()) as resp:
-            status = resp.status_code
-            if 200 <= status < 300:
-                return await read_capped(resp, self._max_response_bytes)
-            # Error bodies are read only as far as an excerpt needs.
-            try:
-                head = await read_head(resp, 4096)
-            except httpx.HTTPError:
-                head = b""  # the status is what matters; a broken error body must not mask it
-            detail = excerpt(head, self._secrets())
-            if status in RETRIABLE_STATUSES or status >= 500:
-                raise RetriableHTTPError(
-                    f"HTTP {status}" + (f": {detail}" if detail else ""),
-                    status=status,
-                    retry_after=parse_retry_after(resp.headers.get("retry-after")),
-                )
-            raise JudgeRejected(f"judge {self._label} rejected the request: HTTP {status}: {detail or '(empty body)'}")
-
-    def _parse(
-        self, body: bytes, *, latency: float, attempts: int, reasons: list[str], started: float
-    ) -> JudgeResponse:
+    def _parse(self, result: PostResult) -> JudgeResponse:
+        body = result.body
         try:
             data = json.loads(body)
         except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise JudgeUnavailable(
-                f"judge {self._label}: malformed response, body is not JSON: {excerpt(body, self._secrets(), 80)!r}"
+                f"judge {self._label}: malformed response, body is not JSON: {self._http.excerpt(body, 80)!r}"
             ) from None
         if not isinstance(data, dict):
             data = {}
@@ -369,8 +260,7 @@ class OpenAICompatibleJudge:
         if not isinstance(first, dict) or not isinstance(message, dict):
             # Often an error object sent with a 200 by a proxy; show its start, scrubbed.
             raise JudgeUnavailable(
-                f"judge {self._label}: malformed response, no choices[0].message: "
-                f"{excerpt(body, self._secrets(), 120)!r}"
+                f"judge {self._label}: malformed response, no choices[0].message: {self._http.excerpt(body, 120)!r}"
             )
         content = _content_text(message.get("content"))
         if content is None:
@@ -387,16 +277,15 @@ class OpenAICompatibleJudge:
             model=answered if isinstance(answered, str) and answered else self._model,
             input_tokens=_int_or_none(usage, "prompt_tokens"),
             output_tokens=_int_or_none(usage, "completion_tokens"),
-            latency_s=latency,
+            latency_s=result.latency_s,
             extra={
-                "http_attempts": attempts,
-                "http_retries": attempts - 1,
-                "http_retry_reasons": reasons,
-                "elapsed_s": time.perf_counter() - started,
+                **result.extra(),
                 "finish_reason": first.get("finish_reason"),
                 "refusal": refused,
                 "model_reported": isinstance(answered, str) and bool(answered),
                 "response_id": data.get("id") if isinstance(data.get("id"), str) else None,
+                # Part of input_tokens, billed at the cached rate; None when the server does not say.
+                CACHED_INPUT_TOKENS: _cached_input_tokens(usage),
                 "connect_timeout": self._connect_timeout,
                 "read_timeout": self._read_timeout,
                 "response_format": self._response_format,
@@ -425,3 +314,11 @@ def _int_or_none(mapping: object, key: str) -> int | None:
         return None
     value = mapping.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _cached_input_tokens(usage: object) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens``: prompt tokens read from the provider's prompt cache."""
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    cached = _int_or_none(details, "cached_tokens")
+    # A negative count is garbage, not a discount: treat it as unreported.
+    return cached if cached is not None and cached >= 0 else None

@@ -628,3 +628,39 @@ async def test_core_escalates_a_judge_that_stays_off_schema(
         assert json.loads(messages[1]["content"]) == off_schema
         assert messages[2]["content"].startswith(prefix)
         assert "winner" in messages[2]["content"]
+
+
+# --- the response cache's key ----------------------------------------------------------------------------
+
+
+async def test_cache_params_cover_every_setting_that_shapes_the_reply(
+    make_judge: JudgeFactory, fake_anthropic_server: FakeAnthropicServer, closed_port: int
+) -> None:
+    base = make_judge().cache_params()
+    assert base == {
+        "endpoint": f"{fake_anthropic_server.base_url}/v1/messages",
+        "model": "claude-test",
+        "anthropic_version": "2023-06-01",
+        "max_tokens": 1024,
+        "tool_description": DEFAULT_TOOL_DESCRIPTION,
+    }
+    for change in (
+        {"base_url": f"http://127.0.0.1:{closed_port}"},
+        {"model": "claude-other"},
+        {"anthropic_version": "2099-01-01"},
+        {"max_tokens": 300},
+        {"tool_description": "Say who won."},  # the model reads it
+    ):
+        assert make_judge(**change).cache_params() != base, change
+    # The same endpoint written either way is one endpoint.
+    assert make_judge(base_url=f"{fake_anthropic_server.base_url}/v1/").cache_params() == base
+    # Prompt caching changes the bill, not the answer; retries, limits and keys change neither.
+    quiet = make_judge(
+        cache_system_prompt=False, api_key=SecretStr("sk-ant-other"), max_retries=0, read_timeout=1.0, max_concurrency=1
+    )
+    assert quiet.cache_params() == base
+    with_userinfo = make_judge(base_url=f"http://user:{API_KEY}@127.0.0.1:{fake_anthropic_server.port}/?token=abc")
+    params = json.dumps(with_userinfo.cache_params())
+    assert API_KEY not in params
+    assert "abc" not in params
+    assert with_userinfo.cache_params() == base

@@ -11,6 +11,7 @@ import json
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,6 +22,8 @@ from pydantic import SecretStr
 from agents.errors import JudgeRejected, JudgeUnavailable
 from agents.judge import ChatMessage, Judge, JudgeRequest, PromptSlots
 from schemas.replies import ToneStyleReply
+from streams.judges.cache import CachingJudge, ResponseCache
+from streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
 from streams.judges.http import format_http_date
 from streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.fake_judge_server import (
@@ -28,6 +31,7 @@ from tests.fixtures.fake_judge_server import (
     Action,
     FakeJudgeServer,
     closed_port,
+    completion,
     fake_judge_server,
     hang,
     huge,
@@ -428,3 +432,115 @@ async def test_async_context_manager_closes(fake_judge_server: FakeJudgeServer) 
 def test_bad_base_url_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="http"):
         OpenAICompatibleJudge(base_url="ftp://example.org/v1", model="m")
+
+
+# --- Retry-After precision, provider prompt caching, the response cache's key ---------------------------------
+
+
+async def test_retry_after_ms_wins_over_retry_after(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    # Retry-After rounds up to whole seconds; retry-after-ms is the precise figure OpenAI's SDK prefers.
+    fake_judge_server.script(status(429, retry_after="5", retry_after_ms="400"), reply())
+    response = await make_judge().complete(make_request())
+    assert response.extra["http_retries"] == 1
+    first, second = fake_judge_server.requests
+    assert 0.4 <= second.at - first.at < 3.0
+
+
+async def test_provider_cache_reads_are_reported_and_billed_at_the_cached_rate(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.script(
+        reply(prompt_tokens=1000, completion_tokens=50, cached_tokens=768),
+        reply(prompt_tokens=1000, completion_tokens=50),  # a server without prompt caching says nothing
+        reply(prompt_tokens=1000, completion_tokens=50, cached_tokens=0),
+    )
+    price = ModelPrice(input_per_mtok=2.0, output_per_mtok=8.0, cached_input_per_mtok=0.5)
+    judge = PricedJudge(make_judge(), PriceTable.of({"fake-model-2024-01-01": price}))
+
+    hit = await judge.complete(make_request())
+    # OpenAI counts cached tokens inside prompt_tokens: input stays the whole prompt, the split is extra.
+    assert (hit.input_tokens, hit.extra[CACHED_INPUT_TOKENS]) == (1000, 768)
+    assert hit.cost_usd == pytest.approx((232 * 2.0 + 768 * 0.5 + 50 * 8.0) / 1e6)
+
+    unreported = await judge.complete(make_request())
+    assert unreported.extra[CACHED_INPUT_TOKENS] is None
+    assert unreported.cost_usd == pytest.approx((1000 * 2.0 + 50 * 8.0) / 1e6)
+
+    miss = await judge.complete(make_request())
+    assert miss.extra[CACHED_INPUT_TOKENS] == 0
+    assert miss.cost_usd == unreported.cost_usd
+
+
+@pytest.mark.parametrize(
+    "details",
+    [{"cached_tokens": -5}, {"cached_tokens": "768"}, {"cached_tokens": True}, {"cached_tokens": 7.5}, [768], "768"],
+    ids=["negative", "string", "bool", "float", "list", "details-string"],
+)
+async def test_garbled_cache_counts_are_unreported_not_a_discount(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, details: Any
+) -> None:
+    body = completion(DEFAULT_CONTENT, prompt_tokens=1000)
+    body["usage"]["prompt_tokens_details"] = details
+    fake_judge_server.script(Action(body=json.dumps(body).encode()))
+    response = await make_judge().complete(make_request())
+    assert response.extra[CACHED_INPUT_TOKENS] is None
+    assert response.input_tokens == 1000
+
+
+async def test_cache_params_cover_every_setting_that_shapes_the_reply(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, closed_port: int
+) -> None:
+    base = make_judge().cache_params()
+    assert base == {
+        "endpoint": fake_judge_server.base_url,
+        "model": "fake-model",
+        "response_format": "json_schema",
+        "seed": None,
+        "max_tokens": 1024,
+        "max_tokens_field": "max_tokens",
+    }
+    for change in (
+        {"base_url": f"http://127.0.0.1:{closed_port}/v1"},  # another server may have another model loaded
+        {"model": "other-model"},
+        {"response_format": "none"},
+        {"seed": 7},
+        {"max_tokens": 300},
+        {"max_tokens_field": "max_completion_tokens"},
+    ):
+        assert make_judge(**change).cache_params() != base, change
+    # The wire schema llama.cpp compiles into a grammar is adapted only in json_object_schema mode.
+    llama = make_judge(response_format="json_object_schema").cache_params()
+    assert (llama["wire_max_length"], llama["wire_int_enum_max"]) == (1000, 64)
+    assert make_judge(response_format="json_object_schema", wire_max_length=800).cache_params() != llama
+    assert make_judge(response_format="json_object_schema", wire_int_enum_max=None).cache_params() != llama
+    assert make_judge(wire_max_length=800).cache_params() == base
+    # What decides only whether an answer arrives stays out of the key.
+    quiet = make_judge(
+        api_key=SecretStr("sk-other"), max_retries=0, read_timeout=1.0, attempt_timeout=2.0, max_concurrency=1
+    )
+    assert quiet.cache_params() == base
+    # Credentials and queries in the URL never reach the key.
+    with_userinfo = make_judge(base_url=f"http://user:{API_KEY}@127.0.0.1:{fake_judge_server.port}/v1/?token=abc")
+    params = json.dumps(with_userinfo.cache_params())
+    assert API_KEY not in params
+    assert "abc" not in params
+    assert with_userinfo.cache_params()["endpoint"] == fake_judge_server.base_url
+
+
+async def test_judges_that_may_answer_differently_do_not_share_cached_replies(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, tmp_path: Path
+) -> None:
+    cache = ResponseCache(tmp_path / "cache")
+    try:
+        await CachingJudge(make_judge(seed=1), cache).complete(make_request())
+        assert fake_judge_server.request_count == 1
+        other_seed = await CachingJudge(make_judge(seed=2), cache).complete(make_request())
+        assert not other_seed.cached
+        assert fake_judge_server.request_count == 2
+        same = await CachingJudge(make_judge(seed=1, max_retries=0), cache).complete(make_request())
+        assert same.cached
+        assert fake_judge_server.request_count == 2
+    finally:
+        cache.close()
