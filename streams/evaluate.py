@@ -6,6 +6,7 @@ where needed, the tie-break. Where the file carries human labels, the judge is s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -17,15 +18,16 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from agents.core import check_pair, judge_pair, resolve_tiebreak
+from agents.core import check_pair, resolve_tiebreak
 from agents.errors import InputRejected
 from agents.judge import Judge
 from agents.policy import Policy
 from agents.stats import agreement, cohen_kappa, flip_rate, position_a_win_rate, relative_label
 from schemas import TIE, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
-from streams.app import load_catalog
+from streams.app import build_panel, load_catalog
 from streams.codecs import decode
-from streams.judges.factory import build_judge
+from streams.judges.factory import JudgeStack
+from streams.pipeline import JudgePanel
 from streams.settings import Settings
 
 
@@ -39,7 +41,8 @@ class PairResult:
     confidence: float | None = None
     human: str | None = None  # the known label: a candidate id or TIE
     candidate_ids: tuple[str, str] | None = None
-    primary_winners: tuple[str, str] | None = None  # (AB mapped, BA mapped) when both orders were valid
+    #: (AB mapped, BA mapped) per judge whose two orders were both valid: one entry, or one per juror.
+    primary_winners: tuple[tuple[str, str], ...] = ()
     raw_winners: tuple[str, ...] = ()
     lengths: tuple[int, int] | None = None  # characters of each candidate's output, for the length baseline
 
@@ -149,7 +152,7 @@ class EvaluateReport:
 
     @property
     def flip_rate(self) -> float | None:
-        return flip_rate(r.primary_winners for r in self.results if r.primary_winners)
+        return flip_rate(w for r in self.results for w in r.primary_winners)
 
     @property
     def position_a_rate(self) -> float | None:
@@ -169,7 +172,7 @@ class EvaluateReport:
             coverage=base.coverage,
             decided_accuracy=base.decided_accuracy,
             escalated=escalated,
-            flip_rate=flip_rate(r.primary_winners for r in labelled if r.primary_winners),
+            flip_rate=flip_rate(w for r in labelled for w in r.primary_winners),
         )
 
     def baseline_scores(self, seeds: int = RANDOM_SEEDS) -> list[MethodScore]:
@@ -185,7 +188,7 @@ class EvaluateReport:
 
 
 async def evaluate_pair(
-    raw: bytes, judge: Judge, policy: Policy, catalog: dict[str, InlineRubric], max_bytes: int
+    raw: bytes, panel: JudgePanel, policy: Policy, catalog: dict[str, InlineRubric], max_bytes: int
 ) -> PairResult:
     try:
         pair = decode(CandidatePair, raw, max_bytes=max_bytes)
@@ -200,17 +203,21 @@ async def evaluate_pair(
     except InputRejected as exc:
         base.outcome, base.reason = "rejected", exc.reason
         return base
-    decision = await judge_pair(pair, judge, policy, catalog)
+    decision = await panel.judge_primary(pair, policy, catalog)
     outcome = decision.outcome
     if isinstance(outcome, TieBreakRequest):
         primary = outcome.primary
         base.reason = outcome.reason
-        outcome = (await resolve_tiebreak(outcome, judge, policy)).outcome
+        outcome = (await resolve_tiebreak(outcome, panel.tiebreak, policy)).outcome
     else:
-        primary = outcome.orderings
+        primary = outcome.orderings[: 2 * len(panel.primary)]  # a tie-break verdict appends its own orderings
     base.raw_winners = tuple(o.raw_winner for o in primary if o.raw_winner)
-    if len(primary) == 2 and all(o.valid and o.mapped_winner for o in primary):
-        base.primary_winners = (primary[0].mapped_winner or TIE, primary[1].mapped_winner or TIE)
+    # Orderings come AB then BA, per judge (per juror for a jury).
+    base.primary_winners = tuple(
+        (ab.mapped_winner, ba.mapped_winner)
+        for ab, ba in zip(primary[0::2], primary[1::2], strict=True)
+        if ab.valid and ba.valid and ab.mapped_winner and ba.mapped_winner
+    )
     if isinstance(outcome, PairVerdict):
         base.outcome, base.winner = "verdict", outcome.winner
         base.decided_by, base.confidence = outcome.decided_by, outcome.confidence
@@ -234,13 +241,20 @@ async def run_evaluate(
     out_path: Path | None,
     console: Console,
     judge: Judge | None = None,
+    panel: JudgePanel | None = None,
     concurrency: int = 8,
     baselines: bool | None = None,
 ) -> EvaluateReport:
     """Judge every pair in ``path`` and print the report. ``baselines`` (default: on when the file has
     human labels) adds the judge-versus-baselines table."""
-    judge = judge or build_judge(settings.judge)
+    stacks: tuple[JudgeStack, ...] = ()
+    if panel is None and judge is not None:
+        panel = JudgePanel.single(judge)
+    elif panel is None:
+        panel, stacks = build_panel(settings)
     policy = settings.policy.to_policy()
+    if settings.jury_quorum is not None:
+        policy = dataclasses.replace(policy, jury_quorum=settings.jury_quorum)
     catalog = load_catalog(settings)
     lines = [line for line in (await anyio.Path(path).read_bytes()).splitlines() if line.strip()]
     results: list[PairResult | None] = [None] * len(lines)
@@ -249,22 +263,26 @@ async def run_evaluate(
     async def one(i: int, raw: bytes) -> None:
         async with limiter:
             try:
-                results[i] = await evaluate_pair(raw, judge, policy, catalog, settings.max_event_bytes)
+                results[i] = await evaluate_pair(raw, panel, policy, catalog, settings.max_event_bytes)
             except Exception as exc:  # noqa: BLE001 - report it as a row, keep evaluating the rest
                 results[i] = PairResult(
                     pair_id=_pair_id_of(raw), outcome="error", reason=f"{type(exc).__name__}: {exc}"
                 )
 
-    async with anyio.create_task_group() as tg:
-        for i, raw in enumerate(lines):
-            tg.start_soon(one, i, raw)
+    try:
+        async with anyio.create_task_group() as tg:
+            for i, raw in enumerate(lines):
+                tg.start_soon(one, i, raw)
+    finally:
+        for stack in stacks:
+            await stack.aclose()
     report = EvaluateReport(results=[r for r in results if r is not None])
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         with out_path.open("w", encoding="utf-8") as fh:
             for r in report.results:
                 fh.write(json.dumps(r.__dict__, default=list) + "\n")
-    print_report(console, report, judge)
+    print_report(console, report, panel.tiebreak if len(panel.primary) > 1 else panel.primary[0])
     if (baselines is None or baselines) and report.labelled:
         print_baselines(console, report)
     return report

@@ -64,6 +64,20 @@ class JudgePanel:
     def single(cls, judge: Judge) -> JudgePanel:
         return cls(primary=(judge,), tiebreak=judge)
 
+    async def judge_primary(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
+        """Both orders by the one judge, or by every juror."""
+        if len(self.primary) == 1:
+            return await judge_pair(pair, self.primary[0], policy, catalog)
+        return await judge_pair_jury(pair, self.primary, policy, catalog)
+
+    def traced(self, telemetry: Telemetry) -> JudgePanel:
+        """The same panel with every judge call recorded as a span."""
+        return JudgePanel(
+            primary=tuple(TracingJudge(j, telemetry, "primary") for j in self.primary),
+            tiebreak=TracingJudge(self.tiebreak, telemetry, "tiebreak"),
+            breakers=self.breakers,
+        )
+
 
 class PolicyHolder:
     """The live policy; the control topic may swap it without a redeploy."""
@@ -97,15 +111,8 @@ class Pipeline:
         self.telemetry = telemetry
         self.catalog = catalog
         self.max_event_bytes = max_event_bytes
-        self._primary = tuple(TracingJudge(j, telemetry, "primary") for j in judges.primary)
-        self._tiebreak_judge = TracingJudge(judges.tiebreak, telemetry, "tiebreak")
+        self._panel = judges.traced(telemetry)
         self._breakers = judges.breakers
-
-    async def _judge_primary(self, pair: CandidatePair) -> Decision:
-        policy = self.policy.current
-        if len(self._primary) == 1:
-            return await judge_pair(pair, self._primary[0], policy, self.catalog)
-        return await judge_pair_jury(pair, self._primary, policy, self.catalog)
 
     async def _with_backpressure(self, decide: Callable[[], Awaitable[Decision]], pair_id: str) -> Decision:
         """Decide, but never escalate a pair only because the judge is down.
@@ -146,7 +153,9 @@ class Pipeline:
             except InputRejected as exc:
                 return [self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)]
             try:
-                decision = await self._with_backpressure(lambda: self._judge_primary(pair), pair.pair_id)
+                decision = await self._with_backpressure(
+                    lambda: self._panel.judge_primary(pair, self.policy.current, self.catalog), pair.pair_id
+                )
             except Exception as exc:
                 log.exception("judging pair %s failed", pair.pair_id)
                 span.record_exception(exc)
@@ -166,7 +175,7 @@ class Pipeline:
             span.set_attribute("pairjudge.pair_id", request.pair_id)
             try:
                 decision = await self._with_backpressure(
-                    lambda: resolve_tiebreak(request, self._tiebreak_judge, self.policy.current), request.pair_id
+                    lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
                 )
             except Exception as exc:
                 log.exception("tie-break of pair %s failed", request.pair_id)

@@ -14,6 +14,7 @@ from agents.scripted import ScriptedJudge
 from schemas import KnownLabel
 from streams.cli import app
 from streams.evaluate import run_evaluate
+from streams.pipeline import JudgePanel
 from streams.settings import Settings
 from tests.unit.factories import make_pair, order_of, tone_reply
 
@@ -79,3 +80,24 @@ def test_schemas_export_writes_valid_json_schemas(tmp_path: Path) -> None:
     assert "PairVerdict.schema.json" in written
     assert written["CandidatePair.schema.json"]["additionalProperties"] is False
     assert "schema_version" in written["PairVerdict.schema.json"]["properties"]
+
+
+async def test_a_jury_is_scored_per_juror_for_flips(tmp_path: Path) -> None:
+    pairs = [make_pair(pair_id=f"p{i}") for i in range(3)]
+    path = _write(tmp_path / "set.jsonl", [p.model_dump_json() for p in pairs])
+
+    def consistent(req: JudgeRequest) -> str:
+        return tone_reply(winner="A" if order_of(req, pairs[0]) == "AB" else "B", confidence=0.9)
+
+    jurors = (ScriptedJudge(consistent, model="j1"), ScriptedJudge(consistent, model="j2"))
+    flipper = ScriptedJudge(lambda req: tone_reply(winner="A"), model="j3")  # position A always: flips
+    report = await run_evaluate(
+        Settings(),
+        path,
+        out_path=None,
+        console=Console(file=None),
+        panel=JudgePanel(primary=(*jurors, flipper), tiebreak=jurors[0]),
+    )
+    # Two of three jurors agree on every pair: verdicts, and one juror in three flipped.
+    assert [r.outcome for r in report.results] == ["verdict"] * 3
+    assert report.flip_rate == pytest.approx(1 / 3)
