@@ -104,3 +104,55 @@ def judge_info(judge: Judge, prompt_template_hash: str) -> JudgeInfo:
         temperature=judge.temperature,
         heuristic=judge.heuristic,
     )
+
+
+def cache_params_of(judge: Judge) -> dict[str, Any]:
+    """``judge.cache_params()`` when the judge has it (wrappers pass it through), else ``{}``."""
+    method = getattr(judge, "cache_params", None)
+    if method is None:
+        return {}
+    params = method()
+    if not isinstance(params, dict):
+        raise TypeError(f"{type(judge).__name__}.cache_params() must return a dict")
+    return params
+
+
+class JudgeWrapper:
+    """Base for a judge that wraps another (tracing, breaker, prices, cache).
+
+    Its identity is the inner judge's, so a wrapped judge opens no new drift series and shares its
+    cache keys; subclasses only add behaviour around ``complete``.
+    """
+
+    def __init__(self, inner: Judge) -> None:
+        self._inner = inner
+
+    @property
+    def inner(self) -> Judge:
+        return self._inner
+
+    @property
+    def provider(self) -> str:
+        return self._inner.provider
+
+    @property
+    def model(self) -> str:
+        return self._inner.model
+
+    @property
+    def version(self) -> str:
+        return self._inner.version
+
+    @property
+    def temperature(self) -> float:
+        return self._inner.temperature
+
+    @property
+    def heuristic(self) -> bool:
+        return self._inner.heuristic
+
+    def cache_params(self) -> dict[str, Any]:
+        return cache_params_of(self._inner)
+
+    async def complete(self, request: JudgeRequest) -> JudgeResponse:
+        return await self._inner.complete(request)

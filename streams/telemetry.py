@@ -23,7 +23,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agents.core import Decision
 from agents.errors import JudgeError
-from agents.judge import Judge, JudgeRequest, JudgeResponse
+from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
 from streams.settings import TelemetrySettings
 
 Headers = Sequence[tuple[str, bytes]]
@@ -163,33 +163,13 @@ class Telemetry:
             span.add_event("gen_ai.evaluation.result", attrs)
 
 
-class TracingJudge:
+class TracingJudge(JudgeWrapper):
     """Wraps any judge so each call is a child span following the GenAI semantic conventions."""
 
     def __init__(self, inner: Judge, telemetry: Telemetry, stage: str) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._telemetry = telemetry
         self._stage = stage
-
-    @property
-    def provider(self) -> str:
-        return self._inner.provider
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def version(self) -> str:
-        return self._inner.version
-
-    @property
-    def temperature(self) -> float:
-        return self._inner.temperature
-
-    @property
-    def heuristic(self) -> bool:
-        return self._inner.heuristic
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         tel = self._telemetry

@@ -39,13 +39,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 
 from agents.errors import JudgeError, JudgeUnavailable
-from agents.judge import Judge, JudgeRequest, JudgeResponse
-from streams.judges.cache import cache_params_of
+from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
 
 State = Literal["closed", "open", "half_open"]
 
@@ -230,43 +229,16 @@ class CircuitBreaker:
                 await changed.wait()
 
 
-class BreakerJudge:
+class BreakerJudge(JudgeWrapper):
     """Wraps any judge with a ``CircuitBreaker``: while open, calls raise ``CircuitOpen`` at once."""
 
     def __init__(self, inner: Judge, breaker: CircuitBreaker) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._breaker = breaker
-
-    @property
-    def inner(self) -> Judge:
-        return self._inner
 
     @property
     def breaker(self) -> CircuitBreaker:
         return self._breaker
-
-    @property
-    def provider(self) -> str:
-        return self._inner.provider
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def version(self) -> str:
-        return self._inner.version
-
-    @property
-    def temperature(self) -> float:
-        return self._inner.temperature
-
-    @property
-    def heuristic(self) -> bool:
-        return self._inner.heuristic
-
-    def cache_params(self) -> dict[str, Any]:
-        return cache_params_of(self._inner)
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         ticket = self._breaker.admit()

@@ -49,7 +49,7 @@ import anyio.to_thread
 import diskcache
 from diskcache.core import MODE_PICKLE
 
-from agents.judge import Judge, JudgeRequest, JudgeResponse
+from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper, cache_params_of
 from agents.validation import strip_fence
 
 log = logging.getLogger(__name__)
@@ -60,17 +60,6 @@ KEY_FORMAT: Final = 1
 VALUE_FORMAT: Final = 1
 
 EvictionPolicy = Literal["least-recently-stored", "least-recently-used"]
-
-
-def cache_params_of(judge: Judge) -> dict[str, Any]:
-    """``judge.cache_params()`` when the judge has it (the wrappers pass it through), else ``{}``."""
-    method = getattr(judge, "cache_params", None)
-    if method is None:
-        return {}
-    params = method()
-    if not isinstance(params, dict):
-        raise TypeError(f"{type(judge).__name__}.cache_params() must return a dict")
-    return params
 
 
 def _canonical(material: Mapping[str, Any]) -> bytes:
@@ -250,11 +239,11 @@ class _Flight:
     error: Exception | None = None
 
 
-class CachingJudge:
+class CachingJudge(JudgeWrapper):
     """Wraps any judge with a ``ResponseCache`` and single-flight coalescing (see the module docstring)."""
 
     def __init__(self, inner: Judge, cache: ResponseCache, *, params: Mapping[str, Any] | None = None) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._cache = cache
         # Merge: explicit params (the factory's view of the settings) over what the judge reports.
         self._params = {**cache_params_of(inner), **dict(params or {})}
@@ -264,31 +253,7 @@ class CachingJudge:
 
     # --- the Judge protocol -------------------------------------------------------------------
 
-    @property
-    def provider(self) -> str:
-        return self._inner.provider
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def version(self) -> str:
-        return self._inner.version
-
-    @property
-    def temperature(self) -> float:
-        return self._inner.temperature
-
-    @property
-    def heuristic(self) -> bool:
-        return self._inner.heuristic
-
     # --- extras ---------------------------------------------------------------------------------
-
-    @property
-    def inner(self) -> Judge:
-        return self._inner
 
     @property
     def cache(self) -> ResponseCache:

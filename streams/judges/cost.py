@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.judge import Judge, JudgeRequest, JudgeResponse
-from streams.judges.cache import cache_params_of
+from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
 
 #: ``JudgeResponse.extra`` keys for provider-side prompt-cache reads and writes (see the module docstring).
 CACHED_INPUT_TOKENS = "cached_input_tokens"
@@ -96,43 +94,16 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class PricedJudge:
+class PricedJudge(JudgeWrapper):
     """Wraps any judge and sets ``JudgeResponse.cost_usd`` on every reply from the price table."""
 
     def __init__(self, inner: Judge, table: PriceTable) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._table = table
-
-    @property
-    def inner(self) -> Judge:
-        return self._inner
 
     @property
     def table(self) -> PriceTable:
         return self._table
-
-    @property
-    def provider(self) -> str:
-        return self._inner.provider
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def version(self) -> str:
-        return self._inner.version
-
-    @property
-    def temperature(self) -> float:
-        return self._inner.temperature
-
-    @property
-    def heuristic(self) -> bool:
-        return self._inner.heuristic
-
-    def cache_params(self) -> dict[str, Any]:
-        return cache_params_of(self._inner)
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         response = await self._inner.complete(request)
