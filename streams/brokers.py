@@ -326,7 +326,12 @@ def _kafka_libs(kafka_home: Path) -> Path:
 
 def _random_cluster_id() -> str:
     # Kafka's Uuid text form: 16 random bytes, URL-safe base64, no padding (what `random-uuid` prints).
-    return base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
+    # Like Kafka's own Uuid.randomUuid, never start with "-": the storage tool would read the id as
+    # an option and fail to format (1 start in 64).
+    while True:
+        cluster_id = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def start_kafka(

@@ -74,7 +74,11 @@ java_opts=(
 
 if [[ ! -f "$data_dir/kraft/meta.properties" ]]; then
     # A Kafka Uuid is 16 random bytes in URL-safe base64 without padding (what `random-uuid` prints).
-    cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    # Never one that starts with "-": the storage tool would read it as an option (1 start in 64).
+    cluster_id="-"
+    while [[ "$cluster_id" == -* ]]; do
+        cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    done
     "$java" "${java_opts[@]}" kafka.tools.StorageTool format --ignore-formatted \
         --cluster-id "$cluster_id" --config "$data_dir/server.properties" >>"$data_dir/kafka.log" 2>&1 \
         || { echo "formatting $data_dir/kraft failed; see $data_dir/kafka.log" >&2; tail -n 20 "$data_dir/kafka.log" >&2; exit 1; }

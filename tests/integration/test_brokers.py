@@ -265,3 +265,12 @@ def _socket_inodes(pid: int) -> set[int]:
         if match:
             inodes.add(int(match.group(1)))
     return inodes
+
+
+def test_cluster_ids_never_look_like_an_option() -> None:
+    # One id in 64 would start with "-" and make the storage tool fail to format (seen in a test run).
+    from streams.brokers import _random_cluster_id
+
+    ids = [_random_cluster_id() for _ in range(2000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 for i in ids)
