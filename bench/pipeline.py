@@ -85,10 +85,18 @@ from agents.core import judge_pair, resolve_tiebreak
 from agents.offline import OfflineJudge
 from agents.policy import Policy
 from schemas import CandidatePair, TieBreakRequest
-from streams.brokers import RunningBroker, TopicSpec, create_topics, start_kafka, start_tansu, wait_until_ready
+from streams.brokers import (
+    RunningBroker,
+    TopicSpec,
+    create_topics,
+    start_kafka,
+    start_tansu,
+    topic_partitions,
+    wait_until_ready,
+)
 from streams.collector import collect_outcomes
 from streams.demo import stop_process
-from streams.pipeline import Origin, Pipeline, PolicyHolder
+from streams.pipeline import JudgePanel, Origin, Pipeline, PolicyHolder
 from streams.producer import key_of, send_events
 from streams.settings import Settings, environ_for, load_settings
 from streams.telemetry import Telemetry
@@ -163,7 +171,7 @@ async def judge_cost(raws: Sequence[bytes], settings: Settings, rounds: int = JU
     pairs = [CandidatePair.model_validate_json(raw) for raw in raws]
     telemetry = Telemetry(settings.telemetry.model_copy(update={"exporter": "none"}))
     pipeline = Pipeline(
-        judge=judge,
+        judges=JudgePanel.single(judge),
         policy=PolicyHolder(policy),
         telemetry=telemetry,
         catalog={},
@@ -233,14 +241,9 @@ class Observed:
         return expected - self.first.keys()
 
 
-async def _partitions(consumer: Any, topic: str) -> list[Any]:
-    for _ in range(40):
-        parts = consumer.partitions_for_topic(topic)
-        if parts:
-            return [TopicPartition(topic, p) for p in sorted(parts)]
-        await consumer.topics()
-        await asyncio.sleep(0.25)
-    raise RuntimeError(f"topic {topic} has no partitions")
+async def _partitions(bootstrap: str, topic: str) -> list[Any]:
+    ids = (await topic_partitions(bootstrap, [topic]))[topic]
+    return [TopicPartition(topic, p) for p in ids]
 
 
 async def observe(
@@ -261,7 +264,7 @@ async def observe(
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        partitions = [tp for topic in (*done_topics, *extra_topics) for tp in await _partitions(consumer, topic)]
+        partitions = [tp for topic in (*done_topics, *extra_topics) for tp in await _partitions(bootstrap, topic)]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         done = set(done_topics)

@@ -27,7 +27,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -534,3 +534,23 @@ async def _await_topic_metadata(admin: Any, topics: Mapping[str, TopicSpecLike],
         if time.monotonic() >= deadline:
             raise BrokerError(f"topics not ready after {limit_s:g}s: {pending}")
         await asyncio.sleep(0.1)
+
+
+async def topic_partitions(bootstrap: str, topics: Sequence[str], timeout: float = 30) -> dict[str, list[int]]:
+    """Each topic's partition ids, from the admin API.
+
+    Readers should not rely on a consumer's metadata cache for this: from aiokafka 0.13 on, a
+    consumer that subscribed to nothing never learns other topics' partitions. A topic that does
+    not exist raises, so a reader cannot silently read nothing.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    try:
+        await admin.start()
+        described = await admin.describe_topics(list(topics))
+    finally:
+        await admin.close()
+    found = {str(t["topic"]): sorted(p["partition"] for p in t["partitions"]) for t in described if not t["error_code"]}
+    missing = [t for t in topics if not found.get(t)]
+    if missing:
+        raise BrokerError(f"topics without partitions on {bootstrap}: {missing}; were they created?")
+    return {t: found[t] for t in topics}

@@ -6,7 +6,6 @@ outcome is the first verdict, non-audit review request or dead letter seen for i
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Collection
@@ -15,6 +14,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from streams.brokers import topic_partitions
 from streams.settings import Settings
 from streams.topics import FINAL_KINDS
 
@@ -73,10 +73,8 @@ async def collect_outcomes(
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
     await consumer.start()
     try:
-        partitions = []
-        for topic in topic_by_kind:
-            for p in sorted(await _partitions_for(consumer, topic)):
-                partitions.append(TopicPartition(topic, p))
+        by_topic = await topic_partitions(settings.kafka.bootstrap_servers, list(topic_by_kind))
+        partitions = [TopicPartition(topic, p) for topic, ids in by_topic.items() for p in ids]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         deadline = time.monotonic() + timeout
@@ -99,13 +97,3 @@ async def collect_outcomes(
         return outcomes
     finally:
         await consumer.stop()
-
-
-async def _partitions_for(consumer: AIOKafkaConsumer, topic: str, attempts: int = 20) -> set[int]:
-    for _ in range(attempts):
-        parts = consumer.partitions_for_topic(topic)
-        if parts:
-            return set(parts)
-        await consumer.topics()  # refreshes cluster metadata
-        await asyncio.sleep(0.25)
-    raise RuntimeError(f"topic {topic} has no partitions; was it created?")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from streams.brokers import create_topics
+from streams.brokers import create_topics, topic_partitions
 from streams.collector import collect_outcomes
 from streams.demo import start_worker, stop_process
 from streams.producer import send_events
@@ -74,12 +74,8 @@ async def _all_records(settings: Settings) -> list[bytes]:
     await consumer.start()
     blobs: list[bytes] = []
     try:
-        await consumer.topics()
-        parts = [
-            TopicPartition(settings.topics.name(kind), p)
-            for kind in KINDS
-            for p in consumer.partitions_for_topic(settings.topics.name(kind)) or ()
-        ]
+        by_topic = await topic_partitions(settings.kafka.bootstrap_servers, [settings.topics.name(k) for k in KINDS])
+        parts = [TopicPartition(topic, p) for topic, ids in by_topic.items() for p in ids]
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
         while batch := await consumer.getmany(timeout_ms=1500):

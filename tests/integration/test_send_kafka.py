@@ -11,7 +11,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from typer.testing import CliRunner
 
-from streams.brokers import create_topics
+from streams.brokers import create_topics, topic_partitions
 from streams.cli import app
 from streams.settings import Settings
 from streams.topics import topic_specs
@@ -54,8 +54,7 @@ async def _read_all(bootstrap: str, topic: str) -> list[ConsumerRecord[bytes, by
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        await consumer.topics()
-        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        parts = [TopicPartition(topic, p) for p in (await topic_partitions(bootstrap, [topic]))[topic]]
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
         records: list[ConsumerRecord[bytes, bytes]] = []
