@@ -12,7 +12,8 @@ Per ordering:
 
 Across the two orderings (first that applies wins): a judge that was down -> review
 "judge_unavailable"; an invalid ordering -> "tiebreak_invalid"; an unresolved ordering ->
-"tiebreak_equal_scores" if its recomputed scores were exactly equal, else "tiebreak_invalid"; the
+"tiebreak_equal_scores" if its recomputed scores were exactly equal or the judge escalated, else
+"tiebreak_invalid"; the
 orders choosing different candidates -> "tiebreak_disagreement"; otherwise a verdict with
 ``decided_by="tiebreak"`` (or, with the kappa guard tripped, review "kappa_guard").
 """
@@ -68,6 +69,8 @@ class Assessment:
     arithmetic_mismatch: bool
     #: Why the reply does not settle the tie; empty when it does.
     problems: tuple[str, ...]
+    #: The judge applied seed 002's escalation rule (it found the outputs equal on the weighted criteria).
+    escalated: bool = False
 
     @property
     def equal(self) -> bool:
@@ -87,7 +90,7 @@ def assess(reply: TieBreakReply, weights: TieBreakWeights, threshold: float) -> 
         problems.append(f"the weighted scores are equal (A {a:g}, B {b:g}), so neither output is preferred")
     elif reply.winner != preferred:
         problems.append(f'winner "{reply.winner}" contradicts the weighted scores (A {a:g}, B {b:g})')
-    return Assessment(a, b, preferred, mismatch, tuple(problems))
+    return Assessment(a, b, preferred, mismatch, tuple(problems), escalated=reply.escalation_triggered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +270,9 @@ def decide_tiebreak(
         return to_review("judge_unavailable" if down else "tiebreak_invalid")
     unresolved = [o for o in both if o.status == "unresolved"]
     if unresolved:
-        equal = any(o.assessment is not None and o.assessment.equal for o in unresolved)
+        # Equal scores, or the judge itself escalating under seed 002's rule, is a true tie for a
+        # human; anything else (low confidence, a winner that contradicts its own scores) is a failed reply.
+        equal = any(o.assessment is not None and (o.assessment.equal or o.assessment.escalated) for o in unresolved)
         return to_review("tiebreak_equal_scores" if equal else "tiebreak_invalid")
     if ab.result.mapped_winner != ba.result.mapped_winner:
         return to_review("tiebreak_disagreement")

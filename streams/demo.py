@@ -162,15 +162,16 @@ def _write_outcomes(path: Path, outcomes: Outcomes) -> None:
 def _summary_row(kind: str, event: dict[str, object]) -> tuple[str, str, str, str]:
     if kind == "verdicts":
         conf = event.get("confidence")
+        winner, role = str(event.get("winner")), str(event.get("winner_role"))
         return (
             "verdict",
-            f"{event.get('winner')} ({event.get('winner_role')})",
+            winner if winner == role else f"{winner} ({role})",
             f"{conf:.2f}" if isinstance(conf, float) else "",
             str(event.get("decided_by")),
         )
     if kind == "review":
         return ("review", "", "", str(event.get("reason")))
-    return ("dead letter", "", "", f"{event.get('reason')}: {str(event.get('error'))[:60]}")
+    return ("dead letter", "", "", str(event.get("reason")))
 
 
 def _print_summary(console: Console, result: DemoResult, out_path: Path, settings: Settings) -> None:

@@ -222,6 +222,18 @@ async def test_equal_weighted_scores_go_to_review_after_the_forced_choice() -> N
     assert sum(r.forced_choice for r in judge.requests) == 2
 
 
+async def test_a_judge_that_keeps_escalating_sends_a_true_tie_to_review() -> None:
+    # Unequal scores, but the judge applies seed 002's escalation rule even when forced: a tie for a human,
+    # not a malformed reply.
+    request = _request()
+    escalating = tiebreak_reply(ALL_A, escalation=True)
+    judge = ScriptedJudge(per_order(request.pair, escalating, escalating))
+    decision = await resolve_tiebreak(request, judge, Policy())
+    assert isinstance(decision.outcome, ReviewRequest)
+    assert decision.outcome.reason == "tiebreak_equal_scores"
+    assert sum(r.forced_choice for r in judge.requests) == 2
+
+
 async def test_disagreeing_orders_go_to_review() -> None:
     request = _request()
     # AB picks A (= X); BA also picks A (= Y): the orders chose different candidates.
