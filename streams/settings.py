@@ -73,7 +73,7 @@ class JudgeSettings(_Section):
     api_key: SecretStr | None = None
     #: A file holding the key (Docker/Kubernetes secrets); wins over ``api_key`` when set.
     api_key_file: Path | None = None
-    response_format: Literal["json_schema", "json_object_schema", "none"] = "json_schema"
+    response_format: Literal["auto", "json_schema", "json_object_schema", "none"] = "json_schema"
     temperature: float = 0.0
     seed: int | None = None
     max_tokens: int = Field(default=1024, ge=16)

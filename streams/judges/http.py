@@ -289,6 +289,22 @@ class PostResult:
 #: result is scrubbed of secrets and clipped like any excerpt, so it may quote the body freely.
 ErrorDetail = Callable[[bytes], str | None]
 
+#: Tells, from an error status and the head of its body, that the server refused *how* the request was
+#: put (a request form it does not support), so the caller can re-send it in another form. It sees
+#: untrusted bytes: it must not raise, and should be specific (a wrong guess is a wrong fallback).
+RefusalCheck = Callable[[int, bytes], bool]
+
+
+class RequestRefused(JudgeRejected):
+    """A non-2xx answer that the caller's ``RefusalCheck`` recognised; never retried, whatever its status.
+
+    A ``JudgeRejected``, so a caller that does not handle it fails as for any rejection.
+    """
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 class JSONEndpoint:
     """POST JSON to one URL as a judge would: retries, timeouts, concurrency and body caps, redaction.
@@ -297,7 +313,8 @@ class JSONEndpoint:
     ``retriable_statuses`` (plus every 5xx) are retried with ``policy`` (honouring ``retry-after-ms`` /
     ``Retry-After``) and end as ``JudgeUnavailable``; any other non-2xx is ``JudgeRejected`` at once; an
     oversized or undecodable 2xx body is ``JudgeUnavailable`` without a retry (a server that sent 2 MiB
-    once will do it again). ``secrets`` are scrubbed from every message, ``label`` names the endpoint in
+    once will do it again); an error the caller's ``refused`` check (see ``post``) recognises is
+    ``RequestRefused`` at once. ``secrets`` are scrubbed from every message, ``label`` names the endpoint in
     them (never put credentials in it). Safe to use concurrently; ``aclose()`` when done.
     """
 
@@ -365,8 +382,20 @@ class JSONEndpoint:
         """A short, printable, secret-free excerpt of an untrusted body."""
         return excerpt(body, (s.get_secret_value() for s in self._secrets), limit)
 
-    async def post(self, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> PostResult:
-        """POST ``payload`` as JSON until a 2xx arrives or the policy gives up."""
+    async def post(
+        self,
+        payload: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+        *,
+        refused: RefusalCheck | None = None,
+    ) -> PostResult:
+        """POST ``payload`` as JSON until a 2xx arrives or the policy gives up.
+
+        An error answer for which ``refused(status, head_of_body)`` is true raises ``RequestRefused`` at
+        once, before the status is considered for a retry: some servers report a request they cannot
+        take as a 500 (llama-cpp-python does, for a ``response_format`` it does not know), and retrying
+        that only burns the retry budget.
+        """
         if self._closed:
             raise RuntimeError(f"judge {self._label} is closed")
         started = time.perf_counter()
@@ -378,7 +407,7 @@ class JSONEndpoint:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
                     try:
-                        result = await self._attempt(payload, headers or {})
+                        result = await self._attempt(payload, headers or {}, refused)
                     except RetriableHTTPError as exc:
                         reasons.append(exc.reason)
                         log.warning("judge %s attempt %d failed: %s", self._label, attempts, exc.reason)
@@ -416,7 +445,7 @@ class JSONEndpoint:
         return self._limiter
 
     async def _attempt(
-        self, payload: Mapping[str, Any], headers: Mapping[str, str]
+        self, payload: Mapping[str, Any], headers: Mapping[str, str], refused: RefusalCheck | None = None
     ) -> tuple[bytes, float, Mapping[str, str]]:
         # The limiter is held per attempt, not across backoff sleeps, so a throttled call does not
         # keep a slot from calls that could go ahead.
@@ -424,7 +453,7 @@ class JSONEndpoint:
             t0 = time.perf_counter()
             try:
                 with anyio.fail_after(self._attempt_timeout):
-                    body, response_headers = await self._round_trip(payload, headers)
+                    body, response_headers = await self._round_trip(payload, headers, refused)
             except TimeoutError:
                 raise RetriableHTTPError(f"attempt exceeded {self._attempt_timeout} s") from None
             except httpx.UnsupportedProtocol as exc:
@@ -441,7 +470,7 @@ class JSONEndpoint:
             return body, time.perf_counter() - t0, response_headers
 
     async def _round_trip(
-        self, payload: Mapping[str, Any], headers: Mapping[str, str]
+        self, payload: Mapping[str, Any], headers: Mapping[str, str], refused: RefusalCheck | None = None
     ) -> tuple[bytes, Mapping[str, str]]:
         async with self._client.stream("POST", self._url, json=payload, headers=dict(headers)) as resp:
             status = resp.status_code
@@ -454,6 +483,11 @@ class JSONEndpoint:
             except httpx.HTTPError:
                 head = b""  # the status is what matters; a broken error body must not mask it
             detail = self._detail(head)
+            if refused is not None and self._is_refusal(refused, status, head):
+                raise RequestRefused(
+                    f"judge {self._label} refused the request's form: HTTP {status}: {detail or '(empty body)'}",
+                    status=status,
+                )
             if status in self._retriable_statuses or status >= 500:
                 raise RetriableHTTPError(
                     f"HTTP {status}" + (f": {detail}" if detail else ""),
@@ -461,6 +495,13 @@ class JSONEndpoint:
                     retry_after=parse_retry_after_headers(resp.headers),
                 )
             raise JudgeRejected(f"judge {self._label} rejected the request: HTTP {status}: {detail or '(empty body)'}")
+
+    @staticmethod
+    def _is_refusal(refused: RefusalCheck, status: int, head: bytes) -> bool:
+        try:
+            return bool(refused(status, head))
+        except Exception:  # noqa: BLE001 - a check tripping on a hostile body must not hide the status
+            return False
 
     def _detail(self, head: bytes) -> str:
         if self._error_detail is not None:

@@ -14,13 +14,21 @@ What this adapter owns, and what it leaves to the core:
   stays the whole prompt, cached part included, as OpenAI counts it.
 * The API key is a ``SecretStr``; it goes into the Authorization header and nowhere else (not into
   ``repr``, messages or logs; error bodies are scrubbed of it in case a server echoes it).
+* In ``response_format="auto"`` mode the judge finds by itself which structured-output form the server
+  takes: ``json_schema`` first, then ``json_object`` with a schema, then plain JSON. A server that
+  refuses a form (``is_format_refusal``) gets the same request again at once in the next form; the
+  form that worked is kept for the judge's lifetime, so the probing costs one refused request per
+  form, not one per call.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
-from typing import Any, Literal, TypeGuard
+import threading
+import time
+from typing import Any, Final, Literal, TypeGuard
 
 from pydantic import SecretStr
 
@@ -32,13 +40,23 @@ from streams.judges.http import (
     EndpointJudge,
     JSONEndpoint,
     PostResult,
+    RequestRefused,
     RetryPolicy,
     host_label,
     parse_base_url,
     public_url,
 )
 
-ResponseFormatMode = Literal["json_schema", "json_object_schema", "none"]
+log = logging.getLogger(__name__)
+
+#: How the reply schema goes on the wire, one request at a time.
+WireFormat = Literal["json_schema", "json_object_schema", "none"]
+#: What a judge is configured with: one wire form, or ``auto`` to find the one the server takes.
+ResponseFormatMode = Literal["auto", "json_schema", "json_object_schema", "none"]
+
+#: ``auto`` mode's order: the strictest form first, then the next one on each refusal. ``none`` is last
+#: and is never taken for a refusal (there is no form left to fall back to).
+_NEXT_FORM: Final[dict[WireFormat, WireFormat]] = {"json_schema": "json_object_schema", "json_object_schema": "none"}
 
 #: llama-cpp-python 0.3.36 turns ``maxLength`` into nested grammar repetitions and its server process
 #: *exits* when one passes roughly 1000 (measured: 1001 works, 1024 kills it).
@@ -89,6 +107,87 @@ def adapt_schema_for_llama(schema: Any, *, max_length: int | None, int_enum_max:
     return out
 
 
+#: An error that names one of these is about the request's structured-output form.
+_FORMAT_MARKERS: Final = ("response_format", "response format", "json_schema", "structured output")
+#: Words of a refusal to support something; with "schema" they make a format refusal too.
+_UNSUPPORTED_MARKERS: Final = ("not supported", "unsupported", "does not support", "not implemented")
+#: An error about the prompt's size is never a format refusal, whatever else it names: a smaller form
+#: would not fix it, and a fallback would silently weaken the judge for good.
+_CONTEXT_MARKERS: Final = (
+    "context length",
+    "context_length",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+    "max_tokens",
+    "max_completion_tokens",
+)
+
+
+def _error_fields(body: bytes) -> tuple[str, str, str]:
+    """``(message, param, code)`` from an error body, in the shapes OpenAI-compatible servers send.
+
+    OpenAI, vLLM, llama.cpp and LiteLLM send ``{"error": {"message", "param", "code"}}``; vLLM also a
+    flat ``{"message", "param"}``; Ollama ``{"error": "..."}``; FastAPI servers ``{"detail": ...}``,
+    whose validation errors are read as ``loc: msg`` (their ``input``, which may echo the prompt, is
+    left out). Anything else (truncated JSON, plain text) is the body's text as the message.
+    """
+    text = body.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return text, "", ""
+    if not isinstance(data, dict):
+        return text, "", ""
+    error = data.get("error")
+    source = error if isinstance(error, dict) else data
+    message = source.get("message")
+    if isinstance(error, str):
+        message = error
+    detail = data.get("detail")
+    if message is None and isinstance(detail, str):
+        message = detail
+    elif message is None and isinstance(detail, list):
+        lines = []
+        for item in detail:
+            if isinstance(item, dict):
+                loc = item.get("loc")
+                where = ".".join(str(part) for part in loc) if isinstance(loc, list) else ""
+                lines.append(f"{where}: {item.get('msg', '')}")
+        message = "; ".join(lines)
+    param, code = source.get("param"), source.get("code")
+    return (
+        message if isinstance(message, str) else "",
+        param if isinstance(param, str) else "",
+        code if isinstance(code, str) else "",
+    )
+
+
+def is_format_refusal(status: int, body: bytes) -> bool:
+    """Whether an error answer says the server does not take the request's structured-output form.
+
+    True for a 400 or 422 whose error names ``response_format``/``json_schema`` (as message or
+    ``param``), or says a schema is unsupported; and for llama-cpp-python's way of saying the same, a
+    500 carrying a request *validation error* on ``response_format``. False for everything else, above
+    all for a context-length error, which names the prompt's size and sometimes ``max_tokens``.
+    ``body`` is the start of an untrusted error body.
+    """
+    if status not in (400, 422, 500):
+        return False
+    message, param, code = _error_fields(body)
+    text = message.lower()
+    if "context_length" in code or any(marker in text for marker in _CONTEXT_MARKERS):
+        return False
+    if status == 500:
+        # llama-cpp-python 0.3 answers any request-validation failure with a 500; only one about
+        # response_format is a refusal of the form (a plain 500 stays a transient fault, retried).
+        return "validation error" in text and "response_format" in text
+    if param.startswith("response_format") or any(marker in text for marker in _FORMAT_MARKERS):
+        return True
+    return "schema" in text and any(marker in text for marker in _UNSUPPORTED_MARKERS)
+
+
 class OpenAICompatibleJudge(EndpointJudge):
     """One chat-completions endpoint as a ``Judge``. Safe to call concurrently; ``aclose()`` when done.
 
@@ -97,7 +196,13 @@ class OpenAICompatibleJudge(EndpointJudge):
 
     * ``json_schema``: OpenAI strict structured outputs (OpenAI, vLLM, LiteLLM);
     * ``json_object_schema``: ``{"type": "json_object", "schema": ...}``, llama.cpp's form;
-    * ``none``: no schema on the wire; the prompt asks for JSON and the core validates strictly anyway.
+    * ``none``: no schema on the wire; the prompt asks for JSON and the core validates strictly anyway;
+    * ``auto``: each of those in turn, as far as the server refuses them (see the module docstring).
+      A refusal is an error answer ``is_format_refusal`` recognises; any other error is handled as in
+      a fixed mode. Each downgrade is logged once, as a WARNING, and kept until the judge is rebuilt
+      (a restart probes again). ``effective_response_format`` is the form in use. Replies carry the
+      form that produced them in ``extra["response_format"]``, and ``extra["response_format_fallback"]``
+      is true when it is not ``json_schema`` in ``auto`` mode.
 
     Times are in seconds. ``connect_timeout`` and ``read_timeout`` bound each socket phase;
     ``attempt_timeout`` (default: their sum) bounds a whole attempt, so a server trickling bytes cannot
@@ -144,6 +249,12 @@ class OpenAICompatibleJudge(EndpointJudge):
         self._temperature = temperature
         self._api_key = api_key
         self._response_format: ResponseFormatMode = response_format
+        #: The form requests go out in. Fixed unless the mode is auto, where it only ever moves down
+        #: ``_NEXT_FORM``, under ``_form_lock``.
+        self._form: WireFormat = "json_schema" if response_format == "auto" else response_format
+        # A threading lock, not an anyio one: the critical section never awaits, so it is held for
+        # microseconds and needs no event loop; it also holds should one judge serve several loops.
+        self._form_lock = threading.Lock()
         self._seed = seed
         self._max_tokens = max_tokens
         self._max_tokens_field = max_tokens_field
@@ -176,9 +287,37 @@ class OpenAICompatibleJudge(EndpointJudge):
     def provider(self) -> str:
         return "openai-compatible"
 
+    @property
+    def response_format(self) -> ResponseFormatMode:
+        """The configured mode (``auto`` included)."""
+        return self._response_format
+
+    @property
+    def effective_response_format(self) -> WireFormat:
+        """The form requests go out in now: the configured one, or in ``auto`` mode the one found so far."""
+        return self._form
+
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
-        result = await self._http.post(self._payload(request), self._headers())
-        return self._parse(result)
+        if self._response_format != "auto":
+            result = await self._http.post(self._payload(request, self._form), self._headers())
+            return self._parse(result, self._form)
+        started = time.perf_counter()
+        form = self._form
+        refusals = 0
+        while True:
+            try:
+                # The last form is never taken for a refusal: nothing is left to fall back to.
+                check = is_format_refusal if form in _NEXT_FORM else None
+                result = await self._http.post(self._payload(request, form), self._headers(), refused=check)
+            except RequestRefused as exc:
+                refusals += 1
+                form = self._downgrade(form, exc.status)
+                continue
+            response = self._parse(result, form)
+            if refusals:
+                # The refused round trips are part of what this call took.
+                response.extra["elapsed_s"] = time.perf_counter() - started
+            return response
 
     def cache_params(self) -> dict[str, Any]:
         """The settings that shape a reply, for ``CachingJudge``'s key (see ``EndpointJudge``).
@@ -189,14 +328,19 @@ class OpenAICompatibleJudge(EndpointJudge):
         params: dict[str, Any] = {
             "endpoint": self._public_endpoint,
             "model": self._model,
+            # The *configured* mode, auto included, not the form found: CachingJudge takes the params
+            # once, when it is built, and looks a reply up before this judge knows which form the call
+            # will end in. With the endpoint in the key, "auto" stands for "the form this server
+            # takes", the same for every call; and replies of a fixed form never mix with auto's.
             "response_format": self._response_format,
             "seed": self._seed,
             "max_tokens": self._max_tokens,
             # Not just a name: for reasoning models max_completion_tokens also bounds hidden reasoning.
             "max_tokens_field": self._max_tokens_field,
         }
-        if self._response_format == "json_object_schema":
-            # Only in this mode is the schema on the wire adapted, and so the grammar the server enforces.
+        if self._response_format in ("json_object_schema", "auto"):
+            # Only in this form is the schema on the wire adapted, and so the grammar the server enforces
+            # (auto mode may end up in it).
             params["wire_max_length"] = self._wire_max_length
             params["wire_int_enum_max"] = self._wire_int_enum_max
         return params
@@ -205,7 +349,9 @@ class OpenAICompatibleJudge(EndpointJudge):
         # Deliberately no api_key, not even masked: its presence is all anyone debugging needs.
         return (
             f"OpenAICompatibleJudge(endpoint={self._where!r}, model={self._model!r}, "
-            f"response_format={self._response_format!r}, auth={'yes' if self._api_key else 'no'})"
+            f"response_format={self._response_format!r}"
+            + (f" (using {self._form!r})" if self._response_format == "auto" else "")
+            + f", auth={'yes' if self._api_key else 'no'})"
         )
 
     # --- internals -------------------------------------------------------------------------------
@@ -222,7 +368,27 @@ class OpenAICompatibleJudge(EndpointJudge):
         )
         return adapted
 
-    def _payload(self, request: JudgeRequest) -> dict[str, Any]:
+    def _downgrade(self, refused: WireFormat, status: int) -> WireFormat:
+        """The form to try after the server refused ``refused``; moves the judge's form down once.
+
+        Calls in flight when the server first refuses a form all see the refusal; the first to get here
+        moves the form down (and logs it), the others find it moved and just take the current form.
+        Forms only move down, so every call ends after at most one refusal per form.
+        """
+        with self._form_lock:
+            if self._form == refused:
+                self._form = _NEXT_FORM[refused]
+                # No body excerpt: an error body may quote the prompt. The status and forms suffice.
+                log.warning(
+                    "judge %s refused response_format %s (HTTP %d); falling back to %s for this judge",
+                    self._label,
+                    refused,
+                    status,
+                    self._form,
+                )
+            return self._form
+
+    def _payload(self, request: JudgeRequest, form: WireFormat) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self._model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -232,19 +398,19 @@ class OpenAICompatibleJudge(EndpointJudge):
         }
         if self._seed is not None:
             payload["seed"] = self._seed
-        if self._response_format == "json_schema":
+        if form == "json_schema":
             # OpenAI's strict structured outputs; the name must match ^[A-Za-z0-9_-]{1,64}$.
             name = _SCHEMA_NAME_RE.sub("_", request.schema_name)[:64] or "reply"
             payload["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": name, "schema": request.response_schema, "strict": True},
             }
-        elif self._response_format == "json_object_schema":
+        elif form == "json_object_schema":
             # llama.cpp's form: it rejects the json_schema form but compiles this schema into a grammar.
             payload["response_format"] = {"type": "json_object", "schema": self._llama_schema(request.response_schema)}
         return payload
 
-    def _parse(self, result: PostResult) -> JudgeResponse:
+    def _parse(self, result: PostResult, form: WireFormat) -> JudgeResponse:
         body = result.body
         try:
             data = json.loads(body)
@@ -288,7 +454,9 @@ class OpenAICompatibleJudge(EndpointJudge):
                 CACHED_INPUT_TOKENS: _cached_input_tokens(usage),
                 "connect_timeout": self._connect_timeout,
                 "read_timeout": self._read_timeout,
-                "response_format": self._response_format,
+                # The form this reply was asked in; a fallback is a weaker constraint, worth seeing.
+                "response_format": form,
+                "response_format_fallback": self._response_format == "auto" and form != "json_schema",
             },
         )
 

@@ -8,6 +8,7 @@ reply is JSON of the contract's shape, and the contract's strict validation hold
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -201,3 +202,26 @@ async def test_both_orders_concurrently(llama_judge: OpenAICompatibleJudge) -> N
         assert data["winner"] in ("A", "B"), order
         assert all(1 <= v <= 5 for v in score_values(data).values()), order
     assert set(results) == {"AB", "BA"}
+
+
+async def test_auto_mode_finds_the_json_object_schema_form(
+    llama_server: LlamaServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """DESIGN §7: this server rejects the json_schema form. Verified: llama-cpp-python 0.3.36 answers it
+    with a request-validation error sent as HTTP 500 (not a 400), which auto mode must take as a refusal,
+    not as a fault to retry."""
+    async with make_judge(llama_server, response_format="auto", max_retries=3) as judge:
+        first = await judge.complete(tone_request(OUTPUT_1, OUTPUT_2))
+        assert judge.effective_response_format == "json_object_schema"
+        second = await judge.complete(tone_request(OUTPUT_2, OUTPUT_1))
+
+    for response in (first, second):
+        assert response.extra["response_format"] == "json_object_schema"
+        assert response.extra["response_format_fallback"] is True
+        assert response.extra["http_retries"] == 0  # the refusal was not retried as a 500
+        assert response.extra["finish_reason"] == "stop", response.text
+        # Constrained by the grammar, and valid under the strict contract.
+        reply = ToneStyleReply.model_validate_json(response.text)
+        assert reply.winner in ("A", "B")
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING and "falling back" in r.getMessage()]
+    assert "HTTP 500" in warning.getMessage()

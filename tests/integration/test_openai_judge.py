@@ -8,6 +8,7 @@ strict validator to judge.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable
@@ -24,10 +25,16 @@ from agents.judge import ChatMessage, Judge, JudgeRequest, PromptSlots
 from schemas.replies import ToneStyleReply
 from streams.judges.cache import CachingJudge, ResponseCache
 from streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
-from streams.judges.http import format_http_date
-from streams.judges.openai import OpenAICompatibleJudge
+from streams.judges.factory import build_inner_judge
+from streams.judges.http import RequestRefused, format_http_date
+from streams.judges.openai import OpenAICompatibleJudge, is_format_refusal
+from streams.settings import JudgeSettings
 from tests.fixtures.fake_judge_server import (
+    CONTEXT_LENGTH_EXCEEDED,
     DEFAULT_CONTENT,
+    JSON_SCHEMA_REFUSED,
+    LLAMA_CPP_PYTHON_JSON_SCHEMA_REFUSED,
+    SCHEMA_KEY_REFUSED,
     Action,
     FakeJudgeServer,
     closed_port,
@@ -37,8 +44,11 @@ from tests.fixtures.fake_judge_server import (
     huge,
     no_choices,
     not_json,
+    openai_error,
     refusal,
+    refusing_forms,
     reply,
+    request_form,
     status,
     truncated,
 )
@@ -544,3 +554,310 @@ async def test_judges_that_may_answer_differently_do_not_share_cached_replies(
         assert fake_judge_server.request_count == 2
     finally:
         cache.close()
+
+
+# --- response_format="auto": finding the structured-output form the server takes --------------------------
+
+
+def fallback_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.levelno == logging.WARNING and "falling back" in r.getMessage()]
+
+
+def forms_sent(server: FakeJudgeServer) -> list[str]:
+    return [request_form(r) for r in server.requests]
+
+
+@pytest.mark.parametrize(
+    ("status_code", "body", "expected"),
+    [
+        # vLLM / llama.cpp style, OpenAI's shape
+        (400, b'{"error": {"message": "response_format type json_schema is not supported"}}', True),
+        # OpenAI, for a model without structured outputs
+        (
+            400,
+            b'{"error": {"message": "Invalid parameter: \'response_format\' of type \'json_schema\' is not '
+            b'supported with this model.", "type": "invalid_request_error", "param": "response_format", "code": null}}',
+            True,
+        ),
+        (400, SCHEMA_KEY_REFUSED.body, True),
+        # only the param says so
+        (400, b'{"error": {"message": "Invalid value.", "param": "response_format.type"}}', True),
+        # vLLM's flat error object
+        (400, b'{"object": "error", "message": "json_schema is not supported", "code": 400}', True),
+        # Ollama
+        (400, b'{"error": "structured outputs are not supported by this model"}', True),
+        # a FastAPI server's request validation (the input it echoes is ignored)
+        (
+            422,
+            b'{"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"], '
+            b'"msg": "Input should be \'text\' or \'json_object\'", "input": "json_schema"}]}',
+            True,
+        ),
+        (400, b"schema is not supported", True),  # plain text
+        (500, LLAMA_CPP_PYTHON_JSON_SCHEMA_REFUSED.body, True),
+        # --- not a refusal of the form ---
+        (400, CONTEXT_LENGTH_EXCEEDED.body, False),
+        (
+            400,
+            b'{"error": {"message": "max_tokens is too large: 9000. This model supports at most 4096 completion '
+            b'tokens.", "param": "max_tokens"}}',
+            False,
+        ),
+        (400, b'{"error": {"message": "The model `gpt-5-nano` does not exist"}}', False),
+        # OpenAI reasoning models refusing other parameters
+        (
+            400,
+            b'{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with this model. Use '
+            b'\'max_completion_tokens\' instead.", "param": "max_tokens", "code": "unsupported_parameter"}}',
+            False,
+        ),
+        (
+            400,
+            b'{"error": {"message": "Unsupported value: \'temperature\' does not support 0.0 with this model. '
+            b'Only the default (1) value is supported.", "param": "temperature", "code": "unsupported_value"}}',
+            False,
+        ),
+        (
+            422,
+            b'{"detail": [{"loc": ["body", "messages"], "msg": "Field required", '
+            b'"input": {"response_format": {"type": "json_schema"}}}]}',
+            False,
+        ),
+        (500, b'{"error": {"message": "scripted 500"}}', False),  # transient: retried, not a refusal
+        (500, b'{"error": {"message": "1 validation error: loc (body, messages)"}}', False),
+        (401, b'{"error": {"message": "response_format is not available on your plan"}}', False),
+        (404, b'{"error": {"message": "json_schema not supported"}}', False),
+        (429, JSON_SCHEMA_REFUSED.body, False),
+        (400, b"", False),
+        (400, b"\xff\xfe{[[[[", False),
+    ],
+)
+def test_is_format_refusal(status_code: int, body: bytes, expected: bool) -> None:
+    assert is_format_refusal(status_code, body) is expected
+
+
+async def test_auto_mode_on_a_json_schema_server_stays_there(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    judge = make_judge(response_format="auto")
+    response = await judge.complete(make_request())
+    assert forms_sent(fake_judge_server) == ["json_schema"]
+    assert response.extra["response_format"] == "json_schema"
+    assert response.extra["response_format_fallback"] is False
+    assert judge.effective_response_format == "json_schema"
+    assert not fallback_warnings(caplog)
+
+
+async def test_auto_mode_falls_back_to_json_object_schema_once(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_judge_server.set_responder(refusing_forms({"json_schema": JSON_SCHEMA_REFUSED}))
+    judge = make_judge(response_format="auto", wire_max_length=800)
+
+    first = await judge.complete(make_request())
+
+    assert first.text == DEFAULT_CONTENT
+    ToneStyleReply.model_validate_json(first.text)
+    assert forms_sent(fake_judge_server) == ["json_schema", "json_object_schema"]
+    assert first.extra["response_format"] == "json_object_schema"
+    assert first.extra["response_format_fallback"] is True
+    assert first.extra["http_attempts"] == 1  # the refusal is not a retry: the 400 went nowhere near the policy
+    # The fallback request is the json_object_schema mode's, wire adaptations included.
+    wire = fake_judge_server.requests[-1].json()["response_format"]["schema"]
+    assert wire["properties"]["justification"]["maxLength"] == 800
+    assert judge.effective_response_format == "json_object_schema"
+    assert "using 'json_object_schema'" in repr(judge)
+
+    second = await judge.complete(make_request())
+    # Remembered: straight to the form that works, no second refusal.
+    assert forms_sent(fake_judge_server) == ["json_schema", "json_object_schema", "json_object_schema"]
+    assert second.extra["response_format"] == "json_object_schema"
+    assert second.extra["response_format_fallback"] is True
+
+    [warning] = fallback_warnings(caplog)
+    message = warning.getMessage()
+    assert "json_schema" in message
+    assert "json_object_schema" in message
+    assert "HTTP 400" in message
+    assert API_KEY not in message
+    assert "Hi there" not in message  # no prompt text
+    assert "not supported" not in message  # nor the server's body, which may quote the prompt
+
+
+async def test_auto_mode_falls_back_to_plain_json_when_both_schema_forms_are_refused(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_judge_server.set_responder(
+        refusing_forms({"json_schema": JSON_SCHEMA_REFUSED, "json_object_schema": SCHEMA_KEY_REFUSED})
+    )
+    judge = make_judge(response_format="auto")
+
+    first = await judge.complete(make_request())
+
+    assert first.text == DEFAULT_CONTENT
+    assert forms_sent(fake_judge_server) == ["json_schema", "json_object_schema", "none"]
+    assert "response_format" not in fake_judge_server.requests[-1].json()
+    assert (first.extra["response_format"], first.extra["response_format_fallback"]) == ("none", True)
+    # The call's wall time covers the refused round trips too.
+    assert first.extra["elapsed_s"] >= fake_judge_server.requests[-1].at - fake_judge_server.requests[0].at
+
+    await judge.complete(make_request())
+    assert forms_sent(fake_judge_server)[3:] == ["none"]
+    assert len(fallback_warnings(caplog)) == 2  # one per downgrade
+
+
+async def test_auto_mode_takes_llama_cpp_pythons_500_as_a_refusal_without_retrying_it(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.set_responder(refusing_forms({"json_schema": LLAMA_CPP_PYTHON_JSON_SCHEMA_REFUSED}))
+    judge = make_judge(response_format="auto", max_retries=3)
+    response = await judge.complete(make_request())
+    assert forms_sent(fake_judge_server) == ["json_schema", "json_object_schema"]
+    assert response.extra["response_format"] == "json_object_schema"
+    assert response.extra["http_retries"] == 0
+
+
+async def test_fixed_json_schema_mode_against_llama_cpp_pythons_500_is_unchanged(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    # Outside auto mode a 500 is a 500: retried, then unavailable; no fallback.
+    fake_judge_server.set_responder(refusing_forms({"json_schema": LLAMA_CPP_PYTHON_JSON_SCHEMA_REFUSED}))
+    with pytest.raises(JudgeUnavailable, match="HTTP 500"):
+        await make_judge(max_retries=1).complete(make_request())
+    assert forms_sent(fake_judge_server) == ["json_schema", "json_schema"]
+
+
+async def test_fixed_json_schema_mode_refused_is_rejected_as_before(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_judge_server.set_responder(refusing_forms({"json_schema": JSON_SCHEMA_REFUSED}))
+    judge = make_judge()  # json_schema, fixed
+    with pytest.raises(JudgeRejected, match=r"HTTP 400: .*json_schema is not supported") as info:
+        await judge.complete(make_request())
+    assert not isinstance(info.value, RequestRefused)
+    assert forms_sent(fake_judge_server) == ["json_schema"]
+    assert judge.effective_response_format == "json_schema"
+    assert not fallback_warnings(caplog)
+
+
+async def test_auto_mode_context_length_error_is_rejected_without_fallback(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_judge_server.script(CONTEXT_LENGTH_EXCEEDED)
+    judge = make_judge(response_format="auto")
+    with pytest.raises(JudgeRejected, match="maximum context length") as info:
+        await judge.complete(make_request())
+    assert not isinstance(info.value, RequestRefused)
+    assert fake_judge_server.request_count == 1
+    assert judge.effective_response_format == "json_schema"
+    assert not fallback_warnings(caplog)
+    # And the judge is none the worse for it.
+    response = await judge.complete(make_request())
+    assert response.extra["response_format"] == "json_schema"
+
+
+async def test_auto_mode_other_bad_request_is_rejected_without_fallback(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.script(openai_error(400, "The model `fake-model` does not exist", err="model_not_found"))
+    judge = make_judge(response_format="auto")
+    with pytest.raises(JudgeRejected, match="does not exist"):
+        await judge.complete(make_request())
+    assert fake_judge_server.request_count == 1
+    assert judge.effective_response_format == "json_schema"
+
+
+async def test_auto_mode_still_retries_a_transient_5xx_in_the_same_form(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.script(status(500), reply())
+    judge = make_judge(response_format="auto")
+    response = await judge.complete(make_request())
+    assert forms_sent(fake_judge_server) == ["json_schema", "json_schema"]
+    assert response.extra["http_retries"] == 1
+    assert response.extra["response_format_fallback"] is False
+
+
+async def test_auto_mode_plain_json_refused_too_is_rejected(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    # With no form left, a refusal-looking error on plain JSON is an ordinary rejection: no loop.
+    fake_judge_server.set_default(JSON_SCHEMA_REFUSED)
+    judge = make_judge(response_format="auto")
+    with pytest.raises(JudgeRejected, match="HTTP 400") as info:
+        await judge.complete(make_request())
+    assert not isinstance(info.value, RequestRefused)
+    assert forms_sent(fake_judge_server) == ["json_schema", "json_object_schema", "none"]
+
+
+async def test_auto_mode_concurrent_calls_during_the_first_refusal_downgrade_once(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls = 8
+    # Refusals held back 0.3 s, so every call is in flight with json_schema before the first refusal lands.
+    fake_judge_server.set_responder(refusing_forms({"json_schema": JSON_SCHEMA_REFUSED}, delay=0.3))
+    judge = make_judge(response_format="auto")
+    formats: list[tuple[str, bool]] = []
+
+    async def ask() -> None:
+        response = await judge.complete(make_request())
+        ToneStyleReply.model_validate_json(response.text)
+        formats.append((response.extra["response_format"], response.extra["response_format_fallback"]))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(calls):
+            tg.start_soon(ask)
+
+    assert formats == [("json_object_schema", True)] * calls
+    assert fake_judge_server.max_in_flight >= calls  # they really were in flight together
+    sent = forms_sent(fake_judge_server)
+    # Each call was refused at most once and then asked once in the form that works ...
+    assert sent.count("json_object_schema") == calls
+    assert sent.count("json_schema") == calls
+    assert "none" not in sent  # ... and the refusals did not push the judge down twice
+    assert judge.effective_response_format == "json_object_schema"
+    assert len(fallback_warnings(caplog)) == 1
+
+    await judge.complete(make_request())
+    assert forms_sent(fake_judge_server)[-1] == "json_object_schema"
+    assert len(fake_judge_server.requests) == 2 * calls + 1
+
+
+async def test_auto_mode_cache_key_holds_the_configured_mode(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, tmp_path: Path
+) -> None:
+    params = make_judge(response_format="auto").cache_params()
+    assert params["response_format"] == "auto"
+    # Auto mode may end up sending the adapted llama.cpp schema, so its adaptations are in the key too.
+    assert (params["wire_max_length"], params["wire_int_enum_max"]) == (1000, 64)
+    assert make_judge(response_format="auto", wire_max_length=800).cache_params() != params
+
+    fake_judge_server.set_responder(refusing_forms({"json_schema": JSON_SCHEMA_REFUSED}))
+    cache = ResponseCache(tmp_path / "cache")
+    try:
+        first = await CachingJudge(make_judge(response_format="auto"), cache).complete(make_request())
+        assert first.extra["response_format"] == "json_object_schema"
+        assert fake_judge_server.request_count == 2
+        # A new auto judge on the same endpoint (a restart) is served from the cache, no probing ...
+        again = await CachingJudge(make_judge(response_format="auto"), cache).complete(make_request())
+        assert again.cached
+        assert fake_judge_server.request_count == 2
+        # ... while a judge fixed to a form never reads auto's replies, even the form auto found.
+        fixed = await CachingJudge(make_judge(response_format="json_object_schema"), cache).complete(make_request())
+        assert not fixed.cached
+        assert fake_judge_server.request_count == 3
+    finally:
+        cache.close()
+
+
+async def test_settings_can_ask_for_auto_mode(fake_judge_server: FakeJudgeServer) -> None:
+    settings = JudgeSettings(kind="openai", base_url=fake_judge_server.base_url, model="m", response_format="auto")
+    judge = build_inner_judge(settings)
+    assert isinstance(judge, OpenAICompatibleJudge)
+    try:
+        assert (judge.response_format, judge.effective_response_format) == ("auto", "json_schema")
+    finally:
+        await judge.aclose()
+    assert JudgeSettings().response_format == "json_schema"  # the default stays OpenAI's strict form
+    with pytest.raises(pydantic.ValidationError):
+        JudgeSettings.model_validate({"response_format": "automatic"})
