@@ -203,10 +203,13 @@ class Alert(Event):
     raised_at: datetime = Field(default_factory=utc_now)
 
 
+ControlKey = Literal["tiebreak_enabled", "tiebreak_confidence_threshold", "primary_confidence_threshold", "audit_share"]
+
+
 class ControlUpdate(Event):
     """A live setting on the compacted control topic, keyed by ``key``."""
 
-    key: Literal["tiebreak_enabled", "tiebreak_confidence_threshold", "primary_confidence_threshold", "audit_share"]
+    key: ControlKey
     value: float | bool
     updated_by: str = ""
     updated_at: datetime = Field(default_factory=utc_now)

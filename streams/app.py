@@ -8,6 +8,7 @@ span exporter and get the same wiring the worker runs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tomllib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -18,10 +19,13 @@ from pydantic import TypeAdapter
 
 from agents.judge import Judge
 from schemas import InlineRubric
+from streams.control import follow_control as follow_control_topic
 from streams.judges.factory import JudgeStack, build_judge_stack
 from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, PolicyHolder
 from streams.settings import Settings
 from streams.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -74,7 +78,10 @@ def create_app(
     judge: Judge | None = None,
     telemetry: Telemetry | None = None,
     catalog: Mapping[str, InlineRubric] | None = None,
+    follow_control: bool = True,
 ) -> PairjudgeApp:
+    """Wire the app. ``follow_control`` makes every worker read ``pairjudge.control`` for live settings
+    (tests that drive agents through ``test_context()`` turn it off: no broker, no control topic)."""
     telemetry = telemetry or Telemetry(settings.telemetry)
     stacks: tuple[JudgeStack, ...] = ()
     if judge is not None:
@@ -84,9 +91,10 @@ def create_app(
     policy = settings.policy.to_policy()
     if settings.jury_quorum is not None:
         policy = dataclasses.replace(policy, jury_quorum=settings.jury_quorum)
+    holder = PolicyHolder(policy, follows_control=follow_control)
     pipeline = Pipeline(
         judges=panel,
-        policy=PolicyHolder(policy),
+        policy=holder,
         telemetry=telemetry,
         catalog=catalog if catalog is not None else load_catalog(settings),
         max_event_bytes=settings.max_event_bytes,
@@ -149,6 +157,17 @@ def create_app(
     async def tiebreak_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         async for _ in consume(stream, pipeline.on_tiebreak):
             yield None
+
+    async def control_follower() -> None:
+        try:
+            await follow_control_topic(settings, holder)
+        except Exception as exc:
+            # Without its control state the worker must not judge: stop it loudly instead of stalling.
+            log.exception("following %s failed", settings.topics.name("control"))
+            await app.crash(exc)
+
+    if follow_control:
+        app.task(control_follower)
 
     return PairjudgeApp(
         faust_app=app,

@@ -16,6 +16,8 @@ from streams.settings import Settings, load_settings
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Judge pairs of AI outputs on Kafka.")
 schemas_app = typer.Typer(no_args_is_help=True, help="Event contracts.")
 app.add_typer(schemas_app, name="schemas")
+control_app = typer.Typer(no_args_is_help=True, help="Live settings on pairjudge.control, applied by every worker.")
+app.add_typer(control_app, name="control")
 console = Console(stderr=True)
 
 Bootstrap = Annotated[
@@ -98,6 +100,31 @@ def evaluate(
 
     report = asyncio.run(run_evaluate(_settings(), file, out_path=out, console=Console(), baselines=baselines))
     raise typer.Exit(code=0 if report.errors == 0 else 1)
+
+
+@control_app.command("set")
+def control_set(
+    key: Annotated[str, typer.Argument(help="tiebreak_enabled, tiebreak_confidence_threshold, ...")],
+    value: Annotated[str, typer.Argument(help="true/false, or a number")],
+    bootstrap: Bootstrap = None,
+    by: Annotated[str, typer.Option(help="Who made the change, for the record.")] = "",
+) -> None:
+    """Change a setting on every running worker, without a redeploy."""
+    from streams.control import parse_value, publish_control
+
+    settings = _settings(bootstrap)
+    asyncio.run(publish_control(settings, key, parse_value(key, value), by))
+    console.print(f"{settings.topics.name('control')}: {key} = {value}")
+
+
+@control_app.command("clear")
+def control_clear(key: Annotated[str, typer.Argument()], bootstrap: Bootstrap = None) -> None:
+    """Return a setting to its configured value on every worker (writes a tombstone)."""
+    from streams.control import publish_control
+
+    settings = _settings(bootstrap)
+    asyncio.run(publish_control(settings, key, None, ""))
+    console.print(f"{settings.topics.name('control')}: {key} cleared")
 
 
 @schemas_app.command("export")

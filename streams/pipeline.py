@@ -7,6 +7,7 @@ least one outgoing message: a verdict, a tie-break request, a review request or 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -20,7 +21,7 @@ from agents.errors import InputRejected
 from agents.judge import Judge
 from agents.jury import judge_pair_jury
 from agents.policy import Policy
-from schemas import CandidatePair, DeadLetter, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from schemas import CandidatePair, ControlUpdate, DeadLetter, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from streams.codecs import decode, encode
 from streams.judges.breaker import CircuitBreaker
 from streams.telemetry import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
@@ -80,9 +81,32 @@ class JudgePanel:
 
 
 class PolicyHolder:
-    """The live policy; the control topic may swap it without a redeploy."""
+    """The live policy: the configured one with the control topic's overrides on top.
 
-    def __init__(self, policy: Policy) -> None:
+    Overrides are kept per key, as the compacted control topic keeps them, so a tombstone (an
+    update deleted from the topic) returns that one setting to its configured value.
+    """
+
+    def __init__(self, policy: Policy, *, follows_control: bool = False) -> None:
+        self.base = policy
+        self.current = policy
+        self._overrides: dict[str, ControlUpdate] = {}
+        #: Set once the control topic has been read up to date; stages wait for it, so no pair is
+        #: judged under settings that were already changed before this worker started.
+        self.ready = asyncio.Event()
+        if not follows_control:
+            self.ready.set()
+
+    def apply(self, update: ControlUpdate) -> None:
+        """Apply one update; a bad value raises ``ValueError`` and changes nothing."""
+        self.current = self.current.apply(update)
+        self._overrides[update.key] = update
+
+    def clear(self, key: str) -> None:
+        self._overrides.pop(key, None)
+        policy = self.base
+        for update in self._overrides.values():
+            policy = policy.apply(update)
         self.current = policy
 
 
@@ -143,6 +167,7 @@ class Pipeline:
             "pairjudge.primary", context=extract_context(headers), kind=SpanKind.CONSUMER
         ) as span:
             span.set_attribute("pairjudge.stage", "primary")
+            await self.policy.ready.wait()
             try:
                 pair = decode(CandidatePair, raw, max_bytes=self.max_event_bytes)
             except InputRejected as exc:
@@ -168,6 +193,7 @@ class Pipeline:
             "pairjudge.tiebreak", context=extract_context(headers), kind=SpanKind.CONSUMER
         ) as span:
             span.set_attribute("pairjudge.stage", "tiebreak")
+            await self.policy.ready.wait()
             try:
                 request = decode(TieBreakRequest, raw, max_bytes=self.max_event_bytes * 4)
             except InputRejected as exc:

@@ -51,7 +51,7 @@ def _wire(tmp_path: Path, reply: Callable[[JudgeRequest], str]) -> tuple[Pairjud
     settings = Settings(worker={"data_dir": tmp_path, "concurrency": 4})
     exporter = InMemorySpanExporter()
     telemetry = Telemetry(settings.telemetry, tracer_provider=make_tracer_provider(settings.telemetry, exporter))
-    return create_app(settings, judge=ScriptedJudge(reply), telemetry=telemetry), exporter
+    return create_app(settings, judge=ScriptedJudge(reply), telemetry=telemetry, follow_control=False), exporter
 
 
 async def test_a_consistent_pair_becomes_a_verdict_with_its_trace(tmp_path: Path) -> None:

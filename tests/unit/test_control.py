@@ -1,0 +1,53 @@
+"""Live settings: overrides per key, tombstones back to the configured value, bad updates ignored."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.policy import Policy
+from schemas import ControlUpdate
+from streams.control import apply_record, parse_value
+from streams.pipeline import PolicyHolder
+
+
+def _record(key: str, value: object) -> tuple[bytes, bytes]:
+    return key.encode(), ControlUpdate(key=key, value=value).model_dump_json().encode()  # type: ignore[arg-type]
+
+
+def test_updates_override_and_tombstones_restore_the_configured_value() -> None:
+    holder = PolicyHolder(Policy(primary_confidence_threshold=0.7, tiebreak_enabled=True))
+    apply_record(holder, *_record("tiebreak_enabled", False))
+    apply_record(holder, *_record("primary_confidence_threshold", 0.8))
+    assert (holder.current.tiebreak_enabled, holder.current.primary_confidence_threshold) == (False, 0.8)
+    apply_record(holder, b"tiebreak_enabled", None)  # compaction's delete marker
+    assert (holder.current.tiebreak_enabled, holder.current.primary_confidence_threshold) == (True, 0.8)
+    apply_record(holder, b"primary_confidence_threshold", None)
+    assert holder.current == holder.base
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"not json",
+        b'{"key": "tiebreak_enabled", "value": 0.5}',  # a number where a switch is needed
+        b'{"key": "primary_confidence_threshold", "value": true}',
+        b'{"key": "primary_confidence_threshold", "value": 7}',  # outside [0, 1]
+        b'{"key": "retention", "value": 1}',  # not a live setting
+    ],
+)
+def test_a_bad_update_changes_nothing(value: bytes) -> None:
+    holder = PolicyHolder(Policy())
+    apply_record(holder, b"k", value)
+    assert holder.current == Policy()
+
+
+def test_holders_that_follow_control_are_not_ready_until_caught_up() -> None:
+    assert PolicyHolder(Policy()).ready.is_set()
+    assert not PolicyHolder(Policy(), follows_control=True).ready.is_set()
+
+
+def test_parse_value() -> None:
+    assert parse_value("tiebreak_enabled", "False") is False
+    assert parse_value("tiebreak_confidence_threshold", "0.65") == 0.65
+    with pytest.raises(ValueError, match="true or false"):
+        parse_value("tiebreak_enabled", "maybe")
