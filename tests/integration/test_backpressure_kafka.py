@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.brokers import create_topics
 from streams.collector import collect_outcomes
-from streams.demo import start_worker, stop_process
 from streams.producer import send_events
-from streams.settings import Settings
-from streams.topics import topic_specs
 from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
+from tests.integration.harness import kafka_run, running_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -89,11 +84,11 @@ async def test_a_judge_outage_pauses_intake_and_loses_nothing(kafka_bootstrap: s
     server = FakeJudgeServer().start()
     judge = Judge()
     server.set_responder(judge)
-    run = uuid.uuid4().hex[:8]
-    settings = Settings(
-        kafka={"bootstrap_servers": kafka_bootstrap, "partitions": 4},
-        topics={"prefix": f"bp-{run}"},
-        worker={"app_id": f"pairjudge-bp-{run}", "data_dir": tmp_path / "data", "concurrency": 4},
+    settings = await kafka_run(
+        kafka_bootstrap,
+        tmp_path,
+        "bp",
+        worker={"concurrency": 4},
         judge={
             "kind": "openai",
             "base_url": server.base_url,
@@ -106,28 +101,24 @@ async def test_a_judge_outage_pauses_intake_and_loses_nothing(kafka_bootstrap: s
             "cache_dir": tmp_path / "cache",
         },
     )
-    await create_topics(kafka_bootstrap, topic_specs(settings))
     pairs_topic = settings.topics.name("pairs")
-    worker: subprocess.Popen[bytes] | None = None
     try:
-        worker = start_worker(settings, tmp_path / "worker.log")
-        await send_events(settings, _pairs(settings.topics.prefix, 0, N_BEFORE))
-        await asyncio.sleep(8)  # the breaker opens; the worker stalls on its first few pairs
-        rss_before = _rss_kib(worker.pid)
-        await send_events(settings, _pairs(settings.topics.prefix, N_BEFORE, N_DURING))
-        await asyncio.sleep(8)
-        rss_during = _rss_kib(worker.pid)
-        committed_during = await _committed(kafka_bootstrap, settings.worker.app_id, pairs_topic)
-        nothing_yet = await collect_outcomes(settings, {"none"}, timeout=2)
-        calls_while_down = judge.calls_while_down
+        with running_worker(settings, tmp_path / "worker.log") as worker:
+            await send_events(settings, _pairs(settings.topics.prefix, 0, N_BEFORE))
+            await asyncio.sleep(8)  # the breaker opens; the worker stalls on its first few pairs
+            rss_before = _rss_kib(worker.pid)
+            await send_events(settings, _pairs(settings.topics.prefix, N_BEFORE, N_DURING))
+            await asyncio.sleep(8)
+            rss_during = _rss_kib(worker.pid)
+            committed_during = await _committed(kafka_bootstrap, settings.worker.app_id, pairs_topic)
+            nothing_yet = await collect_outcomes(settings, {"none"}, timeout=2)
+            calls_while_down = judge.calls_while_down
 
-        judge.down = False  # the judge comes back
-        expected = {f"{settings.topics.prefix}-{i:05d}" for i in range(N_BEFORE + N_DURING)}
-        outcomes = await collect_outcomes(settings, expected, timeout=300, settle=2)
-        assert worker.poll() is None, "the worker died"
+            judge.down = False  # the judge comes back
+            expected = {f"{settings.topics.prefix}-{i:05d}" for i in range(N_BEFORE + N_DURING)}
+            outcomes = await collect_outcomes(settings, expected, timeout=300, settle=2)
+            assert worker.poll() is None, "the worker died"
     finally:
-        if worker is not None:
-            stop_process(worker)
         server.stop()
 
     log = (tmp_path / "worker.log").read_text(errors="replace")[-3000:]

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 
-from streams.brokers import create_topics
 from streams.collector import collect_outcomes
 from streams.control import publish_control
-from streams.demo import start_worker, stop_process
 from streams.producer import send_events
-from streams.settings import Settings
-from streams.topics import topic_specs
+from tests.integration.harness import kafka_run, running_worker
 from tests.integration.pairgen import sample_dicts
 
 pytestmark = [pytest.mark.kafka]
@@ -29,19 +24,11 @@ def _near_identical(prefix: str, n: int) -> bytes:
 
 
 async def test_the_tiebreak_switch_reaches_a_running_worker(kafka_bootstrap: str, tmp_path: Path) -> None:
-    run = uuid.uuid4().hex[:8]
-    settings = Settings(
-        kafka={"bootstrap_servers": kafka_bootstrap, "partitions": 4},
-        topics={"prefix": f"ctl-{run}"},
-        worker={"app_id": f"pairjudge-ctl-{run}", "data_dir": tmp_path / "data"},
-    )
+    settings = await kafka_run(kafka_bootstrap, tmp_path, "ctl")
     prefix = settings.topics.prefix
-    await create_topics(kafka_bootstrap, topic_specs(settings))
     # Set before the worker starts: it must read the topic up to date before judging anything.
     await publish_control(settings, "tiebreak_enabled", False, "test")
-    worker: subprocess.Popen[bytes] | None = None
-    try:
-        worker = start_worker(settings, tmp_path / "worker.log")
+    with running_worker(settings, tmp_path / "worker.log"):
         await send_events(settings, [_near_identical(prefix, 1)])
         off = await collect_outcomes(settings, {f"{prefix}-1"}, timeout=60)
 
@@ -52,9 +39,6 @@ async def test_the_tiebreak_switch_reaches_a_running_worker(kafka_bootstrap: str
             on = await collect_outcomes(settings, {f"{prefix}-{n}"}, timeout=60)
             if on.final[f"{prefix}-{n}"][1].get("reason") != "tiebreak_disabled":
                 break
-    finally:
-        if worker is not None:
-            stop_process(worker)
     log = (tmp_path / "worker.log").read_text(errors="replace")
     assert off.complete, log[-3000:]
     kind, event = off.final[f"{prefix}-1"]

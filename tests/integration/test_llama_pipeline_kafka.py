@@ -8,20 +8,15 @@ tie-break, the final outcome on its topic, and the judge's model, tokens and cos
 from __future__ import annotations
 
 import json
-import subprocess
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from streams.brokers import create_topics
 from streams.collector import collect_outcomes
-from streams.demo import start_worker, stop_process
 from streams.producer import send_events
-from streams.settings import Settings
-from streams.topics import topic_specs
 from tests.fixtures.llama import LlamaServer
+from tests.integration.harness import kafka_run, running_worker
 from tests.integration.pairgen import sample_dicts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.llama, pytest.mark.slow]
@@ -30,11 +25,11 @@ pytestmark = [pytest.mark.kafka, pytest.mark.llama, pytest.mark.slow]
 async def test_a_pair_judged_by_llama_cpp_reaches_a_final_outcome(
     kafka_bootstrap: str, llama_server: LlamaServer, tmp_path: Path
 ) -> None:
-    run = uuid.uuid4().hex[:8]
-    settings = Settings(
-        kafka={"bootstrap_servers": kafka_bootstrap, "partitions": 4},
-        topics={"prefix": f"ll-{run}"},
-        worker={"app_id": f"pairjudge-ll-{run}", "data_dir": tmp_path / "data", "concurrency": 1},
+    settings = await kafka_run(
+        kafka_bootstrap,
+        tmp_path,
+        "ll",
+        worker={"concurrency": 1},
         judge={
             "kind": "openai",
             "base_url": llama_server.base_url,
@@ -48,19 +43,13 @@ async def test_a_pair_judged_by_llama_cpp_reaches_a_final_outcome(
         },
         telemetry={"exporter": "file", "file_path": tmp_path / "traces.jsonl"},
     )
-    await create_topics(kafka_bootstrap, topic_specs(settings))
     pair = next(p for p in sample_dicts() if p["pair_id"] == "email-card-delay")
-    pair["pair_id"] = f"{settings.topics.prefix}-llama-1"
-    worker: subprocess.Popen[bytes] | None = None
-    try:
-        worker = start_worker(settings, tmp_path / "worker.log")
+    pair_id = pair["pair_id"] = f"{settings.topics.prefix}-llama-1"
+    with running_worker(settings, tmp_path / "worker.log"):
         await send_events(settings, [json.dumps(pair).encode()])
-        outcomes = await collect_outcomes(settings, {pair["pair_id"]}, timeout=420)
-    finally:
-        if worker is not None:
-            stop_process(worker)
+        outcomes = await collect_outcomes(settings, {pair_id}, timeout=420)
     assert outcomes.complete, (tmp_path / "worker.log").read_text(errors="replace")[-3000:]
-    kind, event = outcomes.final[pair["pair_id"]]
+    kind, event = outcomes.final[pair_id]
     assert kind in ("verdicts", "review"), (kind, event.get("reason"))
     orderings: list[dict[str, Any]] = list(event.get("orderings", []))
     assert {o["order_shown"] for o in orderings} >= {"AB", "BA"}

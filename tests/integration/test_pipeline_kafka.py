@@ -9,34 +9,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from streams.brokers import create_topics
 from streams.collector import collect_outcomes
-from streams.demo import start_worker, stop_process
 from streams.producer import send_events
 from streams.settings import Settings
-from streams.topics import topic_specs
+from tests.integration.harness import kafka_run, running_worker
 from tests.integration.pairgen import malformed_events, many_pairs
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 N_PAIRS = 300
-
-
-def _settings(bootstrap: str, tmp_path: Path) -> Settings:
-    run = uuid.uuid4().hex[:8]
-    return Settings(
-        kafka={"bootstrap_servers": bootstrap, "partitions": 4, "session_timeout_s": 10, "heartbeat_interval_s": 1},
-        topics={"prefix": f"it-{run}"},
-        worker={"app_id": f"pairjudge-it-{run}", "data_dir": tmp_path / "data", "concurrency": 8},
-        telemetry={"exporter": "file", "file_path": tmp_path / "traces.jsonl"},
-    )
 
 
 async def _send_keyed(settings: Settings, events: dict[str, bytes]) -> None:
@@ -50,26 +36,27 @@ async def _send_keyed(settings: Settings, events: dict[str, bytes]) -> None:
 
 
 async def test_two_workers_every_pair_gets_exactly_one_final_outcome(kafka_bootstrap: str, tmp_path: Path) -> None:
-    settings = _settings(kafka_bootstrap, tmp_path)
-    await create_topics(kafka_bootstrap, topic_specs(settings))
+    settings = await kafka_run(
+        kafka_bootstrap,
+        tmp_path,
+        "it",
+        kafka={"session_timeout_s": 10, "heartbeat_interval_s": 1},
+        worker={"concurrency": 8},
+        telemetry={"exporter": "file", "file_path": tmp_path / "traces.jsonl"},
+    )
     good = many_pairs(N_PAIRS, settings.topics.prefix)
     bad = malformed_events(settings.topics.prefix)
     expected = {json.loads(raw)["pair_id"] for raw in good} | set(bad)
 
-    workers: list[subprocess.Popen[bytes]] = []
-    try:
-        workers.append(start_worker(settings, tmp_path / "worker-1.log"))
+    with running_worker(settings, tmp_path / "worker-1.log") as first:
         await send_events(settings, good[: N_PAIRS // 2])
         await _send_keyed(settings, bad)
         # The second worker joins while the first half is being judged: a mid-stream rebalance.
-        workers.append(start_worker(settings, tmp_path / "worker-2.log"))
-        await asyncio.sleep(2)
-        await send_events(settings, good[N_PAIRS // 2 :])
-        outcomes = await collect_outcomes(settings, expected, timeout=300, settle=3)
-        alive = [w.poll() is None for w in workers]
-    finally:
-        for w in workers:
-            stop_process(w)
+        with running_worker(settings, tmp_path / "worker-2.log") as second:
+            await asyncio.sleep(2)
+            await send_events(settings, good[N_PAIRS // 2 :])
+            outcomes = await collect_outcomes(settings, expected, timeout=300, settle=3)
+            alive = [w.poll() is None for w in (first, second)]
 
     logs = "\n".join((tmp_path / f"worker-{i}.log").read_text(errors="replace")[-3000:] for i in (1, 2))
     assert outcomes.complete, (

@@ -9,7 +9,6 @@ event on any topic (values and headers), or the error text of dead letters and r
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -17,13 +16,13 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from streams.brokers import create_topics, topic_partitions
+from streams.brokers import topic_partitions
 from streams.collector import collect_outcomes
-from streams.demo import start_worker, stop_process
 from streams.producer import send_events
 from streams.settings import Settings
-from streams.topics import KINDS, topic_specs
+from streams.topics import KINDS
 from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
+from tests.integration.harness import kafka_run, running_worker
 
 pytestmark = [pytest.mark.kafka]
 
@@ -93,11 +92,11 @@ async def test_the_api_key_appears_in_no_log_span_or_event(kafka_bootstrap: str,
     server = FakeJudgeServer().start()
     judge = LeakyJudge()
     server.set_responder(judge)
-    run = uuid.uuid4().hex[:8]
-    settings = Settings(
-        kafka={"bootstrap_servers": kafka_bootstrap, "partitions": 4},
-        topics={"prefix": f"sec-{run}"},
-        worker={"app_id": f"pairjudge-sec-{run}", "data_dir": tmp_path / "data", "log_level": "DEBUG"},
+    settings = await kafka_run(
+        kafka_bootstrap,
+        tmp_path,
+        "sec",
+        worker={"log_level": "DEBUG"},
         judge={
             "kind": "openai",
             "base_url": server.base_url,
@@ -108,16 +107,12 @@ async def test_the_api_key_appears_in_no_log_span_or_event(kafka_bootstrap: str,
         },
         telemetry={"exporter": "file", "file_path": tmp_path / "traces.jsonl", "capture_content": True},
     )
-    await create_topics(kafka_bootstrap, topic_specs(settings))
     events = _pairs(settings.topics.prefix)
-    worker: subprocess.Popen[bytes] | None = None
     try:
-        worker = start_worker(settings, tmp_path / "worker.log")
-        await send_events(settings, events)
-        outcomes = await collect_outcomes(settings, {json.loads(e)["pair_id"] for e in events}, timeout=120)
+        with running_worker(settings, tmp_path / "worker.log"):
+            await send_events(settings, events)
+            outcomes = await collect_outcomes(settings, {json.loads(e)["pair_id"] for e in events}, timeout=120)
     finally:
-        if worker is not None:
-            stop_process(worker)
         server.stop()
     log = (tmp_path / "worker.log").read_text(errors="replace")
     assert outcomes.complete, log[-3000:]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -11,13 +10,10 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from streams.brokers import create_topics
 from streams.collector import collect_outcomes
-from streams.demo import start_worker, stop_process
 from streams.producer import send_events
-from streams.settings import Settings
 from streams.telemetry import Telemetry, make_tracer_provider
-from streams.topics import topic_specs
+from tests.integration.harness import kafka_run, running_worker
 from tests.integration.pairgen import many_pairs
 
 pytestmark = [pytest.mark.kafka]
@@ -28,25 +24,16 @@ def _spans(path: Path) -> list[dict[str, Any]]:
 
 
 async def test_each_pair_is_one_trace_from_producer_to_final_outcome(kafka_bootstrap: str, tmp_path: Path) -> None:
-    run = uuid.uuid4().hex[:8]
     trace_file = tmp_path / "worker-traces.jsonl"
-    settings = Settings(
-        kafka={"bootstrap_servers": kafka_bootstrap, "partitions": 4},
-        topics={"prefix": f"tr-{run}"},
-        worker={"app_id": f"pairjudge-tr-{run}", "data_dir": tmp_path / "data"},
-        telemetry={"exporter": "file", "file_path": trace_file},
-    )
-    await create_topics(kafka_bootstrap, topic_specs(settings))
+    settings = await kafka_run(kafka_bootstrap, tmp_path, "tr", telemetry={"exporter": "file", "file_path": trace_file})
     events = many_pairs(12, settings.topics.prefix)  # one round of the sample set: wins, ties, tie-breaks
     expected = {json.loads(raw)["pair_id"] for raw in events}
     exporter = InMemorySpanExporter()
     producer_side = Telemetry(settings.telemetry, tracer_provider=make_tracer_provider(settings.telemetry, exporter))
-    worker = start_worker(settings, tmp_path / "worker.log")
-    try:
+    # Leaving the block stops the worker gracefully, which flushes its spans.
+    with running_worker(settings, tmp_path / "worker.log"):
         await send_events(settings, events, tracer=producer_side.tracer)
         outcomes = await collect_outcomes(settings, expected, timeout=120)
-    finally:
-        stop_process(worker)  # a graceful stop flushes the worker's spans
     producer_side.tracer_provider.force_flush()
     assert outcomes.complete, (tmp_path / "worker.log").read_text()[-3000:]
 
