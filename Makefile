@@ -20,7 +20,7 @@ check: ## Lint and type-check: ruff check, ruff format --check, mypy, import-lin
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/mypy bench
+	$(BIN)/mypy bench tests
 	$(BIN)/lint-imports
 
 test: check ## check, then the whole suite (real Kafka and llama.cpp server: see .ci/run)

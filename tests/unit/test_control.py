@@ -11,7 +11,7 @@ from streams.pipeline import PolicyHolder
 
 
 def _record(key: str, value: object) -> tuple[bytes, bytes]:
-    return key.encode(), ControlUpdate(key=key, value=value).model_dump_json().encode()  # type: ignore[arg-type]
+    return key.encode(), ControlUpdate(key=key, value=value).model_dump_json().encode()
 
 
 def test_updates_override_and_tombstones_restore_the_configured_value() -> None:

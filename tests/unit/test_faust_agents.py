@@ -43,7 +43,7 @@ def _capture(wired: PairjudgeApp) -> Captured:
             fut.set_result(None)
             return fut
 
-        topic.send = send  # type: ignore[method-assign]
+        topic.send = send  # type: ignore[method-assign,assignment]
     return captured
 
 
