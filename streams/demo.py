@@ -23,7 +23,7 @@ from rich.table import Table
 
 from streams.brokers import RunningBroker, create_topics, start_tansu, wait_until_ready
 from streams.collector import Outcomes, collect_outcomes
-from streams.producer import read_lines, send_events
+from streams.producer import key_of, read_lines, send_events
 from streams.settings import Settings, environ_for
 from streams.telemetry import Telemetry
 from streams.topics import topic_specs
@@ -125,7 +125,7 @@ async def run_demo(
         await create_topics(bootstrap, topic_specs(settings))
         worker = start_worker(settings, out_dir / "demo-worker.log")
         events = [_tag_run(raw, run_id) for raw in (read_lines(pairs_path) if pairs_path else sample_pairs())]
-        expected = {pid.decode() for pid in (_pair_key(raw) for raw in events) if pid}
+        expected = {pid.decode() for pid in (key_of(raw) for raw in events) if pid}
         telemetry = Telemetry(settings.telemetry)
         try:
             sent = await send_events(settings, events, tracer=telemetry.tracer)
@@ -144,12 +144,6 @@ async def run_demo(
             stop_process(worker)
         if broker is not None:
             broker.stop()
-
-
-def _pair_key(raw: bytes) -> bytes | None:
-    from streams.producer import key_of
-
-    return key_of(raw)
 
 
 def _write_outcomes(path: Path, outcomes: Outcomes) -> None:

@@ -139,8 +139,3 @@ def build_judge_stack(settings: JudgeSettings, *, clock: Callable[[], float] | N
         caching = CachingJudge(judge, cache, params=cache_params(settings))
         judge = caching
     return JudgeStack(judge=judge, inner=inner, breaker=breaker, cache=cache, caching=caching)
-
-
-def build_judge(settings: JudgeSettings) -> Judge:
-    """The outermost judge of ``build_judge_stack`` (kept for callers that need nothing else)."""
-    return build_judge_stack(settings).judge

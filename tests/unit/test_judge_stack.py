@@ -16,7 +16,7 @@ from schemas import PairVerdict
 from streams.judges.breaker import BreakerJudge
 from streams.judges.cache import CachingJudge
 from streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
-from streams.judges.factory import build_judge, build_judge_stack, cache_params
+from streams.judges.factory import build_judge_stack, cache_params
 from streams.judges.openai import OpenAICompatibleJudge
 from streams.settings import JudgeSettings, Settings, environ_for
 from tests.unit.factories import make_pair, order_of, tone_reply
@@ -199,7 +199,7 @@ async def test_cache_can_be_switched_off(tmp_path: Path) -> None:
         await stack.aclose()
 
 
-def test_build_judge_returns_the_outermost_judge() -> None:
-    judge = build_judge(JudgeSettings())
+def test_the_stack_exposes_the_outermost_judge() -> None:
+    judge = build_judge_stack(JudgeSettings()).judge
     assert isinstance(judge, BreakerJudge)
     assert judge.model == OfflineJudge().model
