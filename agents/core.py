@@ -19,6 +19,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 import anyio
 
 from agents.errors import InputRejected
+from agents.invisible import is_blank
 from agents.judge import Judge, judge_info
 from agents.policy import Policy
 from agents.prompts import render_primary, template_hash
@@ -130,7 +131,12 @@ def check_pair(pair: CandidatePair, policy: Policy, catalog: Mapping[str, Inline
     """
     rubric = resolve_rubric(pair, catalog)
     for candidate in pair.candidates:
-        _check_text(f"candidate {candidate.candidate_id!r} output", candidate.output, policy.max_output_chars, "output")
+        what = f"candidate {candidate.candidate_id!r} output"
+        _check_text(what, candidate.output, policy.max_output_chars, "output")
+        # Zero-width and other invisible characters pass strip(), yet show a reader nothing: an empty
+        # output by another name. Checked after the size bound, so the scan is bounded too.
+        if is_blank(candidate.output):
+            raise InputRejected("empty_output", f"{what} has only invisible characters (zero-width, format, spaces)")
     _check_text("task prompt", pair.task.prompt, policy.max_prompt_chars, "prompt")
     if pair.task.context is not None:
         _check_text("task context", pair.task.context, policy.max_prompt_chars, "context", may_be_empty=True)

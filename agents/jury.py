@@ -11,8 +11,12 @@ with :func:`agents.reconcile.reconcile`, which turns them into one vote or one r
 
 Then the jury (first that applies wins):
 
-1. every juror abstained "invalid"       -> review "judge_unavailable" if any juror's judge was down
-                                            or refused, else "ordering_invalid" (as for one judge)
+0. any juror's judge refused a request   -> review "judge_rejected", whatever the others said: a
+   (a 4xx such as a bad key)                verdict would name a jury (``jury_info``) of which one
+                                            member never judged, and a refusal is a configuration
+                                            fault to surface, not an abstention to absorb
+1. every juror abstained "invalid"       -> review "judge_unavailable" if any juror's judge was down,
+                                            else "ordering_invalid" (as for one judge)
 2. a candidate has the quorum of votes   -> verdict when the mean confidence of *its* voters is >=
    and strictly more than the other one     ``primary_confidence_threshold``, else tie-break
                                             "low_confidence"
@@ -59,6 +63,7 @@ from agents.reconcile import (
     _at_least,
     apply_policy,
     audit_copy,
+    failure_reason,
     is_review_reason,
     is_tiebreak_reason,
     reconcile,
@@ -66,7 +71,7 @@ from agents.reconcile import (
     snapshot_pair,
     verdict,
 )
-from agents.validation import JudgeCall
+from agents.validation import JudgeCall, error_kind_of
 from schemas.events import (
     AbstainReason,
     JudgeInfo,
@@ -211,7 +216,7 @@ def _no_quorum_reason(votes: Sequence[JuryVote]) -> TieBreakReason:
 
 
 def reconcile_jury(jurors: Sequence[Juror], needed: int, threshold: float) -> Reconciliation:
-    """What the jurors add up to, as one ``Reconciliation`` (rules 1-3 of the module docstring).
+    """What the jurors add up to, as one ``Reconciliation`` (rules 0-3 of the module docstring).
 
     ``consistent`` is True when every juror's two orders agreed (TIE/TIE included, as for one judge)
     and ``flip`` when any juror flipped; these feed the ``pairjudge.consistent``/``flip`` attributes.
@@ -219,9 +224,11 @@ def reconcile_jury(jurors: Sequence[Juror], needed: int, threshold: float) -> Re
     votes = [j.vote for j in jurors]
     consistent = all(j.rec.consistent for j in jurors)
     flip = any(j.rec.flip for j in jurors)
+    failed = failure_reason(error_kind_of(o) for j in jurors for o in (j.ab, j.ba) if not o.valid)
+    if failed == "judge_rejected":
+        return Reconciliation("review", failed, None, None, consistent=False, flip=flip)
     if all(v.abstain_reason == "invalid" for v in votes):
-        down = any(j.rec.reason == "judge_unavailable" for j in jurors)
-        reason: ReviewReason = "judge_unavailable" if down else "ordering_invalid"
+        reason: ReviewReason = failed or "ordering_invalid"
         return Reconciliation("review", reason, None, None, consistent=False, flip=False)
     winner = tally(votes, needed)
     if winner is not None:

@@ -598,7 +598,7 @@ def _adherence_checks(text: str, p: tf.Profile, ctx: CriteriaContext) -> list[tu
         try:
             json.loads(text)
             checks.append(("valid JSON", True))
-        except ValueError:
+        except (ValueError, RecursionError):  # an output is untrusted: deep nesting is just "not valid"
             checks.append(("not valid JSON", False))
     for term in ctx.required:
         present = tf.count_term(text, term) > 0

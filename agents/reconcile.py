@@ -3,14 +3,19 @@
 Everything here is pure: replies in, ``OrderingResult``/events out. The rule, with its precedence
 written down (the first that applies wins):
 
-1. either ordering invalid after its re-asks      -> review  "judge_unavailable" (the judge failed or
-                                                     refused) else "ordering_invalid" (bad replies)
+1. either ordering invalid after its re-asks      -> review  "judge_rejected" (the judge refused the
+                                                     request: a 4xx such as a bad key), else
+                                                     "judge_unavailable" (the judge was down), else
+                                                     "ordering_invalid" (bad replies)
 2. the orders name different candidates (a flip)  -> tie-break "position_inconsistent"
 3. either order says TIE (both TIE included)      -> tie-break "tie"
 4. same winner, mean confidence < threshold       -> tie-break "low_confidence"
 5. same winner, mean confidence >= threshold      -> verdict, decided_by="primary", consistent=True
 
-Invalid comes first because nothing else about an invalid ordering can be trusted; a flip outranks a
+Invalid comes first because nothing else about an invalid ordering can be trusted. Among failures, a
+rejection outranks an outage and an outage outranks bad replies (:func:`failure_reason`): a refusal is
+a configuration fault that no retry fixes, so the edge must not re-judge the pair as it does for an
+outage, and a judge that was down says nothing about its replies. A flip outranks a
 tie because it is the stronger evidence of position bias, and both outrank low confidence, which is
 only meaningful when the orders agree. The threshold comparison tolerates float noise of 1e-9 so
 that a mean of exactly 0.7 (e.g. 0.65 and 0.75) is a verdict however the sum rounds.
@@ -25,13 +30,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard, get_args
 
 from agents.policy import Policy
 from agents.prompts import shown
-from agents.validation import AskResult, JudgeCall, error_kind_of
+from agents.validation import AskResult, ErrorKind, JudgeCall, error_kind_of
 from schemas.events import (
     JudgeInfo,
     Order,
@@ -220,12 +225,29 @@ def _at_least(value: float, threshold: float) -> bool:
     return value >= threshold or math.isclose(value, threshold, rel_tol=0.0, abs_tol=_FLOAT_TOLERANCE)
 
 
+FailureReason = Literal["judge_rejected", "judge_unavailable"]
+
+
+def failure_reason(kinds: Iterable[ErrorKind | None]) -> FailureReason | None:
+    """The review reason for orderings that ended with these error kinds, when the judge failed.
+
+    "judge_rejected" if any was refused (a 4xx: a bad key, a prompt over the context length; never
+    retried), else "judge_unavailable" if any found the judge down (the edge may judge the pair again
+    later), else None: the judge answered, only badly, and the caller names that its own way.
+    """
+    seen = set(kinds)
+    if "judge_rejected" in seen:
+        return "judge_rejected"
+    if "judge_unavailable" in seen:
+        return "judge_unavailable"
+    return None
+
+
 def reconcile(ab: OrderingResult, ba: OrderingResult, threshold: float) -> Reconciliation:
     """DESIGN §2.5 over two mapped orderings; see the module docstring for the precedence."""
     if not (ab.valid and ba.valid):
-        kinds = {error_kind_of(r) for r in (ab, ba) if not r.valid}
-        down = bool(kinds & {"judge_unavailable", "judge_rejected"})
-        reason: ReviewReason = "judge_unavailable" if down else "ordering_invalid"
+        failed = failure_reason(error_kind_of(r) for r in (ab, ba) if not r.valid)
+        reason: ReviewReason = failed or "ordering_invalid"
         return Reconciliation("review", reason, None, None, consistent=False, flip=False)
     if ab.mapped_winner is None or ba.mapped_winner is None or ab.confidence is None or ba.confidence is None:
         raise ValueError("a valid OrderingResult must carry mapped_winner and confidence")

@@ -10,8 +10,9 @@ Per ordering:
    contradicts the recomputed scores. Then re-ask ONCE with the forced-choice instruction.
 4. Still unsettled (or invalid) -> the ordering is unresolved.
 
-Across the two orderings (first that applies wins): a judge that was down -> review
-"judge_unavailable"; an invalid ordering -> "tiebreak_invalid"; an unresolved ordering ->
+Across the two orderings (first that applies wins): a judge that refused the request (a 4xx) -> review
+"judge_rejected"; a judge that was down -> "judge_unavailable"; an invalid ordering -> "tiebreak_invalid";
+an unresolved ordering ->
 "tiebreak_equal_scores" if its recomputed scores were exactly equal or the judge escalated, else
 "tiebreak_invalid"; the
 orders choosing different candidates -> "tiebreak_disagreement"; otherwise a verdict with
@@ -27,7 +28,7 @@ from typing import Literal
 from agents.judge import Judge
 from agents.policy import Policy
 from agents.prompts import forced_choice, render_tiebreak, shown
-from agents.reconcile import Outcome, build_ordering, review, verdict
+from agents.reconcile import Outcome, build_ordering, failure_reason, review, verdict
 from agents.validation import ErrorKind, JudgeCall, ask_validated, check_tiebreak
 from schemas.events import JudgeInfo, Order, OrderingResult, TieBreakRequest
 from schemas.pair import CandidatePair
@@ -260,14 +261,18 @@ def decide_tiebreak(
 
     def to_review(
         reason: Literal[
-            "judge_unavailable", "tiebreak_invalid", "tiebreak_equal_scores", "tiebreak_disagreement", "kappa_guard"
+            "judge_rejected",
+            "judge_unavailable",
+            "tiebreak_invalid",
+            "tiebreak_equal_scores",
+            "tiebreak_disagreement",
+            "kappa_guard",
         ],
     ) -> Outcome:
         return review(pair, reason, stage="tiebreak", orderings=orderings, judge=judge, trace_id=request.trace_id)
 
     if any(o.status == "invalid" for o in both):
-        down = any(o.error_kind in ("judge_unavailable", "judge_rejected") for o in both)
-        return to_review("judge_unavailable" if down else "tiebreak_invalid")
+        return to_review(failure_reason(o.error_kind for o in both) or "tiebreak_invalid")
     unresolved = [o for o in both if o.status == "unresolved"]
     if unresolved:
         # Equal scores, or the judge itself escalating under seed 002's rule, is a true tie for a

@@ -111,6 +111,9 @@ def parse_reply(text: str, reply_model: type[R]) -> R:
         ) from exc
     except ValueError as exc:
         raise InvalidReply(f"the reply is not valid JSON: {exc}", text) from exc
+    except RecursionError:
+        # A judge's reply is untrusted too; nesting this deep is never a verdict.
+        raise InvalidReply("the reply is nested too deeply to be a verdict object", text) from None
     if not isinstance(data, dict):
         raise InvalidReply(f"the reply must be one JSON object, not a JSON {type(data).__name__}", text)
     try:

@@ -193,7 +193,7 @@ async def judge_cost(raws: Sequence[bytes], settings: Settings, rounds: int = JU
     async def handlers(batch: Sequence[bytes]) -> float:
         started = time.perf_counter()
         for raw in batch:
-            for out in await pipeline.on_pair(raw, None, Origin()):
+            for out in (await pipeline.on_pair(raw, None, Origin())).outgoing:
                 if out.kind == "tiebreak":
                     await pipeline.on_tiebreak(out.value, out.headers, Origin())
         return time.perf_counter() - started

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated, Final, Literal, get_args
 
-#: Bumped when a contract changes incompatibly; consumers reject versions they do not know.
-SCHEMA_VERSION = 1
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+#: Every contract version this code can read. A new version is added here (and handled) in the
+#: consumers first; producers switch to it only once every consumer accepts it (README "Schema versions").
+SupportedVersion = Literal[1]
+SUPPORTED_SCHEMA_VERSIONS: Final[tuple[int, ...]] = get_args(SupportedVersion)
+#: The version this code writes: bumped when a contract changes incompatibly.
+SCHEMA_VERSION: Final = 1
+
+
+def _exact_int(value: object) -> object:
+    # Literal[1] alone takes true and 1.0, which equal 1 in Python, and the lax mode would take "1":
+    # a version is a JSON integer or it is not a version. bool is an int subclass, hence type() is.
+    if type(value) is not int:
+        raise ValueError(f"schema_version must be an integer, one of {SUPPORTED_SCHEMA_VERSIONS}")
+    return value
+
+
+#: Unknown or malformed versions fail validation (the codec dead-letters them as
+#: ``unsupported_schema_version``); nothing is coerced and no version is guessed.
+SchemaVersion = Annotated[SupportedVersion, BeforeValidator(_exact_int)]
 
 
 class Contract(BaseModel):
@@ -17,4 +36,4 @@ class Contract(BaseModel):
 class Event(Contract):
     """A contract that travels on a topic on its own, so it carries its version."""
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: SchemaVersion = SCHEMA_VERSION

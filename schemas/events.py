@@ -22,6 +22,7 @@ ReviewReason = Literal[
     "tiebreak_invalid",  # the tie-break reply failed validation or the forced-choice re-ask
     "tiebreak_disabled",  # the tie-break resolver is switched off
     "judge_unavailable",  # the judge kept failing after retries
+    "judge_rejected",  # the judge refused the request (a 4xx such as a bad key): never retried
     "audit_sample",  # an automatic verdict sampled for human audit
     "kappa_guard",  # auto-deciding is paused because agreement with humans fell
 ]
@@ -163,6 +164,14 @@ class HumanLabel(Event):
 
 
 class DeadLetter(Event):
+    """An input that could not be judged, with why, and its bytes (whole, or a head when too large).
+
+    A dead letter must fit the producer's request limit, so an original too large to carry whole
+    (base64 adds a third) is cut to its first bytes: ``original_truncated`` is then true, and
+    ``original_size`` and ``original_sha256`` still describe the whole event, so it can be matched to
+    what a producer sent. ``streams.deadletter`` builds them within that bound.
+    """
+
     stage: Literal["decode", "validate", "judge", "tiebreak"]
     reason: str  # a short machine-readable code, e.g. "malformed_json", "oversized_output"
     error: str  # the human-readable detail
@@ -172,6 +181,24 @@ class DeadLetter(Event):
     partition: int | None = None
     offset: int | None = None
     failed_at: datetime = Field(default_factory=utc_now)
+    #: Bytes of the whole original event (None in letters written before it was recorded).
+    original_size: int | None = Field(default=None, ge=0)
+    #: Hex SHA-256 of the whole original event.
+    original_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    #: True when ``original`` holds only the first bytes of the event.
+    original_truncated: bool = False
+
+    @model_validator(mode="after")
+    def _size_matches_original(self) -> DeadLetter:
+        # A consumer comparing sizes must be able to trust the flag: whole means whole.
+        if self.original_size is None:
+            if self.original_truncated:
+                raise ValueError("a truncated original needs original_size")
+        elif self.original_truncated != (len(self.original) < self.original_size):
+            raise ValueError("original_truncated must say whether original is shorter than original_size")
+        elif len(self.original) > self.original_size:
+            raise ValueError("original is longer than original_size")
+        return self
 
 
 class AuditSnapshot(Event):
@@ -195,7 +222,7 @@ class AuditSnapshot(Event):
 
 
 class Alert(Event):
-    kind: Literal["kappa_below_threshold", "tiebreak_rate_high", "judge_unavailable"]
+    kind: Literal["kappa_below_threshold", "tiebreak_rate_high", "judge_unavailable", "judge_rejected"]
     series: str
     message: str
     value: float

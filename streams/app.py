@@ -15,13 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from pydantic import TypeAdapter
 
 from agents.judge import Judge
 from schemas import InlineRubric
 from streams.control import follow_control as follow_control_topic
 from streams.judges.factory import JudgeStack, build_judge_stack
-from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, PolicyHolder
+from streams.judges.preflight import JudgeAuthError, preflight_all
+from streams.offsets import install_commit_ledger, mark_done
+from streams.outcomes import OutcomeTables
+from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, PolicyHolder, Stage, StageResult
 from streams.settings import Settings
 from streams.telemetry import Telemetry
 
@@ -37,6 +41,7 @@ class PairjudgeApp:
     tiebreak_agent: Any
     telemetry: Telemetry
     settings: Settings
+    outcomes: OutcomeTables
     stacks: tuple[JudgeStack, ...] = ()
 
     async def aclose(self) -> None:
@@ -123,6 +128,11 @@ def create_app(
         producer_acks=-1,
     )
 
+    # Before anything builds the consumer: commits follow the project's offset ledger (streams.offsets).
+    install_commit_ledger(app)
+    outcomes = OutcomeTables(app, partitions=kafka.partitions, retention_s=settings.worker.outcome_retention_s)
+    pipeline.outcomes = outcomes
+
     def raw_topic(kind: str) -> faust.TopicT:
         return app.topic(
             settings.topics.name(kind),
@@ -133,30 +143,82 @@ def create_app(
             partitions=kafka.partitions,
         )
 
-    topics = {kind: raw_topic(kind) for kind in ("pairs", "verdicts", "tiebreak", "review", "deadletter")}
+    topics = {kind: raw_topic(kind) for kind in ("pairs", "verdicts", "tiebreak", "review", "deadletter", "audit")}
 
     async def publish(messages: list[Outgoing]) -> None:
-        # Wait for the broker's ack before the input offset can be committed: at-least-once.
+        # Wait for the broker's ack of every output before the input may count as done: at-least-once.
         for message in messages:
             fut = await topics[message.kind].send(key=message.key, value=message.value, headers=message.headers)
             await fut
 
-    async def consume(stream: faust.StreamT[bytes], handler: Any) -> AsyncIterator[None]:
-        async for event in stream.events():
+    async def deliver(stage: Stage, result: StageResult, raw: bytes | None, origin: Origin) -> None:
+        """Record the outcome, then publish it; an outcome the broker refuses becomes a dead letter.
+
+        Raises when neither can be delivered: the caller then stops the worker without acking.
+        """
+        partition = origin.partition or 0
+        if result.pair_id is not None and not result.replayed:
+            await outcomes.record(stage, result.pair_id, partition, result.outgoing)
+        try:
+            await publish(result.outgoing + result.alerts)
+        except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
+            detail = f"the broker refused the {stage} outcome ({type(exc).__name__}: {exc})"
+            # Not recorded: a redelivery replays the recorded outcome, which is refused (and
+            # dead-lettered) again, or delivered once the topic accepts it.
+            await publish([pipeline.undeliverable(stage, raw, origin, detail)])
+
+    def release(stage: Stage, result: StageResult) -> None:
+        if result.pair_id is not None and not result.replayed:
+            outcomes.release(stage, result.pair_id)
+
+    async def consume(stream: Any, stage: Stage) -> AsyncIterator[None]:
+        handler = pipeline.on_pair if stage == "primary" else pipeline.on_tiebreak
+        # Manual acks: Faust acks in a ``finally`` when the body raises, which would make an input
+        # committable with no outcome. Here an input is acked only after its outputs are on the broker.
+        async for event in stream.noack().events():
             msg = event.message
             origin = Origin(topic=msg.topic, partition=msg.partition, offset=msg.offset, key=msg.key)
-            await publish(await handler(event.value, event.headers, origin))
+            result: StageResult | None = None
+            try:
+                result = await handler(event.value, event.headers, origin)
+                if msg.generation_id != app.consumer_generation_id:
+                    # The partition was reassigned while this input was judged. Its new owner judges
+                    # it again (or replays what was recorded); publishing now could race that.
+                    log.info("dropping a stale %s result for %s:%s", stage, msg.topic, msg.offset)
+                    release(stage, result)
+                else:
+                    await deliver(stage, result, event.value, origin)
+            except Exception as exc:
+                if result is not None:
+                    release(stage, result)
+                log.critical(
+                    "could not deliver the %s outcome for %s[%s]@%s; stopping without committing it",
+                    stage,
+                    msg.topic,
+                    msg.partition,
+                    msg.offset,
+                    exc_info=True,
+                )
+                await app.crash(exc)
+                return
+            mark_done(app, msg)
+            await stream.ack(event)
             yield None
 
     @app.agent(topics["pairs"], name="pairjudge.judge", concurrency=settings.worker.concurrency)
     async def judge_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in consume(stream, pipeline.on_pair):
+        async for _ in consume(stream, "primary"):
             yield None
 
     @app.agent(topics["tiebreak"], name="pairjudge.tiebreak", concurrency=settings.worker.concurrency)
     async def tiebreak_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in consume(stream, pipeline.on_tiebreak):
+        async for _ in consume(stream, "tiebreak"):
             yield None
+
+    async def expire_outcomes() -> None:
+        await outcomes.sweep()
+
+    app.timer(interval=max(1.0, min(600.0, settings.worker.outcome_retention_s / 10)))(expire_outcomes)
 
     async def control_follower() -> None:
         try:
@@ -169,6 +231,20 @@ def create_app(
     if follow_control:
         app.task(control_follower)
 
+    async def check_judges() -> None:
+        # A bad key must stop the worker before it judges anything, not dead-letter every pair.
+        try:
+            await preflight_all(stacks)
+        except JudgeAuthError as exc:
+            log.critical("%s; stopping the worker", exc)
+            await app.crash(exc)
+            return
+        pipeline.judges_checked.set()
+
+    if stacks:
+        pipeline.judges_checked.clear()
+        app.task(check_judges)
+
     return PairjudgeApp(
         faust_app=app,
         pipeline=pipeline,
@@ -177,5 +253,6 @@ def create_app(
         tiebreak_agent=tiebreak_agent,
         telemetry=telemetry,
         settings=settings,
+        outcomes=outcomes,
         stacks=stacks,
     )

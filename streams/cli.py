@@ -57,15 +57,25 @@ def worker(
 
     from streams.app import create_app
     from streams.brokers import create_topics as create
+    from streams.logquiet import install_quiet_logging
     from streams.topics import topic_specs
+
+    class QuietWorker(Worker):
+        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+            super().on_setup_root_logger(logger, level)
+            # Faust has just replaced the root handlers with its own: filter those too.
+            install_quiet_logging()
 
     settings = _settings(bootstrap)
     logging.basicConfig(level=settings.worker.log_level)
+    # A broker outage makes aiokafka and Faust log the same errors hundreds of times a second:
+    # repeats collapse to one line per message per window, with counts (streams/logquiet.py).
+    install_quiet_logging()
     if create_topics:
         asyncio.run(create(settings.kafka.bootstrap_servers, topic_specs(settings)))
     wired = create_app(settings)
     try:
-        Worker(wired.faust_app, loglevel=settings.worker.log_level.lower(), quiet=True).execute_from_commandline()
+        QuietWorker(wired.faust_app, loglevel=settings.worker.log_level.lower(), quiet=True).execute_from_commandline()
     finally:
         wired.telemetry.shutdown()
 

@@ -1,7 +1,9 @@
 """Reading outcomes back: what happened to each pair, de-duplicated by pair id.
 
 Faust re-delivers after a rebalance (faust#502), so a pair can have the same outcome twice; its final
-outcome is the first verdict, non-audit review request or dead letter seen for its id.
+outcome is the first verdict, non-audit review request or dead letter seen for its id. Workers promise
+"same pair id, same outcome" (streams.outcomes), so two *different* final outcomes for one pair (another
+kind, another winner, another reason) are a conflict, and a conflict is an error, not a duplicate.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ class Outcomes:
     duplicates: int = 0
     audits: int = 0
     unexpected: int = 0
-    #: pair_id -> every final kind seen; more than one distinct kind would be a real inconsistency.
-    kinds_seen: dict[str, set[str]] = field(default_factory=dict)
+    #: pair_id -> every distinct final outcome seen (see ``outcome_signature``).
+    seen: dict[str, set[str]] = field(default_factory=dict)
 
     @property
     def missing(self) -> set[str]:
@@ -39,7 +41,13 @@ class Outcomes:
 
     @property
     def conflicting(self) -> dict[str, set[str]]:
-        return {pid: kinds for pid, kinds in self.kinds_seen.items() if len(kinds) > 1}
+        """Pairs with more than one distinct final outcome: a broken promise, never a harmless duplicate."""
+        return {pid: outcomes for pid, outcomes in self.seen.items() if len(outcomes) > 1}
+
+    @property
+    def ok(self) -> bool:
+        """Every expected pair has an outcome, and no pair has two different ones."""
+        return self.complete and not self.conflicting
 
     def add(self, kind: str, event: dict[str, Any], fallback_key: str | None) -> None:
         if kind == "review" and event.get("audit"):
@@ -49,11 +57,18 @@ class Outcomes:
         if pair_id is None or pair_id not in self.expected:
             self.unexpected += 1
             return
-        self.kinds_seen.setdefault(pair_id, set()).add(kind)
+        self.seen.setdefault(pair_id, set()).add(outcome_signature(kind, event))
         if pair_id in self.final:
             self.duplicates += 1
             return
         self.final[pair_id] = (kind, event)
+
+
+def outcome_signature(kind: str, event: dict[str, Any]) -> str:
+    """What must not differ between two deliveries of one pair's outcome (timestamps and trace ids may)."""
+    if kind == "verdicts":
+        return f"verdict:{event.get('winner')}:{event.get('decided_by')}"
+    return f"{kind}:{event.get('reason')}"
 
 
 async def collect_outcomes(

@@ -8,6 +8,7 @@ groupless consumer, from the beginning, and keeps following it. ``pairjudge cont
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import get_args
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -23,9 +24,9 @@ from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: How long a poll may come back empty before the topic counts as read up to date at start-up.
-#: (End offsets are not used: Tansu reports them wrongly.)
-CATCH_UP_IDLE_MS = 1000
+#: How long one poll waits for records. Only a wait: an empty poll says nothing about being caught up
+#: (a slow broker returns empty polls while updates are still unread).
+POLL_TIMEOUT_MS = 1000
 MAX_CONTROL_BYTES = 4096
 CONTROL_KEYS: tuple[str, ...] = get_args(ControlKey)
 
@@ -47,26 +48,55 @@ def apply_record(holder: PolicyHolder, key: bytes | None, value: bytes | None) -
     log.warning("control: %s = %s (by %s)", update.key, update.value, update.updated_by or "unknown")
 
 
+def caught_up(positions: Mapping[TopicPartition, int], targets: Mapping[TopicPartition, int]) -> bool:
+    """Whether every partition's position has reached its end offset as read at start-up.
+
+    ``>=``, not ``==``: compaction and transaction markers move a position past offsets that hold no
+    record, and updates written after start-up may already have been read.
+    """
+    return all(positions.get(tp, -1) >= end for tp, end in targets.items())
+
+
+async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    # position() only reports what this consumer has handed out (it waits for the seek to resolve
+    # first), so records fetched but not yet applied do not count.
+    return {tp: await consumer.position(tp) for tp in tps}
+
+
 async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
-    """Read the control topic from the start, mark the holder ready once caught up, then keep following."""
+    """Read the control topic from the start, mark the holder ready once caught up, then keep following.
+
+    "Caught up" means every partition's position has reached the end offset it had when the follower
+    started: everything written before this worker started has been applied, however slowly the
+    broker hands it over. (Tansu reports an end offset as the last batch's start + 1, at or below
+    the real one: it is still reached, once that last batch has been read.)
+    """
     topic = settings.topics.name("control")
     partitions = (await topic_partitions(settings.kafka.bootstrap_servers, [topic]))[topic]
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in partitions]
+        # End offsets first, before anything is assigned: once the fetcher long-polls a partition,
+        # the broker answers this connection's next request only after that fetch (up to 0.5 s).
+        targets: dict[TopicPartition, int] = await consumer.end_offsets(tps)
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         while True:
-            batch = await consumer.getmany(timeout_ms=CATCH_UP_IDLE_MS)
+            # Checked before each poll, so an empty topic is ready without waiting for one.
+            if not holder.ready.is_set() and caught_up(await _positions(consumer, tps), targets):
+                holder.ready.set()
+                log.info("control: caught up to %s; policy %s", _offsets_text(targets), holder.current)
+            batch = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
             for records in batch.values():
                 for record in records:
                     apply_record(holder, record.key, record.value)
-            if not batch and not holder.ready.is_set():
-                holder.ready.set()
-                log.info("control: caught up; policy %s", holder.current)
     finally:
         await consumer.stop()
+
+
+def _offsets_text(offsets: Mapping[TopicPartition, int]) -> str:
+    return ", ".join(f"{tp.partition}@{offset}" for tp, offset in sorted(offsets.items()))
 
 
 def parse_value(key: str, raw: str) -> float | bool:

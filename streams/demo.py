@@ -36,7 +36,8 @@ class DemoResult:
 
     @property
     def complete(self) -> bool:
-        return self.outcomes.complete
+        """Every pair has an outcome, and none has two different ones."""
+        return self.outcomes.ok
 
 
 def sample_pairs() -> list[bytes]:
@@ -48,7 +49,7 @@ def _tag_run(raw: bytes, run_id: str) -> bytes:
     """Prefix pair ids with the run id, so a demo against a shared Kafka never counts old outcomes."""
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # a deliberately malformed sample line: sent as it is
         return raw
     if isinstance(data, dict) and isinstance(data.get("pair_id"), str):
         data["pair_id"] = f"{run_id}-{data['pair_id']}"
@@ -185,6 +186,8 @@ def _print_summary(console: Console, result: DemoResult, out_path: Path, setting
         f"(verdicts {counts['verdicts']}, review {counts['review']}, dead letters {counts['deadletter']}; "
         f"audit copies {outcomes.audits}) in {result.wall_seconds:.1f}s"
     )
+    for pair_id, seen in sorted(outcomes.conflicting.items()):
+        console.print(f"[red]conflicting outcomes for {pair_id}: {', '.join(sorted(seen))}[/red]")
     console.print(f"outcomes: {out_path}")
     if settings.telemetry.exporter == "file":
         console.print(f"traces:   {settings.telemetry.file_path}")

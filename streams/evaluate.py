@@ -26,6 +26,7 @@ from agents.stats import agreement, cohen_kappa, flip_rate, position_a_win_rate,
 from schemas import TIE, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from streams.app import build_panel, load_catalog
 from streams.codecs import decode
+from streams.deadletter import guess_pair_id
 from streams.judges.factory import JudgeStack
 from streams.pipeline import JudgePanel
 from streams.settings import Settings
@@ -227,11 +228,7 @@ async def evaluate_pair(
 
 
 def _pair_id_of(raw: bytes) -> str:
-    try:
-        data = json.loads(raw)
-        return str(data.get("pair_id", "?")) if isinstance(data, dict) else "?"
-    except ValueError:
-        return "?"
+    return guess_pair_id(raw) or "?"
 
 
 async def run_evaluate(

@@ -8,11 +8,11 @@ least one outgoing message: a verdict, a tie-break request, a review request or 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -20,9 +20,11 @@ from agents.core import Decision, check_pair, judge_pair, resolve_tiebreak
 from agents.errors import InputRejected
 from agents.judge import Judge
 from agents.jury import judge_pair_jury
+from agents.outcomes import is_judge_rejected, rejected_detail
 from agents.policy import Policy
-from schemas import CandidatePair, ControlUpdate, DeadLetter, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from schemas import Alert, CandidatePair, ControlUpdate, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from streams.codecs import decode, encode
+from streams.deadletter import build_dead_letter
 from streams.judges.breaker import CircuitBreaker
 from streams.telemetry import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
 
@@ -31,8 +33,13 @@ log = logging.getLogger(__name__)
 #: Extra attempts for a pair that failed for lack of a judge while no breaker was open yet.
 OUTAGE_RETRIES = 2
 
-TopicKind = Literal["verdicts", "tiebreak", "review", "deadletter"]
+TopicKind = Literal["verdicts", "tiebreak", "review", "deadletter", "audit"]
+#: At most one alert per judge series this often while its requests keep being refused.
+ALERT_EVERY_S = 60.0
 HeadersIn = Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None
+Stage = Literal["primary", "tiebreak"]
+DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak"]
+In = TypeVar("In", CandidatePair, TieBreakRequest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +58,32 @@ class Outgoing:
     key: bytes
     value: bytes
     headers: list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class StageResult:
+    """What a stage will publish for one input, and whether it must be recorded first.
+
+    ``pair_id`` is set once the input decoded: the outcome is then recorded under it before it is
+    published (``streams.outcomes``). ``replayed`` marks an outcome recalled for a redelivered input.
+    """
+
+    outgoing: list[Outgoing]
+    pair_id: str | None = None
+    replayed: bool = False
+    #: Published with the outcome but never recorded or replayed: alerts are about the system, not the pair.
+    alerts: list[Outgoing] = field(default_factory=list)
+
+
+class OutcomeStore(Protocol):
+    """Where a stage finds what it already published for a pair (``streams.outcomes.OutcomeTables``).
+
+    ``claim`` returns the recorded outcome, or None when this delivery is to decide; the edge then
+    records the outcome (or releases the claim) once it is published or abandoned."""
+
+    async def claim(self, stage: Stage, pair_id: str) -> list[Outgoing] | None: ...
+
+    def release(self, stage: Stage, pair_id: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,18 +143,6 @@ class PolicyHolder:
         self.current = policy
 
 
-def _guess_pair_id(raw: bytes | None) -> str | None:
-    """Best effort, so a dead letter can still be matched to its pair."""
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    pair_id = data.get("pair_id") if isinstance(data, dict) else None
-    return pair_id if isinstance(pair_id, str) and len(pair_id) <= 128 else None
-
-
 class Pipeline:
     def __init__(
         self,
@@ -130,7 +151,13 @@ class Pipeline:
         telemetry: Telemetry,
         catalog: Mapping[str, InlineRubric],
         max_event_bytes: int,
+        outcomes: OutcomeStore | None = None,
     ) -> None:
+        self.outcomes = outcomes
+        #: Set once every judge's credentials were checked at start-up (``streams.judges.preflight``).
+        self.judges_checked = asyncio.Event()
+        self.judges_checked.set()  # create_app clears it while a worker checks its judges' keys
+        self._rejections: dict[str, tuple[int, float]] = {}
         self.policy = policy
         self.telemetry = telemetry
         self.catalog = catalog
@@ -161,55 +188,108 @@ class Pipeline:
                 retries_left -= 1
             log.warning("judge unavailable while judging %s; judging it again when the judge is back", pair_id)
 
-    async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> list[Outgoing]:
-        tracer = self.telemetry.tracer
-        with tracer.start_as_current_span(
-            "pairjudge.primary", context=extract_context(headers), kind=SpanKind.CONSUMER
-        ) as span:
-            span.set_attribute("pairjudge.stage", "primary")
-            await self.policy.ready.wait()
-            try:
-                pair = decode(CandidatePair, raw, max_bytes=self.max_event_bytes)
-            except InputRejected as exc:
-                return [self._dead_letter(span, "decode", exc.reason, exc.detail, raw, origin)]
-            span.set_attribute("pairjudge.pair_id", pair.pair_id)
-            try:
-                check_pair(pair, self.policy.current, self.catalog)
-            except InputRejected as exc:
-                return [self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)]
-            try:
-                decision = await self._with_backpressure(
-                    lambda: self._panel.judge_primary(pair, self.policy.current, self.catalog), pair.pair_id
-                )
-            except Exception as exc:
-                log.exception("judging pair %s failed", pair.pair_id)
-                span.record_exception(exc)
-                return [self._dead_letter(span, "judge", "internal_error", f"{type(exc).__name__}: {exc}", raw, origin)]
-            return self._publish(span, decision)
+    async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
+        async def judge(pair: CandidatePair) -> Decision:
+            check_pair(pair, self.policy.current, self.catalog)
+            return await self._with_backpressure(
+                lambda: self._panel.judge_primary(pair, self.policy.current, self.catalog), pair.pair_id
+            )
 
-    async def on_tiebreak(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> list[Outgoing]:
-        tracer = self.telemetry.tracer
-        with tracer.start_as_current_span(
-            "pairjudge.tiebreak", context=extract_context(headers), kind=SpanKind.CONSUMER
+        return await self._stage("primary", CandidatePair, self.max_event_bytes, judge, raw, headers, origin)
+
+    async def on_tiebreak(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
+        async def resolve(request: TieBreakRequest) -> Decision:
+            return await self._with_backpressure(
+                lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
+            )
+
+        # A tie-break request carries the pair and both primary orderings, so it may be larger.
+        return await self._stage("tiebreak", TieBreakRequest, self.max_event_bytes * 4, resolve, raw, headers, origin)
+
+    async def _stage(
+        self,
+        stage: Stage,
+        model: type[In],
+        max_bytes: int,
+        decide: Callable[[In], Awaitable[Decision]],
+        raw: bytes | None,
+        headers: HeadersIn,
+        origin: Origin,
+    ) -> StageResult:
+        """One stage, the same for both: decode, replay a recorded outcome, or decide and publish.
+
+        Never raises for a bad input or a failing judge: those end in a dead letter. Anything else
+        (a bug) propagates, and the edge stops the worker without committing the input.
+        """
+        letter_stage: DeadLetterStage = "decode" if stage == "primary" else "tiebreak"
+        #: Where a pair that decoded but could not be judged is dead-lettered.
+        where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
+        with self.telemetry.tracer.start_as_current_span(
+            f"pairjudge.{stage}", context=extract_context(headers), kind=SpanKind.CONSUMER
         ) as span:
-            span.set_attribute("pairjudge.stage", "tiebreak")
+            span.set_attribute("pairjudge.stage", stage)
             await self.policy.ready.wait()
+            await self.judges_checked.wait()
             try:
-                request = decode(TieBreakRequest, raw, max_bytes=self.max_event_bytes * 4)
+                item = decode(model, raw, max_bytes=max_bytes)
             except InputRejected as exc:
-                return [self._dead_letter(span, "tiebreak", exc.reason, exc.detail, raw, origin)]
-            span.set_attribute("pairjudge.pair_id", request.pair_id)
+                return StageResult([self._dead_letter(span, letter_stage, exc.reason, exc.detail, raw, origin)])
+            pair_id = item.pair_id
+            span.set_attribute("pairjudge.pair_id", pair_id)
+            recorded = await self.outcomes.claim(stage, pair_id) if self.outcomes is not None else None
+            if recorded is not None:
+                # Redelivered (a rebalance, a crash, a producer retry): the same outcome again, unjudged.
+                span.set_attributes({"pairjudge.outcome": "replayed", "pairjudge.replayed": True})
+                self.telemetry.instruments.replays.add(1, {"pairjudge.stage": stage})
+                return StageResult(recorded, pair_id=pair_id, replayed=True)
             try:
-                decision = await self._with_backpressure(
-                    lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
-                )
+                decision = await decide(item)
+            except asyncio.CancelledError:
+                if self.outcomes is not None:
+                    self.outcomes.release(stage, pair_id)
+                raise
+            except InputRejected as exc:
+                letter = self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)
+                return StageResult([letter], pair_id=pair_id)
             except Exception as exc:
-                log.exception("tie-break of pair %s failed", request.pair_id)
+                log.exception("%s stage failed on pair %s", stage, pair_id)
                 span.record_exception(exc)
-                return [
-                    self._dead_letter(span, "tiebreak", "internal_error", f"{type(exc).__name__}: {exc}", raw, origin)
-                ]
-            return self._publish(span, decision)
+                detail = f"{type(exc).__name__}: {exc}"
+                return StageResult([self._dead_letter(span, where, "internal_error", detail, raw, origin)], pair_id)
+            if is_judge_rejected(decision):
+                # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
+                # problem. The pair waits in the dead-letter topic to be replayed once it is fixed.
+                detail = rejected_detail(decision) or "the judge refused the request"
+                letter = self._dead_letter(span, where, "judge_rejected", detail, raw, origin)
+                return StageResult([letter], pair_id=pair_id, alerts=self._rejection_alert(decision, detail))
+            return StageResult(self._publish(span, decision), pair_id=pair_id)
+
+    def _rejection_alert(self, decision: Decision, detail: str) -> list[Outgoing]:
+        """An ``Alert`` for a refused judge request, at most one per judge per ``ALERT_EVERY_S``."""
+        judge = decision.outcome.judge if isinstance(decision.outcome, ReviewRequest) else None
+        series = f"{judge.provider}:{judge.model}:{judge.version}" if judge is not None else "judge"
+        now = time.monotonic()
+        count = self._rejections.get(series, (0, 0.0))[0] + 1
+        last = self._rejections.get(series, (0, -ALERT_EVERY_S))[1]
+        if now - last < ALERT_EVERY_S:
+            self._rejections[series] = (count, last)
+            return []
+        self._rejections[series] = (0, now)
+        alert = Alert(
+            kind="judge_rejected",
+            series=series,
+            message=f"{count} request(s) refused by the judge since the last alert; latest: {detail}"[:2_000],
+            value=float(count),
+            threshold=0.0,
+        )
+        log.error("judge %s refused a request: %s", series, detail)
+        return [Outgoing("audit", series.encode(), encode(alert), inject_headers())]
+
+    def undeliverable(self, stage: Stage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
+        """A dead letter for an input whose outcome the broker refused (too large, say)."""
+        with self.telemetry.tracer.start_as_current_span(f"pairjudge.{stage}.undeliverable") as span:
+            where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
+            return self._dead_letter(span, where, "outcome_undeliverable", detail, raw, origin)
 
     def _publish(self, span: Span, decision: Decision) -> list[Outgoing]:
         trace_id = trace_id_of(span)
@@ -234,20 +314,20 @@ class Pipeline:
         span.set_status(Status(StatusCode.ERROR, reason))
         span.set_attributes({"pairjudge.outcome": "deadletter", "pairjudge.reason": reason})
         self.telemetry.instruments.dead_letters.add(1, {"pairjudge.stage": stage, "pairjudge.reason": reason})
-        pair_id = _guess_pair_id(raw)
-        letter = DeadLetter(
+        # Bounded whatever the input: the pair-id guess cannot recurse or raise, and the letter (a head
+        # of the original when the whole would not fit) stays under the producer's request limit.
+        letter = build_dead_letter(
             stage=stage,
             reason=reason,
-            error=detail,
-            original=raw or b"",
-            pair_id=pair_id,
+            detail=detail,
+            raw=raw,
             topic=origin.topic,
             partition=origin.partition,
             offset=origin.offset,
+            key=origin.key,
         )
-        log.warning("dead-lettered %s at %s: %s", pair_id or "an event", stage, reason)
-        key = pair_id.encode() if pair_id else (origin.key or b"")
-        return Outgoing("deadletter", key, encode(letter), inject_headers())
+        log.warning("dead-lettered %s at %s: %s", letter.pair_id or "an event", stage, reason)
+        return Outgoing("deadletter", letter.key, letter.value, inject_headers())
 
 
 def _kind_of(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> TopicKind:

@@ -62,6 +62,8 @@ class WorkerSettings(_Section):
     web_host: str = "127.0.0.1"
     web_port: int = 6066
     log_level: str = "WARNING"
+    #: How long a published outcome is kept for redeliveries of its pair (streams.outcomes).
+    outcome_retention_s: float = Field(default=86_400.0, gt=0)
 
 
 class JudgeSettings(_Section):

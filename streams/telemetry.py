@@ -24,6 +24,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from agents.core import Decision
 from agents.errors import JudgeError
 from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
+from streams.judges.files import open_private_append
 from streams.settings import TelemetrySettings
 
 Headers = Sequence[tuple[str, bytes]]
@@ -50,8 +51,8 @@ def _configured_exporter(settings: TelemetrySettings) -> SpanExporter | None:
     if settings.exporter == "console":
         return ConsoleSpanExporter(formatter=_compact_json)
     if settings.exporter == "file":
-        settings.file_path.parent.mkdir(parents=True, exist_ok=True)
-        out: IO[str] = settings.file_path.open("a", encoding="utf-8")
+        # Owner-only (0o600, a created parent 0o700) whatever the umask; an existing file is tightened.
+        out: IO[str] = open_private_append(settings.file_path, what="trace file")
         return ConsoleSpanExporter(out=out, formatter=_compact_json)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -102,6 +103,7 @@ class Instruments:
     cost: metrics.Counter
     cache_hits: metrics.Counter
     dead_letters: metrics.Counter
+    replays: metrics.Counter
 
     @classmethod
     def create(cls, meter: metrics.Meter) -> Instruments:
@@ -114,6 +116,9 @@ class Instruments:
             cost=meter.create_counter("pairjudge.judge.cost", unit="USD", description="Priced judge spend"),
             cache_hits=meter.create_counter("pairjudge.judge.cache_hits", description="Judge calls served from cache"),
             dead_letters=meter.create_counter("pairjudge.dead_letters", description="Events dead-lettered by reason"),
+            replays=meter.create_counter(
+                "pairjudge.replays", description="Redelivered inputs answered with their recorded outcome, unjudged"
+            ),
         )
 
 

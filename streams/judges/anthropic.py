@@ -155,6 +155,7 @@ class AnthropicJudge(EndpointJudge):
         if root.endswith("/v1"):
             root = root[: -len("/v1")]
         self._endpoint = root + "/v1/messages"
+        self._models_url = root + "/v1/models"
         self._where = host_label(url)
         self._model = model
         self._version = version
@@ -257,11 +258,14 @@ class AnthropicJudge(EndpointJudge):
 
     # --- internals -------------------------------------------------------------------------------
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", "anthropic-version": self._anthropic_version}
+    def _auth_headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": self._anthropic_version}
         if self._api_key is not None:
             headers["x-api-key"] = self._api_key.get_secret_value()
         return headers
+
+    def _headers(self) -> dict[str, str]:
+        return {"content-type": "application/json", **self._auth_headers()}
 
     def _malformed(self, what: str, body: bytes) -> JudgeUnavailable:
         return JudgeUnavailable(f"judge {self._label}: malformed response, {what}: {self._http.excerpt(body, 120)!r}")

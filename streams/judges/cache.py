@@ -24,6 +24,9 @@ was stored, so the storing time is a good proxy for usefulness.
   paid for (for information) and the lookup's own latency.
 * Identical requests in flight in one process are coalesced (single flight): the first goes to the
   cache and the judge, the others wait for its result and get it as a cache hit (or its exception).
+* The store is private to its owner: the directory is ``0o700`` and its files ``0o600`` whatever the
+  umask, and an existing store with wider permissions is tightened (logged; see
+  ``streams.judges.files``). Cached replies quote the outputs judged.
 * Disk I/O runs in worker threads (``anyio.to_thread``), so the event loop never blocks on SQLite. A
   cache that fails (disk full, lock timeout, corrupt entry) degrades to a miss and is logged; it never
   fails the judge call.
@@ -47,10 +50,11 @@ from typing import Any, Final, Literal
 import anyio
 import anyio.to_thread
 import diskcache
-from diskcache.core import MODE_PICKLE
+from diskcache.core import DBNAME, MODE_PICKLE, UNKNOWN
 
 from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper, cache_params_of
 from agents.validation import strip_fence
+from streams.judges.files import private_dir, private_file, tighten_if_exists, tighten_tree
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +158,17 @@ class _TextOnlyDisk(diskcache.Disk):  # type: ignore[misc]  # diskcache is untyp
             raise ValueError("refusing to unpickle a cache key")
         return super().get(key, raw)
 
+    def store(self, value: object, read: bool, key: object = UNKNOWN) -> tuple[Any, ...]:
+        # A large value goes to a file in two levels of sub-directories, created by diskcache with the
+        # umask's modes; the cache directory (0o700) already shuts others out, this keeps each part private.
+        result: tuple[Any, ...] = super().store(value, read, key=key)
+        filename = result[2]
+        if isinstance(filename, str):
+            full = Path(self._directory) / filename
+            for part in (full, full.parent, full.parent.parent):
+                tighten_if_exists(part, what="response cache file", quiet=True)
+        return result
+
 
 class ResponseCache:
     """A persistent, size-bounded store of judge replies in ``directory`` (see the module docstring).
@@ -178,6 +193,11 @@ class ResponseCache:
             raise ValueError("ttl_s must be positive or None")
         self._directory = Path(directory)
         self._ttl_s = ttl_s
+        # Private before diskcache touches it: the directory 0o700, the database (which SQLite's -wal
+        # and -shm files copy their mode from) created 0o600 here rather than by SQLite with the umask's.
+        private_dir(self._directory)
+        private_file(self._directory / DBNAME, what="response cache database")
+        tighten_tree(self._directory, what="response cache directory")
         # ``timeout`` is SQLite's busy timeout: how long a writer waits for another process's lock
         # before diskcache raises Timeout (which we treat as a miss or a skipped store).
         self._store = diskcache.Cache(
@@ -187,6 +207,8 @@ class ResponseCache:
             eviction_policy=eviction_policy,
             disk=_TextOnlyDisk,
         )
+        for suffix in ("-wal", "-shm"):
+            tighten_if_exists(self._directory / (DBNAME + suffix), what="response cache database")
 
     @property
     def directory(self) -> Path:

@@ -40,6 +40,12 @@ DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
 #: How much of an error body we keep for messages: enough to see "invalid model", not enough to dump a page.
 ERROR_EXCERPT_CHARS = 200
 
+#: What a secret is replaced with wherever it appears.
+REDACTED = "[REDACTED]"
+#: The shortest beginning of a secret that is cut out when a text *ends* with it: what a cut through a
+#: secret leaves behind. Shorter stubs ("sk-") carry no secret and would match ordinary text too often.
+MIN_PARTIAL_SECRET_CHARS = 4
+
 
 class RetriableHTTPError(Exception):
     """One attempt failed in a way another attempt may fix. Internal to the judges' retry loops."""
@@ -152,21 +158,59 @@ async def read_head(response: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)[:limit]
 
 
+def _secret_values(secrets: Iterable[str | None]) -> list[str]:
+    # Longest first, so a secret that contains another is replaced whole.
+    return sorted({s for s in secrets if s}, key=len, reverse=True)
+
+
 def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """Remove secret values from text that may echo them (some servers quote the key they refused)."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[REDACTED]")
+    """Remove secret values from text that may echo them (some servers quote the key they refused).
+
+    Only whole occurrences: a text that was cut may still end with a secret's beginning, which is
+    :func:`redact_edge`'s job. Redact a text *before* cutting it, then its edge.
+    """
+    for secret in _secret_values(secrets):
+        text = text.replace(secret, REDACTED)
     return text
 
 
+def redact_edge(text: str, secrets: Iterable[str | None], *, min_chars: int = MIN_PARTIAL_SECRET_CHARS) -> str:
+    """``text`` with a secret's beginning at its very end replaced, as a cut through the secret leaves it.
+
+    The longest beginning of any secret that ``text`` ends with, if it has at least ``min_chars``
+    characters, becomes ``[REDACTED]``. Whole secrets are :func:`redact`'s job.
+    """
+    longest = 0
+    for secret in _secret_values(secrets):
+        for size in range(min(len(secret) - 1, len(text)), max(min_chars, longest + 1) - 1, -1):
+            if text.endswith(secret[:size]):
+                longest = size
+                break
+    return text[: len(text) - longest] + REDACTED if longest else text
+
+
 def excerpt(body: bytes, secrets: Iterable[str | None] = (), limit: int = ERROR_EXCERPT_CHARS) -> str:
-    """A short, printable, secret-free excerpt of an untrusted body, for error messages."""
-    text = body[: limit * 4].decode("utf-8", errors="replace")
-    text = redact(text, secrets)
-    text = "".join(ch if ch.isprintable() else " " for ch in text)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """A short, printable, secret-free excerpt of an untrusted body, for error messages.
+
+    Secrets are cut out of the whole decoded body before anything is shortened, and again at every
+    place where the text is cut (the body's own end, which may be a read cut short, included): a cut
+    through a secret would otherwise leave its beginning, which no longer matches the whole secret,
+    and collapsing a run of padding could then bring it into the excerpt. The result is at most
+    ``limit`` characters, or a few more when a secret's beginning at the cut became ``[REDACTED]``.
+    """
+    values = _secret_values(secrets)
+    text = redact(body.decode("utf-8", errors="replace"), values)
+    text = redact_edge(text, values)  # the body may itself be the head of a longer one
+    # Bounded work for a large body: only a window is made printable. Its cut is a cut like any other.
+    window = text[: limit * 4]
+    if len(window) < len(text):
+        window = redact_edge(window, values)
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in window).split())
+    # Dropping non-printable characters and spaces may have put a secret's beginning at the end.
+    text = redact_edge(text, values)
+    if len(text) <= limit:
+        return text
+    return redact_edge(text[: limit - 1], values) + "…"
 
 
 def make_client(
@@ -192,8 +236,8 @@ def make_client(
     return client
 
 
-def describe_transport_error(exc: BaseException) -> str:
-    """A short, accurate reason for a failed round trip.
+def describe_transport_error(exc: BaseException, secrets: Iterable[str | None] = ()) -> str:
+    """A short, accurate reason for a failed round trip, without any of ``secrets``.
 
     httpx-aiohttp maps a refused connection (aiohttp ``ClientConnectorError``) to ``httpx.ConnectTimeout``,
     which would send whoever is on call looking for a slow server instead of a dead one; the aiohttp
@@ -206,7 +250,7 @@ def describe_transport_error(exc: BaseException) -> str:
         return f"timeout ({type(cause).__name__})"
     if isinstance(cause, aiohttp.ServerDisconnectedError | httpx.RemoteProtocolError):
         return f"server disconnected ({type(cause).__name__})"
-    return f"transport error ({type(cause).__name__}: {excerpt(str(cause).encode(), limit=120)})"
+    return f"transport error ({type(cause).__name__}: {excerpt(str(cause).encode(), secrets, limit=120)})"
 
 
 # --- a reusable POST-JSON boundary for HTTP judges ------------------------------------------------------
@@ -306,6 +350,34 @@ class RequestRefused(JudgeRejected):
         self.status = status
 
 
+#: Statuses that say the credentials were refused: a missing, wrong, revoked or under-privileged key.
+AUTH_STATUSES = frozenset({401, 403})
+
+
+class JudgeAuthError(JudgeRejected):
+    """The judge refused our credentials (HTTP 401 or 403): never retried, since no retry fixes a key.
+
+    A ``JudgeRejected``, so the core files it like any refusal ("judge_rejected"). The message names
+    the judge (model and host) and carries a scrubbed excerpt of the server's answer, never the key.
+    """
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """The answer to one GET (see ``JSONEndpoint.probe``), or why none came."""
+
+    #: The HTTP status; None when no answer arrived (then ``failure`` says why).
+    status: int | None
+    #: A scrubbed excerpt of an error body ("" for a 2xx, which is not read).
+    detail: str = ""
+    #: Why no status arrived: refused connection, timeout, bad URL. Scrubbed.
+    failure: str | None = None
+
+
 class JSONEndpoint:
     """POST JSON to one URL as a judge would: retries, timeouts, concurrency and body caps, redaction.
 
@@ -374,13 +446,44 @@ class JSONEndpoint:
     def __repr__(self) -> str:
         return f"JSONEndpoint(label={self._label!r})"
 
+    def _secret_values(self) -> list[str]:
+        return [s.get_secret_value() for s in self._secrets]
+
     def scrub(self, text: str) -> str:
-        """``text`` without any of the secrets."""
-        return redact(text, (s.get_secret_value() for s in self._secrets))
+        """``text`` without any of the secrets (whole ones: cut a text only after scrubbing it)."""
+        return redact(text, self._secret_values())
 
     def excerpt(self, body: bytes, limit: int = ERROR_EXCERPT_CHARS) -> str:
         """A short, printable, secret-free excerpt of an untrusted body."""
-        return excerpt(body, (s.get_secret_value() for s in self._secrets), limit)
+        return excerpt(body, self._secret_values(), limit)
+
+    async def probe(self, url: str, headers: Mapping[str, str] | None = None, *, timeout_s: float) -> ProbeResult:
+        """One GET of ``url`` with this endpoint's client, for a start-up check: no retries, no limiter.
+
+        Never raises for what the server does: the status (with a scrubbed excerpt of an error body),
+        or the reason no answer came within ``timeout_s`` seconds. A 2xx body is not read.
+        """
+        if self._closed:
+            raise RuntimeError(f"judge {self._label} is closed")
+        try:
+            with anyio.fail_after(timeout_s):
+                async with self._client.stream("GET", url, headers=dict(headers or {})) as resp:
+                    status = resp.status_code
+                    if 200 <= status < 300:
+                        return ProbeResult(status)
+                    try:
+                        head = await read_head(resp, 4096)
+                    except httpx.HTTPError:
+                        head = b""
+                    return ProbeResult(status, self._detail(head))
+        except TimeoutError:
+            return ProbeResult(None, failure=f"no answer within {timeout_s:g} s")
+        except httpx.UnsupportedProtocol as exc:
+            return ProbeResult(None, failure=f"unsupported URL ({self.excerpt(str(exc).encode(), 120)})")
+        except (httpx.TransportError, aiohttp.ClientError) as exc:
+            return ProbeResult(None, failure=describe_transport_error(exc, self._secret_values()))
+        except httpx.HTTPError as exc:
+            return ProbeResult(None, failure=f"{type(exc).__name__}: {self.excerpt(str(exc).encode(), 120)}")
 
     async def post(
         self,
@@ -460,7 +563,7 @@ class JSONEndpoint:
                 raise JudgeRejected(f"judge {self._label}: unsupported URL: {exc}") from None
             except (httpx.TransportError, aiohttp.ClientError) as exc:
                 # Timeouts, refused or dropped connections, truncated bodies: all worth another attempt.
-                raise RetriableHTTPError(self.scrub(describe_transport_error(exc))) from None
+                raise RetriableHTTPError(describe_transport_error(exc, self._secret_values())) from None
             except httpx.DecodingError as exc:
                 raise JudgeUnavailable(f"judge {self._label}: undecodable response body ({exc})") from None
             except ResponseTooLargeError as exc:
@@ -494,7 +597,10 @@ class JSONEndpoint:
                     status=status,
                     retry_after=parse_retry_after_headers(resp.headers),
                 )
-            raise JudgeRejected(f"judge {self._label} rejected the request: HTTP {status}: {detail or '(empty body)'}")
+            message = f"judge {self._label} rejected the request: HTTP {status}: {detail or '(empty body)'}"
+            if status in AUTH_STATUSES:
+                raise JudgeAuthError(message, status=status)
+            raise JudgeRejected(message)
 
     @staticmethod
     def _is_refusal(refused: RefusalCheck, status: int, head: bytes) -> bool:
@@ -517,8 +623,9 @@ class JSONEndpoint:
 class EndpointJudge:
     """What a ``Judge`` over one ``JSONEndpoint`` shares whatever its wire format: identity and lifecycle.
 
-    A subclass sets ``_model``, ``_version``, ``_temperature``, ``_where`` (see ``host_label``) and
-    ``_http`` in its constructor, and adds ``provider``, ``complete`` and its wire format.
+    A subclass sets ``_model``, ``_version``, ``_temperature``, ``_where`` (see ``host_label``),
+    ``_models_url`` (the server's model list, for ``probe_models``) and ``_http`` in its constructor,
+    and adds ``provider``, ``complete``, ``_auth_headers`` and its wire format.
 
     It also adds ``cache_params()``: every setting besides the prompt that shapes a reply, which
     ``CachingJudge`` puts in its key (``streams.judges.cache.request_key``). The key already holds the
@@ -531,6 +638,8 @@ class EndpointJudge:
     _version: str
     _temperature: float
     _where: str
+    _models_url: str
+    _api_key: SecretStr | None
     _http: JSONEndpoint
 
     @property
@@ -551,6 +660,32 @@ class EndpointJudge:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    @property
+    def label(self) -> str:
+        """Names the judge in messages and logs: model and host, never credentials."""
+        return self._label
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether a key is configured (never the key itself)."""
+        return self._api_key is not None and bool(self._api_key.get_secret_value())
+
+    @property
+    def models_url(self) -> str:
+        """The server's model list: what ``probe_models`` reads."""
+        return self._models_url
+
+    def _auth_headers(self) -> dict[str, str]:
+        """The headers every request carries beyond the client's own: credentials, API version."""
+        raise NotImplementedError
+
+    async def probe_models(self, *, timeout_s: float) -> ProbeResult:
+        """GET the model list with this judge's credentials: the cheapest call that proves them.
+
+        One attempt, outside the concurrency limit and any breaker; see ``JSONEndpoint.probe``.
+        """
+        return await self._http.probe(self._models_url, self._auth_headers(), timeout_s=timeout_s)
 
     async def __aenter__(self) -> Self:
         return self

@@ -164,6 +164,23 @@ def _error_fields(body: bytes) -> tuple[str, str, str]:
     )
 
 
+def error_detail(head: bytes) -> str | None:
+    """``"<code>: <message>"`` (or the message alone) from an OpenAI-style error body; ``None`` to show
+    the raw excerpt instead (a body that is not a JSON error, e.g. an HTML page from a proxy).
+
+    Error messages then read as the server meant them ("HTTP 401: invalid_api_key: Incorrect API key
+    provided: [REDACTED]"), not as JSON punctuation; they are scrubbed and clipped like any excerpt.
+    """
+    try:
+        json.loads(head)
+    except (ValueError, RecursionError):
+        return None
+    message, _, code = _error_fields(head)
+    if not message.strip():
+        return None
+    return f"{code}: {message}" if code else message
+
+
 def is_format_refusal(status: int, body: bytes) -> bool:
     """Whether an error answer says the server does not take the request's structured-output form.
 
@@ -263,6 +280,7 @@ class OpenAICompatibleJudge(EndpointJudge):
         self._wire_max_length = wire_max_length
         self._wire_int_enum_max = wire_int_enum_max
         self._public_endpoint = public_url(url)
+        self._models_url = str(url).rstrip("/") + "/models"
         self._http = JSONEndpoint(
             url=str(url).rstrip("/") + "/chat/completions",
             label=self._label,
@@ -279,6 +297,7 @@ class OpenAICompatibleJudge(EndpointJudge):
             max_response_bytes=max_response_bytes,
             headers={"Accept": "application/json", "User-Agent": "pairjudge"},
             secrets=(api_key,),
+            error_detail=error_detail,
         )
 
     # --- the Judge protocol (model, version, temperature, heuristic, aclose: EndpointJudge) ---------
@@ -356,11 +375,13 @@ class OpenAICompatibleJudge(EndpointJudge):
 
     # --- internals -------------------------------------------------------------------------------
 
+    def _auth_headers(self) -> dict[str, str]:
+        if self._api_key is None:
+            return {}
+        return {"Authorization": f"Bearer {self._api_key.get_secret_value()}"}
+
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self._api_key is not None:
-            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-        return headers
+        return {"Content-Type": "application/json", **self._auth_headers()}
 
     def _llama_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         adapted: dict[str, Any] = adapt_schema_for_llama(

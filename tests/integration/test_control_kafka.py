@@ -1,15 +1,29 @@
-"""Live settings on real Kafka: the tie-break is switched off and on again without a redeploy."""
+"""Live settings on real Kafka: the tie-break is switched off and on again without a redeploy, and a
+worker is ready to judge only once it has read every update written before it started."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
+from agents.policy import Policy
+from schemas import ControlUpdate
+from streams.brokers import RunningBroker, start_kafka
+from streams.codecs import encode
 from streams.collector import collect_outcomes
-from streams.control import publish_control
+from streams.control import follow_control, publish_control
+from streams.pipeline import PolicyHolder
 from streams.producer import send_events
+from streams.settings import Settings
 from tests.integration.harness import kafka_run, running_worker
 from tests.integration.pairgen import sample_dicts
 
@@ -49,3 +63,112 @@ async def test_the_tiebreak_switch_reaches_a_running_worker(kafka_bootstrap: str
     assert kind == "verdicts" or event["stage"] == "tiebreak"
     assert n <= 4, f"the change took {n - 1} pairs to arrive"
     assert "control: tiebreak_enabled cleared" in log
+
+
+# --- catching up at start-up ---------------------------------------------------------------------
+
+#: Updates written before the follower starts: several thousand of ~3.6 KB, some 18 MB, which take
+#: about 18 fetches of 1 MB to read, so a stall can land in the middle of the read.
+UPDATES = 5000
+#: The last update's value; no earlier update has it, so a policy showing it has read to the end.
+LAST_VALUE = 0.123
+#: How long the broker is paused mid-read: well over one poll, which the old follower took for "caught up".
+STALL_S = 3.0
+
+
+async def _fill_control(settings: Settings, n: int) -> None:
+    """``n`` updates of one key; values cycle through 0.50-0.89 and the last is ``LAST_VALUE``."""
+    key = "primary_confidence_threshold"
+    padding = "x" * 3500  # under the follower's 4096-byte limit per update
+    # Big batches: with the default 16 KB, four updates a round trip, writing them took half a minute.
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", linger_ms=20, max_batch_size=512 * 1024
+    )
+    await producer.start()
+    try:
+        for i in range(n):
+            value = LAST_VALUE if i == n - 1 else 0.5 + (i % 40) / 100
+            update = ControlUpdate(key=key, value=value, updated_by=f"test {i} {padding}")
+            await producer.send(settings.topics.name("control"), key=key.encode(), value=encode(update))
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+@contextlib.asynccontextmanager
+async def _following(settings: Settings) -> AsyncIterator[tuple[PolicyHolder, asyncio.Future[Policy]]]:
+    """A running follower, and the policy it held at the moment it declared itself ready."""
+    holder = PolicyHolder(settings.policy.to_policy(), follows_control=True)
+    loop = asyncio.get_running_loop()
+    at_ready: asyncio.Future[Policy] = loop.create_future()
+
+    async def snapshot() -> None:
+        await holder.ready.wait()
+        at_ready.set_result(holder.current)
+
+    tasks = [asyncio.create_task(follow_control(settings, holder)), asyncio.create_task(snapshot())]
+    try:
+        yield holder, at_ready
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _until(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g} s")
+        await asyncio.sleep(0.005)
+
+
+@contextlib.contextmanager
+def _paused(broker: RunningBroker) -> Iterator[None]:
+    """The broker's JVM stopped (SIGSTOP): connections stay open, nothing is answered, as on an overloaded broker."""
+    os.killpg(broker.process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.killpg(broker.process.pid, signal.SIGCONT)
+
+
+@pytest.fixture
+def own_kafka(tmp_path: Path) -> Iterator[RunningBroker]:
+    """A Kafka of this test's own: it is paused, which the shared broker must never be."""
+    with start_kafka(tmp_path / "kafka") as broker:
+        yield broker
+
+
+@pytest.mark.slow
+async def test_ready_only_once_every_earlier_update_is_applied_even_if_the_broker_stalls_mid_read(
+    own_kafka: RunningBroker, tmp_path: Path
+) -> None:
+    settings = await kafka_run(own_kafka.bootstrap, tmp_path, "ctl-stall")
+    await _fill_control(settings, UPDATES)
+    async with _following(settings) as (holder, at_ready):
+        # Stall the broker as soon as the follower has applied its first updates: in the middle of its read.
+        await _until(lambda: holder.current != holder.base, timeout=60)
+        with _paused(own_kafka):
+            value_at_stall = holder.current.primary_confidence_threshold
+            await asyncio.sleep(STALL_S)
+            ready_during_stall = holder.ready.is_set()
+        policy = await asyncio.wait_for(at_ready, timeout=120)
+    assert value_at_stall != LAST_VALUE, "the stall came after the read had finished: the test proved nothing"
+    assert policy.primary_confidence_threshold == LAST_VALUE, (
+        f"ready with {policy.primary_confidence_threshold}, not the last update's {LAST_VALUE}"
+    )
+    assert not ready_during_stall, "declared ready while the broker was not answering"
+
+
+async def test_an_empty_control_topic_is_ready_at_once(kafka_bootstrap: str, tmp_path: Path) -> None:
+    settings = await kafka_run(kafka_bootstrap, tmp_path, "ctl-empty")
+    started = time.monotonic()
+    async with _following(settings) as (holder, at_ready):
+        policy = await asyncio.wait_for(at_ready, timeout=30)
+    # Well under one poll (1 s) after start-up: no waiting for an empty poll.
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.0, f"ready after {elapsed:.2f} s"
+    assert policy == holder.base

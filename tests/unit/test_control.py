@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from aiokafka import TopicPartition
 
 from agents.policy import Policy
 from schemas import ControlUpdate
-from streams.control import apply_record, parse_value
+from streams.control import apply_record, caught_up, parse_value
 from streams.pipeline import PolicyHolder
 
 
@@ -51,3 +52,24 @@ def test_parse_value() -> None:
     assert parse_value("tiebreak_confidence_threshold", "0.65") == 0.65
     with pytest.raises(ValueError, match="true or false"):
         parse_value("tiebreak_enabled", "maybe")
+
+
+P0, P1 = TopicPartition("pairjudge.control", 0), TopicPartition("pairjudge.control", 1)
+
+
+@pytest.mark.parametrize(
+    ("positions", "targets", "expected"),
+    [
+        ({P0: 0}, {P0: 0}, True),  # an empty topic: ready at once
+        ({}, {}, True),
+        ({P0: 4999}, {P0: 5000}, False),  # one update still unread
+        ({P0: 5000}, {P0: 5000}, True),
+        ({P0: 5003}, {P0: 5000}, True),  # compaction gaps, or updates written since start-up
+        ({P0: 5000, P1: 2}, {P0: 5000, P1: 3}, False),  # every partition, not just one
+        ({P0: 5000}, {P0: 5000, P1: 0}, False),  # a partition with no position yet is not caught up
+    ],
+)
+def test_caught_up_means_every_position_reached_its_start_up_end_offset(
+    positions: dict[TopicPartition, int], targets: dict[TopicPartition, int], expected: bool
+) -> None:
+    assert caught_up(positions, targets) is expected

@@ -222,13 +222,16 @@ async def test_reask_can_rescue_an_ordering() -> None:
     assert "not valid JSON" in reasked[0].messages[-1].content
 
 
-@pytest.mark.parametrize("exc", [JudgeUnavailable("connect timeout"), JudgeRejected("401 unauthorized")])
-async def test_judge_failure_goes_to_review_judge_unavailable(exc: Exception) -> None:
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [(JudgeUnavailable("connect timeout"), "judge_unavailable"), (JudgeRejected("401 unauthorized"), "judge_rejected")],
+)
+async def test_judge_failure_goes_to_review_with_its_kind(exc: Exception, reason: str) -> None:
     pair = make_pair()
     judge = ScriptedJudge(per_order(pair, exc, tone_reply("B")))
     decision = await judge_pair(pair, judge, Policy())
     assert isinstance(decision.outcome, ReviewRequest)
-    assert decision.outcome.reason == "judge_unavailable"
+    assert decision.outcome.reason == reason
     assert judge.calls == 2  # the failing ordering was not re-asked
 
 

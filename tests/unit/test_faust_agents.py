@@ -44,6 +44,15 @@ def _capture(wired: PairjudgeApp) -> Captured:
             return fut
 
         topic.send = send  # type: ignore[method-assign,assignment]
+    for stage, table in wired.outcomes.tables.items():
+        # The outcome tables' changelog writes are outgoing sends too: captured, and acked at once.
+        def send_changelog(partition: int, key: bytes, value: bytes | None, _stage: str = stage, **_: Any) -> Any:
+            captured.sent.append((f"changelog-{_stage}", key, value or b"", {}))
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            fut.set_result(None)
+            return fut
+
+        table.send_changelog = send_changelog
     return captured
 
 
@@ -70,7 +79,7 @@ async def test_a_consistent_pair_becomes_a_verdict_with_its_trace(tmp_path: Path
     stage = spans["pairjudge.primary"]
     assert verdict.trace_id == format(stage.context.trace_id, "032x")
     # The outgoing traceparent continues the same trace.
-    _, _, _, headers = captured.sent[0]
+    headers = next(h for kind, _, _, h in captured.sent if kind == "verdicts")
     assert headers["traceparent"].decode().split("-")[1] == verdict.trace_id
 
 
@@ -132,3 +141,105 @@ async def test_a_judge_that_stays_invalid_sends_the_pair_to_review_not_a_tie(tmp
     assert captured.of("verdicts") == []
     assert captured.of("tiebreak") == []
     assert all(o.retries == 2 for o in reviews[0].orderings)
+
+
+async def test_a_redelivered_pair_replays_its_recorded_outcome_without_judging_it_again(tmp_path: Path) -> None:
+    """DESIGN §2.12: a second delivery of a pair (a rebalance, a crash, a producer retry) gets the same
+    outcome, byte for byte, even from a judge that would now answer differently."""
+    pair = make_pair()
+    calls: list[str] = []
+
+    def fickle(req: JudgeRequest) -> str:
+        calls.append(req.template)
+        # The first pair of calls favours the first candidate; any later call the second one.
+        first = len(calls) <= 2
+        favours_first = (order_of(req, pair) == "AB") == first
+        return tone_reply(winner="A" if favours_first else "B")
+
+    wired, exporter = _wire(tmp_path, fickle)
+    captured = _capture(wired)
+    raw = pair.model_dump_json().encode()
+    async with wired.judge_agent.test_context() as agent:
+        await agent.put(raw, key=pair.pair_id.encode())
+        await agent.put(raw, key=pair.pair_id.encode())
+    verdicts = [value for kind, _, value, _ in captured.sent if kind == "verdicts"]
+    assert len(verdicts) == 2
+    assert verdicts[0] == verdicts[1], "the redelivery published a different outcome"
+    assert PairVerdict.model_validate_json(verdicts[0]).winner == pair.candidates[0].candidate_id
+    assert len(calls) == 2, f"the judge was asked again on redelivery: {calls}"
+    # Recorded once, on the primary stage's changelog, before it was published.
+    kinds = [kind for kind, _, _, _ in captured.sent]
+    assert kinds == ["changelog-primary", "verdicts", "verdicts"]
+    wired.telemetry.tracer_provider.force_flush()
+    replayed = [s for s in exporter.get_finished_spans() if (s.attributes or {}).get("pairjudge.replayed")]
+    assert len(replayed) == 1
+
+
+async def test_an_input_whose_delivery_fails_is_never_acked(tmp_path: Path) -> None:
+    """Faust acks in a ``finally`` when an agent raises; the worker must instead stop with the input
+    unacked, so the commit ledger keeps it pending and a restart judges it again."""
+    from aiokafka.errors import KafkaTimeoutError
+
+    pair = make_pair()
+    wired, _ = _wire(tmp_path, lambda req: tone_reply(winner="A" if order_of(req, pair) == "AB" else "B"))
+    _capture(wired)
+
+    async def failing_send(**_: Any) -> Any:
+        raise KafkaTimeoutError("the broker went away")
+
+    wired.topics["verdicts"].send = failing_send  # type: ignore[method-assign]
+    crashed: list[BaseException] = []
+
+    async def crash(reason: BaseException) -> None:
+        crashed.append(reason)
+
+    wired.faust_app.crash = crash  # type: ignore[method-assign]
+    async with wired.judge_agent.test_context() as agent:
+        event = await agent.put(pair.model_dump_json().encode(), key=pair.pair_id.encode(), wait=False)
+        for _ in range(200):
+            if crashed:
+                break
+            await asyncio.sleep(0.01)
+    assert [type(c).__name__ for c in crashed] == ["KafkaTimeoutError"]
+    assert not event.message.acked, "the input was acked although its outcome was never delivered"
+
+
+async def test_two_deliveries_of_one_pair_in_flight_at_once_are_judged_once(tmp_path: Path) -> None:
+    """A producer retry (or a re-published tie-break request) can put the same pair in two actors at
+    once; the second waits for the first and publishes its outcome instead of asking the judge again."""
+    pair = make_pair()
+    calls: list[str] = []
+    release = asyncio.Event()
+
+    async def slow_first(req: JudgeRequest) -> None:
+        calls.append(order_of(req, pair))
+        if len(calls) <= 2:
+            await release.wait()
+
+    def fickle(req: JudgeRequest) -> str:
+        favours_first = (order_of(req, pair) == "AB") == (len(calls) <= 2)
+        return tone_reply(winner="A" if favours_first else "B")
+
+    settings = Settings(worker={"data_dir": tmp_path, "concurrency": 4})
+    telemetry = Telemetry(settings.telemetry, tracer_provider=make_tracer_provider(settings.telemetry))
+    judge = ScriptedJudge(fickle, on_request=slow_first)
+    wired = create_app(settings, judge=judge, telemetry=telemetry, follow_control=False)
+    captured = _capture(wired)
+    raw = pair.model_dump_json().encode()
+    async with wired.judge_agent.test_context() as agent:
+        await agent.put(raw, key=pair.pair_id.encode(), wait=False)
+        await agent.put(raw, key=pair.pair_id.encode(), wait=False)
+        for _ in range(100):
+            if len(calls) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # the second delivery is in an actor now, waiting
+        release.set()
+        for _ in range(200):
+            if len([k for k, *_ in captured.sent if k == "verdicts"]) >= 2:
+                break
+            await asyncio.sleep(0.01)
+    verdicts = [value for kind, _, value, _ in captured.sent if kind == "verdicts"]
+    assert len(verdicts) == 2
+    assert verdicts[0] == verdicts[1]
+    assert len(calls) == 2, f"the judge was asked {len(calls)} times"

@@ -264,13 +264,16 @@ async def test_all_jurors_invalid_goes_to_review() -> None:
     assert decision.attributes["pairjudge.invalid_replies"] == 6
 
 
-@pytest.mark.parametrize("exc", [JudgeUnavailable("connect timeout"), JudgeRejected("401 unauthorized")])
-async def test_all_invalid_with_a_juror_down_is_judge_unavailable(exc: Exception) -> None:
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [(JudgeUnavailable("connect timeout"), "judge_unavailable"), (JudgeRejected("401 unauthorized"), "judge_rejected")],
+)
+async def test_all_invalid_with_a_juror_down_or_refused_says_which(exc: Exception, reason: str) -> None:
     pair = _pair()
     judges = [invalid(pair, "m1"), _juror(pair, exc, h2h_reply("A"), "m2")]
     out = (await judge_pair_jury(pair, judges, Policy())).outcome
     assert isinstance(out, ReviewRequest)
-    assert out.reason == "judge_unavailable"
+    assert out.reason == reason
 
 
 async def test_a_majority_survives_a_broken_juror() -> None:

@@ -124,7 +124,17 @@ def test_flip_outranks_low_confidence_and_tie_outranks_low_confidence() -> None:
         (_ordering("AB", X), _ordering("BA", None), "ordering_invalid"),
         (_ordering("AB", None), _ordering("BA", None), "ordering_invalid"),
         (_ordering("AB", None, error="judge_unavailable: timeout"), _ordering("BA", X), "judge_unavailable"),
-        (_ordering("AB", X), _ordering("BA", None, error="judge_rejected: 401"), "judge_unavailable"),
+        (_ordering("AB", X), _ordering("BA", None, error="judge_rejected: 401"), "judge_rejected"),
+        (
+            _ordering("AB", None, error="judge_unavailable: 503"),
+            _ordering("BA", None, error="judge_rejected: 401"),
+            "judge_rejected",
+        ),
+        (
+            _ordering("AB", None, error="invalid_reply: bad"),
+            _ordering("BA", None, error="judge_rejected: 400"),
+            "judge_rejected",
+        ),
         (_ordering("AB", None), _ordering("BA", None, error="judge_unavailable: 503"), "judge_unavailable"),
     ],
 )

@@ -1,0 +1,86 @@
+"""Reading a ``Decision`` for the stream edge: facts about an outcome that decide where it goes.
+
+``rejected_detail`` serves the edge's rule for refusals: a decision whose outcome is a review for
+"judge_rejected" (a judge answered a request with a 4xx such as a bad key or a prompt over its context
+length; see :func:`agents.reconcile.failure_reason`) is not something a reviewer can fix, so the edge
+dead-letters the pair and raises an ``Alert`` instead of asking a human. This module gives it the text
+for both, from what the orderings already recorded (``OrderingResult.error`` is ``"<kind>: <detail>"``,
+written by :func:`agents.validation.ask_validated` from the judge's exception, whose message the HTTP
+judges have already scrubbed of credentials).
+
+Pure: no I/O, only the contracts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from agents.core import Decision
+from agents.reconcile import Outcome
+from agents.validation import error_kind_of
+from schemas.events import OrderingResult, ReviewRequest
+
+__all__ = ["is_judge_rejected", "rejected_detail", "rejected_orderings", "rejected_status"]
+
+_PREFIX: Final = "judge_rejected:"
+#: How the HTTP judges put the status in a rejection's message (``... rejected the request: HTTP 401: ...``).
+_STATUS: Final = re.compile(r"\bHTTP (\d{3})\b")
+#: Distinct details kept in one ``rejected_detail``: a jury of many jurors refused alike says it once.
+_MAX_DETAILS: Final = 4
+
+
+def _outcome(decision: Decision | Outcome) -> Outcome:
+    return decision.outcome if isinstance(decision, Decision) else decision
+
+
+def is_judge_rejected(decision: Decision | Outcome) -> bool:
+    """True when the outcome is a review for "judge_rejected" (never for its audit copy)."""
+    outcome = _outcome(decision)
+    return isinstance(outcome, ReviewRequest) and outcome.reason == "judge_rejected"
+
+
+def rejected_orderings(decision: Decision | Outcome) -> tuple[OrderingResult, ...]:
+    """The orderings whose judge refused the request, in the outcome's order; empty unless judge_rejected."""
+    outcome = _outcome(decision)
+    if not isinstance(outcome, ReviewRequest) or outcome.reason != "judge_rejected":
+        return ()
+    return tuple(o for o in outcome.orderings if not o.valid and error_kind_of(o) == "judge_rejected")
+
+
+def rejected_detail(decision: Decision | Outcome) -> str | None:
+    """Why the judge refused, for a dead letter's ``error`` and an alert's ``message``; else None.
+
+    None unless the outcome is a review for "judge_rejected". The text is each refusing ordering's
+    recorded detail without its "judge_rejected: " code, e.g. ``judge gpt-x@api.example.com rejected
+    the request: HTTP 401: Incorrect API key provided: [REDACTED]``. Orderings refused alike (both
+    orders, several jurors) give it once; different refusals are joined with " | " in ordering order,
+    at most four. Never empty for a judge_rejected outcome: when no ordering carries a detail (an
+    outcome built by hand), it says so.
+    """
+    outcome = _outcome(decision)
+    if not isinstance(outcome, ReviewRequest) or outcome.reason != "judge_rejected":
+        return None
+    details: dict[str, None] = {}
+    for ordering in rejected_orderings(outcome):
+        error = ordering.error or ""
+        detail = error[len(_PREFIX) :].strip() if error.startswith(_PREFIX) else error.strip()
+        details.setdefault(detail or "the judge refused the request (no detail recorded)", None)
+    if not details:
+        return "the judge refused the request (no detail recorded)"
+    shown = list(details)[:_MAX_DETAILS]
+    more = len(details) - len(shown)
+    return " | ".join(shown) + (f" | and {more} more" if more else "")
+
+
+def rejected_status(decision: Decision | Outcome) -> int | None:
+    """The HTTP status of the first refusal that names one (401, 403, 400, ...); None if none does.
+
+    Lets the edge tell an authentication failure (401/403: every pair will fail alike) from a refusal
+    of this pair's request (400: e.g. a prompt over the judge's context length).
+    """
+    for ordering in rejected_orderings(decision):
+        match = _STATUS.search(ordering.error or "")
+        if match:
+            return int(match.group(1))
+    return None

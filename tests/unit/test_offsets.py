@@ -1,0 +1,118 @@
+"""The commit ledger's rule: never commit past a handed-over offset that is not finished."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from streams.offsets import OffsetLedger
+
+TP = "pairs/0"
+
+
+class Msg:
+    """A message object: the ledger matches finishes by identity, as Faust hands over objects."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+def test_nothing_handed_over_commits_nothing() -> None:
+    assert OffsetLedger[str]().committable(TP) is None
+
+
+def test_a_slow_head_holds_the_commit_however_much_finishes_after_it() -> None:
+    # faust-streaming 0.15.3 committed 6 here: offset 0 still in flight, 1..5 acked, nothing committed yet.
+    ledger = OffsetLedger[str]()
+    msgs = [Msg(i) for i in range(6)]
+    for m in msgs:
+        ledger.started(TP, m.offset, m)
+    for m in msgs[1:]:
+        ledger.finished(TP, m.offset, m)
+    assert ledger.committable(TP) == 0
+    ledger.finished(TP, 0, msgs[0])
+    assert ledger.committable(TP) == 6
+
+
+def test_the_offset_right_after_the_commit_holds_it() -> None:
+    # The off-by-one: committed 10, offset 10 in flight, 11 and 12 done. Faust committed 13.
+    ledger = OffsetLedger[str]()
+    msgs = {i: Msg(i) for i in (10, 11, 12)}
+    for i, m in msgs.items():
+        ledger.started(TP, i, m)
+    ledger.finished(TP, 11, msgs[11])
+    ledger.finished(TP, 12, msgs[12])
+    assert ledger.committable(TP) == 10
+
+
+def test_holes_in_the_log_do_not_stall_the_commit() -> None:
+    # Compaction or transaction markers leave offsets that are never delivered.
+    ledger = OffsetLedger[str]()
+    for i in (3, 7, 8):
+        m = Msg(i)
+        ledger.started(TP, i, m)
+        ledger.finished(TP, i, m)
+    assert ledger.committable(TP) == 9
+
+
+def test_a_finish_from_before_a_rebalance_is_ignored() -> None:
+    ledger = OffsetLedger[str]()
+    old = Msg(5)
+    ledger.started(TP, 5, old)
+    ledger.forget([TP])  # revoked, then assigned again: offset 5 is delivered anew
+    new = Msg(5)
+    ledger.started(TP, 5, new)
+    assert ledger.finished(TP, 5, old) is False
+    assert ledger.committable(TP) == 5
+    assert ledger.finished(TP, 5, new) is True
+    assert ledger.committable(TP) == 6
+
+
+def test_a_finish_for_a_message_never_handed_over_is_ignored() -> None:
+    ledger = OffsetLedger[str]()
+    ledger.started(TP, 1, Msg(1))
+    assert ledger.finished(TP, 2, Msg(2)) is False
+    assert ledger.committable(TP) == 1
+
+
+def test_partitions_are_independent() -> None:
+    ledger = OffsetLedger[str]()
+    a, b = Msg(0), Msg(0)
+    ledger.started("p/0", 0, a)
+    ledger.started("p/1", 0, b)
+    ledger.finished("p/1", 0, b)
+    assert (ledger.committable("p/0"), ledger.committable("p/1")) == (0, 1)
+    assert sorted(ledger.partitions()) == ["p/0", "p/1"]
+    assert ledger.in_flight("p/0") == 1
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_interleavings_never_commit_past_unfinished_work(seed: int) -> None:
+    """Delivery in offset order with holes, finishes in any order, commits read at any moment."""
+    rng = random.Random(seed)
+    ledger = OffsetLedger[str]()
+    offsets = sorted(rng.sample(range(400), 150))
+    in_flight: dict[int, Msg] = {}
+    finished: set[int] = set()
+    delivered: list[int] = []
+    last_commit = 0
+    for offset in offsets:
+        m = Msg(offset)
+        ledger.started(TP, offset, m)
+        in_flight[offset] = m
+        delivered.append(offset)
+        for _ in range(rng.randint(0, 3)):
+            if in_flight:
+                done = rng.choice(list(in_flight))
+                assert ledger.finished(TP, done, in_flight.pop(done))
+                finished.add(done)
+        commit = ledger.committable(TP)
+        if commit is not None:
+            # Every delivered offset below the commit is finished, and commits never go backwards.
+            assert all(o in finished for o in delivered if o < commit)
+            assert commit >= last_commit
+            last_commit = commit
+    for offset, m in list(in_flight.items()):
+        ledger.finished(TP, offset, m)
+    assert ledger.committable(TP) == offsets[-1] + 1
