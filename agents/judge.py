@@ -71,24 +71,30 @@ class JudgeResponse:
     cached: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class JudgeIdentity:
+    """Who answers: what a verdict, a drift series and a cache key name the judge by.
+
+    Not ``schemas.JudgeInfo``: that is the wire contract and adds the prompt-template hash, which
+    belongs to the request, not the judge (:func:`judge_info` joins the two). Wrappers (tracing,
+    breaker, prices, cache) pass their inner judge's identity through unchanged, so wrapping opens no
+    new drift series.
+    """
+
+    provider: str
+    model: str
+    version: str = ""
+    temperature: float = 0.0
+    #: True for a judge that scores from text features rather than reading (the offline judge).
+    heuristic: bool = False
+
+
 @runtime_checkable
 class Judge(Protocol):
     """One judge endpoint. Implementations must be safe to call concurrently."""
 
     @property
-    def provider(self) -> str: ...
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def version(self) -> str: ...
-
-    @property
-    def temperature(self) -> float: ...
-
-    @property
-    def heuristic(self) -> bool: ...
+    def identity(self) -> JudgeIdentity: ...
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         """Answer one prompt. Raise ``JudgeUnavailable``/``JudgeRejected`` on failure, never return junk."""
@@ -96,13 +102,15 @@ class Judge(Protocol):
 
 
 def judge_info(judge: Judge, prompt_template_hash: str) -> JudgeInfo:
+    """The identity a verdict records: the judge's, plus the hash of the template it was shown."""
+    who = judge.identity
     return JudgeInfo(
-        provider=judge.provider,
-        model=judge.model,
-        version=judge.version,
+        provider=who.provider,
+        model=who.model,
+        version=who.version,
         prompt_template_hash=prompt_template_hash,
-        temperature=judge.temperature,
-        heuristic=judge.heuristic,
+        temperature=who.temperature,
+        heuristic=who.heuristic,
     )
 
 
@@ -132,24 +140,8 @@ class JudgeWrapper:
         return self._inner
 
     @property
-    def provider(self) -> str:
-        return self._inner.provider
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    @property
-    def version(self) -> str:
-        return self._inner.version
-
-    @property
-    def temperature(self) -> float:
-        return self._inner.temperature
-
-    @property
-    def heuristic(self) -> bool:
-        return self._inner.heuristic
+    def identity(self) -> JudgeIdentity:
+        return self._inner.identity
 
     def cache_params(self) -> dict[str, Any]:
         return cache_params_of(self._inner)

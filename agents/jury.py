@@ -152,14 +152,15 @@ def jury_info(judges: Sequence[Judge], prompt_template_hash: str) -> JudgeInfo:
     """
     if len(judges) == 1:
         return judge_info(judges[0], prompt_template_hash)
-    versions = [j.version for j in judges]
+    jurors = [j.identity for j in judges]
+    versions = [j.version for j in jurors]
     return JudgeInfo(
         provider=JUROR_PROVIDER,
-        model="+".join(j.model for j in judges),
+        model="+".join(j.model for j in jurors),
         version="+".join(versions) if any(versions) else "",
         prompt_template_hash=prompt_template_hash,
-        temperature=max(j.temperature for j in judges),
-        heuristic=any(j.heuristic for j in judges),
+        temperature=max(j.temperature for j in jurors),
+        heuristic=any(j.heuristic for j in jurors),
     )
 
 

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from agents import textfeatures as tf
 from agents.errors import JudgeRejected
-from agents.judge import JudgeRequest, JudgeResponse, PromptSlots
+from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse, PromptSlots
 from schemas.replies import (
     TONE_WEIGHTS,
     CriterionAnalysis,
@@ -49,6 +49,9 @@ from schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, HeadToHeadRubric, PairwiseR
 OFFLINE_JUDGE_VERSION = "heuristic-2"
 OFFLINE_MODEL = "pairjudge-heuristic"
 HEURISTIC_PREFIX = "Heuristic offline judge: "
+OFFLINE_IDENTITY = JudgeIdentity(
+    provider="offline", model=OFFLINE_MODEL, version=OFFLINE_JUDGE_VERSION, temperature=0.0, heuristic=True
+)
 
 
 def _max_length(annotated: object, default: int) -> int:
@@ -86,24 +89,8 @@ class OfflineJudge:
     """The embedded, deterministic, heuristic judge. Safe to call concurrently (it keeps no state)."""
 
     @property
-    def provider(self) -> str:
-        return "offline"
-
-    @property
-    def model(self) -> str:
-        return OFFLINE_MODEL
-
-    @property
-    def version(self) -> str:
-        return OFFLINE_JUDGE_VERSION
-
-    @property
-    def temperature(self) -> float:
-        return 0.0
-
-    @property
-    def heuristic(self) -> bool:
-        return True
+    def identity(self) -> JudgeIdentity:
+        return OFFLINE_IDENTITY
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         reply = judge_reply(request)

@@ -4,7 +4,7 @@
     ScriptedJudge(lambda request: ...)                     # per request: return text or an exception
     ScriptedJudge([JudgeResponse(text, model, cost_usd=0.01), ...])   # full replies, e.g. priced ones
 
-The callable form lets a test answer AB and BA differently (``request.slots.output_a`` tells them
+The callable form lets a test answer AB and BA differently (``request.order`` tells them
 apart) and simulate failures (return or raise ``JudgeUnavailable``). ``on_request`` is awaited before
 each answer, e.g. to hold both orderings at an ``anyio.Event`` and prove they run concurrently.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from agents.judge import JudgeRequest, JudgeResponse
+from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
 
 Answer = str | JudgeResponse | Exception
 Script = Sequence[Answer] | Callable[[JudgeRequest], Answer]
@@ -31,6 +31,7 @@ class ScriptedJudge:
         version: str = "",
         provider: str = "scripted",
         heuristic: bool = False,
+        temperature: float = 0.0,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
         latency_s: float = 0.0,
@@ -38,12 +39,11 @@ class ScriptedJudge:
         cost_usd: float | None = None,
     ) -> None:
         self._script = replies if callable(replies) else list(replies)
-        self._model = model
+        self._identity = JudgeIdentity(
+            provider=provider, model=model, version=version, temperature=temperature, heuristic=heuristic
+        )
         #: The model the "server" says answered: differs from ``model`` to simulate a silent reroute.
         self._answered_model = answered_model or model
-        self._version = version
-        self._provider = provider
-        self._heuristic = heuristic
         self._input_tokens = input_tokens
         self._output_tokens = output_tokens
         self._latency_s = latency_s
@@ -55,24 +55,8 @@ class ScriptedJudge:
         self.requests: list[JudgeRequest] = []
 
     @property
-    def provider(self) -> str:
-        return self._provider
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def version(self) -> str:
-        return self._version
-
-    @property
-    def temperature(self) -> float:
-        return 0.0
-
-    @property
-    def heuristic(self) -> bool:
-        return self._heuristic
+    def identity(self) -> JudgeIdentity:
+        return self._identity
 
     @property
     def calls(self) -> int:

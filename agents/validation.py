@@ -239,7 +239,7 @@ async def ask_validated(
                 latency_s=reported if reported > 0 else time.perf_counter() - started,
                 input_tokens=response.input_tokens if response is not None else None,
                 output_tokens=response.output_tokens if response is not None else None,
-                requested_model=judge.model,
+                requested_model=judge.identity.model,
                 answered_model=response.model if response is not None else None,
                 valid=error is None,
                 error=error,

@@ -71,7 +71,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -87,7 +87,7 @@ from rich.table import Table
 import streams.judges.http as http_module
 import streams.judges.openai as openai_module
 from agents.core import Decision, judge_pair, resolve_rubric
-from agents.judge import Judge, JudgeRequest, JudgeResponse
+from agents.judge import Judge, JudgeIdentity, JudgeRequest, JudgeResponse
 from agents.policy import Policy
 from agents.prompts import render_primary
 from schemas import CandidatePair
@@ -427,11 +427,7 @@ class SleepJudge:
     """The no-HTTP reference: the server's replies after the same sleep, in process."""
 
     latency: float
-    provider: str = "bench-in-process"
-    model: str = MODEL
-    version: str = ""
-    temperature: float = 0.0
-    heuristic: bool = False
+    identity: JudgeIdentity = field(default_factory=lambda: JudgeIdentity(provider="bench-in-process", model=MODEL))
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         started = time.perf_counter()
@@ -440,7 +436,7 @@ class SleepJudge:
         text = reply_text(prompt)
         return JudgeResponse(
             text=text,
-            model=self.model,
+            model=self.identity.model,
             input_tokens=len(prompt) // 4,
             output_tokens=len(text) // 4,
             latency_s=time.perf_counter() - started,

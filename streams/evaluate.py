@@ -294,9 +294,8 @@ def print_report(console: Console, report: EvaluateReport, judge: Judge) -> None
     for r in report.results:
         key = f"{r.outcome} ({r.decided_by})" if r.decided_by else r.outcome
         outcomes[key] = outcomes.get(key, 0) + 1
-    table = Table(
-        title=f"pairjudge evaluate: {judge.provider}/{judge.model}" + (" (heuristic)" if judge.heuristic else "")
-    )
+    who = judge.identity
+    table = Table(title=f"pairjudge evaluate: {who.provider}/{who.model}" + (" (heuristic)" if who.heuristic else ""))
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_row("pairs", str(len(report.results)))

@@ -179,14 +179,15 @@ class TracingJudge(JudgeWrapper):
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         tel = self._telemetry
         order = request.order
-        with tel.tracer.start_as_current_span(f"chat {self._inner.model}", kind=SpanKind.CLIENT) as span:
+        who = self._inner.identity
+        with tel.tracer.start_as_current_span(f"chat {who.model}", kind=SpanKind.CLIENT) as span:
             if span.is_recording():
                 span.set_attributes(
                     {
                         "gen_ai.operation.name": "chat",
-                        "gen_ai.provider.name": self._inner.provider,
-                        "gen_ai.request.model": self._inner.model,
-                        "gen_ai.request.temperature": self._inner.temperature,
+                        "gen_ai.provider.name": who.provider,
+                        "gen_ai.request.model": who.model,
+                        "gen_ai.request.temperature": who.temperature,
                         "pairjudge.stage": self._stage,
                         "pairjudge.template": request.template,
                         "pairjudge.order_shown": order,
@@ -206,7 +207,7 @@ class TracingJudge(JudgeWrapper):
                 tel.instruments.judge_calls.add(1, {"pairjudge.stage": self._stage, "outcome": "error"})
                 raise
             elapsed = time.perf_counter() - started
-            base = {"gen_ai.request.model": self._inner.model, "pairjudge.stage": self._stage}
+            base = {"gen_ai.request.model": who.model, "pairjudge.stage": self._stage}
             tel.instruments.judge_latency.record(elapsed, base)
             tel.instruments.judge_calls.add(1, {"pairjudge.stage": self._stage, "outcome": "ok"})
             if response.cached:
@@ -222,7 +223,7 @@ class TracingJudge(JudgeWrapper):
             if span.is_recording():
                 span.set_attribute("gen_ai.response.model", response.model)
                 span.set_attribute("pairjudge.cached", response.cached)
-                if response.model != self._inner.model:
+                if response.model != who.model:
                     # The server answered with another model than requested: judge drift, made visible.
                     span.set_attribute("pairjudge.model_rerouted", True)
                 if response.cost_usd is not None:

@@ -31,7 +31,7 @@ import httpx
 from pydantic import SecretStr
 
 from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.judge import JudgeRequest, JudgeResponse
+from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
 from streams.judges.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     RETRIABLE_STATUSES,
@@ -66,6 +66,9 @@ DEFAULT_TOOL_DESCRIPTION: Final = (
 _DOCUMENT_KEYS: Final = frozenset({"$schema", "$id"})
 
 _TOOL_NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
+
+#: The ``provider`` in this judge's identity (Anthropic Messages).
+PROVIDER = "anthropic"
 
 
 def tool_name_for(schema_name: str) -> str:
@@ -157,10 +160,8 @@ class AnthropicJudge(EndpointJudge):
         self._endpoint = root + "/v1/messages"
         self._models_url = root + "/v1/models"
         self._where = host_label(url)
-        self._model = model
-        self._version = version
+        self._identity = JudgeIdentity(provider=PROVIDER, model=model, version=version, temperature=temperature)
         self._anthropic_version = anthropic_version
-        self._temperature = temperature
         self._api_key = api_key
         self._max_tokens = max_tokens
         self._tool_description = tool_description
@@ -187,11 +188,7 @@ class AnthropicJudge(EndpointJudge):
             error_detail=_error_detail,
         )
 
-    # --- the Judge protocol (model, version, temperature, heuristic, aclose: EndpointJudge) ---------
-
-    @property
-    def provider(self) -> str:
-        return "anthropic"
+    # --- the Judge protocol (identity, aclose: EndpointJudge) ---------------------------------------
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         payload = self.payload(request)
@@ -238,7 +235,7 @@ class AnthropicJudge(EndpointJudge):
         payload: dict[str, Any] = {
             "model": self._model,
             "max_tokens": self._max_tokens,
-            "temperature": self._temperature,
+            "temperature": self._identity.temperature,
             # System messages are hoisted in order: the Messages API has no system role in ``messages``.
             "messages": [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"],
             "tools": [

@@ -73,12 +73,13 @@ def _canonical(material: Mapping[str, Any]) -> bytes:
 
 def request_key(judge: Judge, request: JudgeRequest, params: Mapping[str, Any]) -> str:
     """The cache key of ``request`` to ``judge``: a sha256 hex digest (see the module docstring)."""
+    who = judge.identity
     material = {
         "key_format": KEY_FORMAT,
-        "provider": judge.provider,
-        "model": judge.model,
-        "version": judge.version,
-        "temperature": judge.temperature,
+        "provider": who.provider,
+        "model": who.model,
+        "version": who.version,
+        "temperature": who.temperature,
         "messages": [[m.role, m.content] for m in request.messages],
         "response_schema": request.response_schema,
         "schema_name": request.schema_name,

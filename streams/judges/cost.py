@@ -107,4 +107,4 @@ class PricedJudge(JudgeWrapper):
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         response = await self._inner.complete(request)
-        return dataclasses.replace(response, cost_usd=self._table.cost(response, self._inner.model))
+        return dataclasses.replace(response, cost_usd=self._table.cost(response, self._inner.identity.model))

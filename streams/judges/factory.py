@@ -124,13 +124,13 @@ def build_judge_stack(settings: JudgeSettings, *, clock: Callable[[], float] | N
         failure_threshold=settings.breaker_failures,
         cooldown_s=settings.breaker_cooldown_s,
         max_cooldown_s=max(settings.breaker_max_cooldown_s, settings.breaker_cooldown_s),
-        name=inner.model,
+        name=inner.identity.model,
         clock=clock or time.monotonic,
     )
     judge: Judge = BreakerJudge(PricedJudge(inner, PriceTable.of(settings.prices)), breaker)
     cache: ResponseCache | None = None
     caching: CachingJudge | None = None
-    if settings.cache_enabled and settings.kind != "offline" and not inner.heuristic:
+    if settings.cache_enabled and settings.kind != "offline" and not inner.identity.heuristic:
         cache = ResponseCache(
             settings.cache_dir,
             size_limit_bytes=settings.cache_size_mb * 1024 * 1024,

@@ -28,6 +28,7 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, RetryError, retry_if_exception_type
 
 from agents.errors import JudgeRejected, JudgeUnavailable
+from agents.judge import JudgeIdentity
 
 log = logging.getLogger(__name__)
 
@@ -623,9 +624,9 @@ class JSONEndpoint:
 class EndpointJudge:
     """What a ``Judge`` over one ``JSONEndpoint`` shares whatever its wire format: identity and lifecycle.
 
-    A subclass sets ``_model``, ``_version``, ``_temperature``, ``_where`` (see ``host_label``),
-    ``_models_url`` (the server's model list, for ``probe_models``) and ``_http`` in its constructor,
-    and adds ``provider``, ``complete``, ``_auth_headers`` and its wire format.
+    A subclass sets ``_identity``, ``_where`` (see ``host_label``), ``_models_url`` (the server's
+    model list, for ``probe_models``) and ``_http`` in its constructor, and adds ``complete``,
+    ``_auth_headers`` and its wire format.
 
     It also adds ``cache_params()``: every setting besides the prompt that shapes a reply, which
     ``CachingJudge`` puts in its key (``streams.judges.cache.request_key``). The key already holds the
@@ -634,29 +635,20 @@ class EndpointJudge:
     arrives, never which.
     """
 
-    _model: str
-    _version: str
-    _temperature: float
+    _identity: JudgeIdentity
     _where: str
     _models_url: str
     _api_key: SecretStr | None
     _http: JSONEndpoint
 
     @property
-    def model(self) -> str:
-        return self._model
+    def identity(self) -> JudgeIdentity:
+        return self._identity
 
     @property
-    def version(self) -> str:
-        return self._version
-
-    @property
-    def temperature(self) -> float:
-        return self._temperature
-
-    @property
-    def heuristic(self) -> bool:
-        return False
+    def _model(self) -> str:
+        """The model this judge requests (the wire formats send it with every call)."""
+        return self._identity.model
 
     async def aclose(self) -> None:
         await self._http.aclose()

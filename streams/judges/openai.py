@@ -33,7 +33,7 @@ from typing import Any, Final, Literal, TypeGuard
 from pydantic import SecretStr
 
 from agents.errors import JudgeUnavailable
-from agents.judge import JudgeRequest, JudgeResponse
+from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
 from streams.judges.cost import CACHED_INPUT_TOKENS
 from streams.judges.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -66,6 +66,9 @@ DEFAULT_WIRE_MAX_LENGTH = 1000
 DEFAULT_WIRE_INT_ENUM_MAX = 64
 
 _SCHEMA_NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
+
+#: The ``provider`` in this judge's identity (any OpenAI-compatible server).
+PROVIDER = "openai-compatible"
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -261,9 +264,7 @@ class OpenAICompatibleJudge(EndpointJudge):
         if max_concurrency < 1 or max_retries < 0 or max_tokens < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency, max_tokens and max_response_bytes must be >= 1, max_retries >= 0")
         self._where = host_label(url)
-        self._model = model
-        self._version = version
-        self._temperature = temperature
+        self._identity = JudgeIdentity(provider=PROVIDER, model=model, version=version, temperature=temperature)
         self._api_key = api_key
         self._response_format: ResponseFormatMode = response_format
         #: The form requests go out in. Fixed unless the mode is auto, where it only ever moves down
@@ -300,11 +301,7 @@ class OpenAICompatibleJudge(EndpointJudge):
             error_detail=error_detail,
         )
 
-    # --- the Judge protocol (model, version, temperature, heuristic, aclose: EndpointJudge) ---------
-
-    @property
-    def provider(self) -> str:
-        return "openai-compatible"
+    # --- the Judge protocol (identity, aclose: EndpointJudge) ---------------------------------------
 
     @property
     def response_format(self) -> ResponseFormatMode:
@@ -413,7 +410,7 @@ class OpenAICompatibleJudge(EndpointJudge):
         payload: dict[str, Any] = {
             "model": self._model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
-            "temperature": self._temperature,
+            "temperature": self._identity.temperature,
             self._max_tokens_field: self._max_tokens,
             "stream": False,
         }

@@ -21,7 +21,7 @@ from pydantic import SecretStr
 
 from agents.core import judge_pair, resolve_rubric
 from agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
-from agents.judge import ChatMessage, Judge, JudgeRequest, PromptSlots
+from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, PromptSlots
 from agents.policy import Policy
 from agents.prompts import REASK_INSTRUCTION, SYSTEM_PROMPT, render_primary
 from agents.validation import parse_reply
@@ -107,7 +107,7 @@ async def test_tool_use_reply_and_exact_request(
 ) -> None:
     judge = make_judge(max_tokens=300)
     assert isinstance(judge, Judge)
-    assert (judge.provider, judge.model, judge.temperature, judge.heuristic) == ("anthropic", "claude-test", 0.0, False)
+    assert judge.identity == JudgeIdentity(provider="anthropic", model="claude-test", temperature=0.0)
     fake_anthropic_server.script(
         tool_reply(DEFAULT_VERDICT, usage_=usage(input_tokens=40, output_tokens=77, cache_creation=1500, cache_read=0))
     )

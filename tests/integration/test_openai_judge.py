@@ -21,7 +21,7 @@ import pytest
 from pydantic import SecretStr
 
 from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.judge import ChatMessage, Judge, JudgeRequest, PromptSlots
+from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, PromptSlots
 from schemas.replies import ToneStyleReply
 from streams.judges.cache import CachingJudge, ResponseCache
 from streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
@@ -115,12 +115,7 @@ async def test_good_reply_records_model_tokens_latency(
 ) -> None:
     judge = make_judge(seed=7, max_tokens=300)
     assert isinstance(judge, Judge)
-    assert (judge.provider, judge.model, judge.temperature, judge.heuristic) == (
-        "openai-compatible",
-        "fake-model",
-        0.0,
-        False,
-    )
+    assert judge.identity == JudgeIdentity(provider="openai-compatible", model="fake-model", temperature=0.0)
     fake_judge_server.script(
         reply(DEFAULT_CONTENT, model="fake-model-2024-06-01", prompt_tokens=321, completion_tokens=54)
     )

@@ -72,8 +72,8 @@ def test_the_environment_overrides_the_file(config: Path, monkeypatch: pytest.Mo
 
 def test_a_jury_config_builds_one_stack_per_juror(config: Path) -> None:
     panel, stacks = build_panel(Settings())
-    assert [j.model for j in panel.primary] == ["juror-one", "juror-two", "pairjudge-heuristic"]
-    assert panel.tiebreak.model == "resolver-model"
+    assert [j.identity.model for j in panel.primary] == ["juror-one", "juror-two", "pairjudge-heuristic"]
+    assert panel.tiebreak.identity.model == "resolver-model"
     assert len(stacks) == 4
     assert len(panel.breakers) == 4
 

@@ -172,7 +172,7 @@ async def test_http_stack_is_cache_over_breaker_over_pricing_over_the_adapter(tm
         assert stack.cache is not None
         assert stack.cache.directory == tmp_path / "c"
         assert (tmp_path / "c").is_dir()
-        assert (stack.judge.model, stack.judge.provider) == ("gpt-4o", "openai-compatible")
+        assert (stack.judge.identity.model, stack.judge.identity.provider) == ("gpt-4o", "openai-compatible")
         # The endpoint is in the key, without its credentials or query.
         params = stack.judge.cache_params()
         assert params["endpoint"] == "https://judge.example:8443/v1"
@@ -202,4 +202,4 @@ async def test_cache_can_be_switched_off(tmp_path: Path) -> None:
 def test_the_stack_exposes_the_outermost_judge() -> None:
     judge = build_judge_stack(JudgeSettings()).judge
     assert isinstance(judge, BreakerJudge)
-    assert judge.model == OfflineJudge().model
+    assert judge.identity == OfflineJudge().identity

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from agents.errors import JudgeRejected
-from agents.judge import ChatMessage, Judge, JudgeRequest, PromptSlots, TemplateKind
+from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, PromptSlots, TemplateKind
 from agents.offline import (
     HEURISTIC_PREFIX,
     OFFLINE_JUDGE_VERSION,
@@ -187,12 +187,8 @@ def justification(reply: Reply) -> str:
 def test_implements_the_judge_protocol() -> None:
     j = OfflineJudge()
     assert isinstance(j, Judge)
-    assert (j.provider, j.model, j.version, j.temperature, j.heuristic) == (
-        "offline",
-        "pairjudge-heuristic",
-        OFFLINE_JUDGE_VERSION,
-        0.0,
-        True,
+    assert j.identity == JudgeIdentity(
+        provider="offline", model="pairjudge-heuristic", version=OFFLINE_JUDGE_VERSION, temperature=0.0, heuristic=True
     )
 
 

@@ -198,13 +198,8 @@ def test_the_key_changes_with_everything_that_shapes_the_reply() -> None:
 
 
 def test_the_key_follows_temperature() -> None:
-    class Warm(ScriptedJudge):
-        @property
-        def temperature(self) -> float:
-            return 0.7
-
     request = a_request()
-    assert _key(Warm([], model="m"), request) != _key(ScriptedJudge([], model="m"), request)
+    assert _key(ScriptedJudge([], model="m", temperature=0.7), request) != _key(ScriptedJudge([], model="m"), request)
 
 
 async def test_a_new_model_version_on_the_same_directory_misses(cache: ResponseCache) -> None:
