@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import re
+import tomllib
+from pathlib import Path
 from typing import get_args
 
 import pytest
 
+from agents import prompts
 from agents.judge import JudgeRequest, TemplateKind
 from agents.prompts import (
     MAX_ECHO_CHARS,
@@ -21,6 +25,7 @@ from agents.prompts import (
     render_tiebreak,
     response_schema,
     template_hash,
+    template_parts,
     template_text,
 )
 from schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair, Task, TieBreakWeights, WeightedCriterion
@@ -259,19 +264,81 @@ def test_template_hash_is_stable_distinct_and_pinned() -> None:
     hashes = {kind: template_hash(kind) for kind in KINDS}
     for kind, value in hashes.items():
         assert re.fullmatch(r"[0-9a-f]{16}", value)
-        assert value == hashlib.sha256(template_text(kind).encode()).hexdigest()[:16]
         assert template_text(kind).startswith(SYSTEM_PROMPT)
+        assert template_parts(kind)[0] == template_text(kind)
     assert len(set(hashes.values())) == len(KINDS)
     # Pinned: changing what a judge is told must be deliberate, because it opens new drift series.
     assert hashes == PINNED_HASHES
 
 
+#: Moved when the hash began to cover the re-ask and forced-choice texts (issue 7): every series restarts once.
 PINNED_HASHES = {
-    "tone_style": "0d8f338931a0fdd5",
-    "head_to_head": "419af06428377c80",
-    "pairwise": "ad8ca5d6e2eb4000",
-    "tiebreak": "a96e26c6cb2059d1",
+    "tone_style": "b92467d2b1243e02",
+    "head_to_head": "c63d412cc29c1e9c",
+    "pairwise": "dde41fe891a07072",
+    "tiebreak": "0007913495ccf062",
 }
+
+
+#: sha256 of each text as it was when the templates were Python strings: moving them to package data
+#: (agents/templates/) changed no byte of what a judge is shown.
+TEXT_SHA256 = {
+    "SYSTEM_PROMPT": "9acfe942a535551babb10500c82707d85a19920a508ef0b187f7a23338d37b2f",
+    "TONE_STYLE_TEMPLATE": "d0bae80185fd529f84e795c32f6ce56554ae3ed8a28f9f2a951bde7b45cd62e4",
+    "HEAD_TO_HEAD_TEMPLATE": "8f3a081f65ccd7742f1354626669e12d4fe9f6cdf6c802076d91981b84024af9",
+    "PAIRWISE_TEMPLATE": "6a89de3b55bf5ba822eba0a91d1c22a901d1f13008af4b084c9c92e4dddeab8e",
+    "TIEBREAK_TEMPLATE": "49971362842e00502a7846fc35e331d7c7bc0da0a1f5a9c403bf214cf1411770",
+    "REASK_INSTRUCTION": "93b8cd5ab9765a5145519cbccf0c93ce2b5faee0c28d2b7bebdcf10a22d8ede2",
+    "FORCED_CHOICE_INSTRUCTION": "7e9aa85d2467f8d5c364d8b4d7d5eaa58ea0786b19f783455d8e9d3aa183869c",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_SHA256))
+def test_template_files_hold_the_texts_byte_for_byte(name: str) -> None:
+    text = getattr(prompts, name)
+    assert hashlib.sha256(text.encode("utf-8")).hexdigest() == TEXT_SHA256[name]
+
+
+def test_template_files_ship_in_the_wheel() -> None:
+    package_data = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
+    shipped = package_data["package-data"]["agents"]
+    files = sorted(p.name for p in (Path(prompts.__file__).parent / "templates").glob("*.txt"))
+    assert len(files) == len(TEXT_SHA256)
+    assert all(any(fnmatch.fnmatch(f"templates/{f}", pattern) for pattern in shipped) for f in files)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_changing_the_reask_wording_changes_the_hash(kind: TemplateKind, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = template_hash(kind)
+    base = _render(kind, make_pair())
+    monkeypatch.setattr(prompts, "REASK_INSTRUCTION", prompts.REASK_INSTRUCTION.replace("corrected", "fixed"))
+    # The new wording reaches the judge ...
+    assert "Return only the fixed JSON object" in reask(base, "{}", "bad", attempt=1).messages[-1].content
+    # ... and opens a new drift series.
+    assert template_hash(kind) != before
+
+
+def test_changing_the_forced_choice_wording_changes_the_tiebreak_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = {kind: template_hash(kind) for kind in KINDS}
+    base = _render("tiebreak", make_pair())
+    reworded = prompts.FORCED_CHOICE_INSTRUCTION.replace("You must choose", "Choose")
+    monkeypatch.setattr(prompts, "FORCED_CHOICE_INSTRUCTION", reworded)
+    assert "Choose A or B" in forced_choice(base, "{}", ["a tie"], attempt=1).messages[-1].content
+    after = {kind: template_hash(kind) for kind in KINDS}
+    assert after["tiebreak"] != before["tiebreak"]
+    # Only the tie-break sends a forced choice, so only its series moves.
+    assert {k: v for k, v in after.items() if k != "tiebreak"} == {k: v for k, v in before.items() if k != "tiebreak"}
+
+
+def test_every_fixed_text_in_a_request_is_hashed() -> None:
+    """What ``render``, ``reask`` and ``forced_choice`` send, minus the fillings, is in ``template_parts``."""
+    base = _render("tiebreak", make_pair())
+    asked = forced_choice(reask(base, "{}", "ERR", attempt=1), "{}", ["PROBLEMS"], attempt=2)
+    parts = template_parts("tiebreak")
+    system, _, _, reasked, _, forced = asked.messages
+    assert system.content + "\n\n" == parts[0][: len(system.content) + 2]
+    assert reasked.content == parts[1].format(error="ERR")
+    assert forced.content == parts[2].format(problems="PROBLEMS")
 
 
 def test_reask_appends_reply_and_error_to_the_base_request() -> None:
