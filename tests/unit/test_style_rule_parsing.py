@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents import textfeatures as tf
-from agents.offline import ToneGuide, score_tone_dimensions
+from agents.offline import ToneGuide, features, reading, score_tone_dimensions, text
 from schemas.rubric import ToneStyleRubric
 
 
@@ -25,16 +24,16 @@ from schemas.rubric import ToneStyleRubric
     ],
 )
 def test_emoji_rules(guide: str, emoji_allowed: bool, max_emoji: int | None) -> None:
-    rules = tf.style_rules(guide)
+    rules = reading.style_rules(guide)
     assert rules.emoji_allowed is emoji_allowed
     assert rules.max_emoji == max_emoji
 
 
 def test_exclamation_caps_and_postposed_negation() -> None:
-    assert tf.style_rules("One exclamation mark at most per piece.").max_exclamations == 1
-    assert tf.style_rules("You can use up to three exclamation marks.").max_exclamations == 3
-    assert tf.style_rules("Exclamation marks are not allowed.").exclamations_allowed is False
-    slang = tf.style_rules("Contractions are fine; slang and emoji are not.")
+    assert reading.style_rules("One exclamation mark at most per piece.").max_exclamations == 1
+    assert reading.style_rules("You can use up to three exclamation marks.").max_exclamations == 3
+    assert reading.style_rules("Exclamation marks are not allowed.").exclamations_allowed is False
+    slang = reading.style_rules("Contractions are fine; slang and emoji are not.")
     assert slang.slang_allowed is False
     assert slang.contractions is True
 
@@ -45,8 +44,8 @@ def test_a_cap_costs_guideline_adherence_only_above_the_cap() -> None:
     )
     one = "Six hours up. Worth every step!"
     three = "Made it! What a climb! Worth every step!"
-    score_one = score_tone_dimensions(one, tf.profile(one), guide)["guideline_adherence"]
-    score_three = score_tone_dimensions(three, tf.profile(three), guide)["guideline_adherence"]
+    score_one = score_tone_dimensions(one, features.profile(one), guide)["guideline_adherence"]
+    score_three = score_tone_dimensions(three, features.profile(three), guide)["guideline_adherence"]
     assert score_one.score == 5
     assert score_three.score < 5
     assert "at most 1" in score_three.evidence
@@ -57,12 +56,12 @@ def test_letter_frame_is_not_part_of_the_voice() -> None:
         "Dear Ms Hartley,\n\nI confirm the transfer. The funds arrive today.\n\n"
         "Yours sincerely,\nEdward Lyle\nPrivate Banker"
     )
-    assert tf.letter_body(letter) == "I confirm the transfer. The funds arrive today."
+    assert features.letter_body(letter) == "I confirm the transfer. The funds arrive today."
     casual = "Hey Tom, ugh, sorry about the bag. Good news tho."
-    assert tf.letter_body(casual) == casual
-    assert tf.letter_body("Thank you for your patience.") == "Thank you for your patience."
+    assert features.letter_body(casual) == casual
+    assert features.letter_body("Thank you for your patience.") == "Thank you for your patience."
     # The frame's short lines no longer read as uneven rhythm.
-    assert tf.profile(letter).sentence_length_cv < tf.sentence_length_cv(letter)
+    assert features.profile(letter).sentence_length_cv < text.sentence_length_cv(letter)
 
 
 def test_drift_counts_less_on_short_halves_and_ignores_fragments() -> None:
@@ -71,6 +70,6 @@ def test_drift_counts_less_on_short_halves_and_ignores_fragments() -> None:
     short = " ".join(formal + slang)
     long = " ".join(formal * 3 + slang * 3)
     # The same switch of voice, measured on halves three times longer, is surer evidence.
-    assert 0.5 < tf.register_drift(short) < tf.register_drift(long)
+    assert 0.5 < features.register_drift(short) < features.register_drift(long)
     # Fragments carry too few markers to place on the register scale: three full sentences are too few.
-    assert tf.register_drift(" ".join([*formal, "Okay, fair.", "Yeah!", slang[0]])) == 0.0
+    assert features.register_drift(" ".join([*formal, "Okay, fair.", "Yeah!", slang[0]])) == 0.0

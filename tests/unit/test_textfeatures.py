@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 
-from agents import textfeatures as tf
+from agents.offline import features, reading, text, words
 
 
 @pytest.mark.parametrize(
@@ -35,11 +38,11 @@ from agents import textfeatures as tf
     ],
 )
 def test_count_syllables(word: str, expected: int) -> None:
-    assert tf.count_syllables(word) == expected
+    assert text.count_syllables(word) == expected
 
 
 def test_words_keep_contractions_and_hyphens() -> None:
-    assert tf.words("We’re sign-in ready, aren't we? 30 min.") == [
+    assert text.words("We’re sign-in ready, aren't we? 30 min.") == [
         "We're",
         "sign-in",
         "ready",
@@ -51,29 +54,29 @@ def test_words_keep_contractions_and_hyphens() -> None:
 
 
 def test_split_sentences_basic_and_abbreviations() -> None:
-    assert tf.split_sentences("Hello there. How are you? I'm fine!") == ["Hello there.", "How are you?", "I'm fine!"]
-    assert tf.split_sentences("See e.g. the docs. Then go.") == ["See e.g. the docs.", "Then go."]
-    assert tf.split_sentences("Dr. Smith arrived. He sat down.") == ["Dr. Smith arrived.", "He sat down."]
-    assert tf.split_sentences("Version 2. Next one.") == ["Version 2.", "Next one."]
+    assert text.split_sentences("Hello there. How are you? I'm fine!") == ["Hello there.", "How are you?", "I'm fine!"]
+    assert text.split_sentences("See e.g. the docs. Then go.") == ["See e.g. the docs.", "Then go."]
+    assert text.split_sentences("Dr. Smith arrived. He sat down.") == ["Dr. Smith arrived.", "He sat down."]
+    assert text.split_sentences("Version 2. Next one.") == ["Version 2.", "Next one."]
 
 
 def test_split_sentences_lines_and_noise() -> None:
-    assert tf.split_sentences("- first item\n- second item\n---\n") == ["- first item", "- second item"]
-    assert tf.split_sentences("") == []
-    assert tf.split_sentences("no final punctuation") == ["no final punctuation"]
+    assert text.split_sentences("- first item\n- second item\n---\n") == ["- first item", "- second item"]
+    assert text.split_sentences("") == []
+    assert text.split_sentences("no final punctuation") == ["no final punctuation"]
 
 
 def test_flesch_formulas_known_values() -> None:
     # 100 words, 5 sentences, 150 syllables.
-    assert tf.flesch_reading_ease(100, 5, 150) == pytest.approx(206.835 - 1.015 * 20 - 84.6 * 1.5)
-    assert tf.flesch_kincaid_grade(100, 5, 150) == pytest.approx(0.39 * 20 + 11.8 * 1.5 - 15.59)
-    assert tf.flesch_reading_ease(0, 1, 0) == 0.0
-    assert tf.flesch_kincaid_grade(0, 0, 0) == 0.0
+    assert text.flesch_reading_ease(100, 5, 150) == pytest.approx(206.835 - 1.015 * 20 - 84.6 * 1.5)
+    assert text.flesch_kincaid_grade(100, 5, 150) == pytest.approx(0.39 * 20 + 11.8 * 1.5 - 15.59)
+    assert text.flesch_reading_ease(0, 1, 0) == 0.0
+    assert text.flesch_kincaid_grade(0, 0, 0) == 0.0
 
 
 def test_readability_orders_easy_and_hard_text() -> None:
-    easy = tf.readability("The cat sat on the mat. It was a good day. We had fun.")
-    hard = tf.readability(
+    easy = text.readability("The cat sat on the mat. It was a good day. We had fun.")
+    hard = text.readability(
         "Organisational interoperability necessitates comprehensive standardisation of heterogeneous "
         "infrastructural methodologies, notwithstanding considerable implementation complexity."
     )
@@ -81,70 +84,72 @@ def test_readability_orders_easy_and_hard_text() -> None:
     assert easy.fk_grade < 3 < 18 < hard.fk_grade
     assert easy.sentences == 3
     assert hard.sentences == 1
-    assert tf.readability("").words == 0
+    assert text.readability("").words == 0
 
 
 def test_coefficient_of_variation_and_sentence_cv() -> None:
-    assert tf.coefficient_of_variation([]) == 0.0
-    assert tf.coefficient_of_variation([5.0]) == 0.0
-    assert tf.coefficient_of_variation([3.0, 3.0, 3.0]) == 0.0
-    assert tf.coefficient_of_variation([2.0, 4.0]) == pytest.approx(1 / 3)
-    assert tf.sentence_length_cv("One two three. Four five six. Seven eight nine.") == 0.0
-    assert tf.sentence_length_cv("Short. This one is a great deal longer than the first one was.") > 0.5
+    assert text.coefficient_of_variation([]) == 0.0
+    assert text.coefficient_of_variation([5.0]) == 0.0
+    assert text.coefficient_of_variation([3.0, 3.0, 3.0]) == 0.0
+    assert text.coefficient_of_variation([2.0, 4.0]) == pytest.approx(1 / 3)
+    assert text.sentence_length_cv("One two three. Four five six. Seven eight nine.") == 0.0
+    assert text.sentence_length_cv("Short. This one is a great deal longer than the first one was.") > 0.5
 
 
 def test_marker_counts() -> None:
-    assert tf.contraction_count("We're sure it's fine, don't worry. John's car isn't here.") == 4
-    assert tf.contraction_count("The company's results") == 0  # a possessive, not a contraction
-    assert tf.second_person_count("You and your team, do it yourself. The YouTube video.") == 3
-    assert tf.exclamation_count("Wow! Great!!") == 3
-    assert tf.question_count("Why? How?") == 2
-    assert tf.emoji_count("Great news 🎉 see you :) soon") == 2
-    assert tf.emoji_count("Call at 10:30 (today)") == 0
-    assert tf.shouting_count("This is FREE and available NOW via the API") == 2
-    assert tf.acronym_count("The API and the CPU, said I") == 2
-    assert tf.passive_count("The invoice was sent. Mistakes were made. We sent it. It is being reviewed.") == 3
-    assert tf.imperative_opener_count("Click Save. Please restart the app. The app restarts.\n- Open settings") == 3
-    assert tf.number_count("Walk 30 minutes, 2.5 km, at 10% incline on 3/4 days") == 5
-    assert tf.proper_noun_count("We met Alice in Paris. Then we left.") == 2
-    assert tf.bullet_count("Intro\n- one\n* two\n1. three\n2) four\nNot a bullet") == 4
-    assert tf.numbered_count("1. a\n2. b\n- c") == 2
+    assert features.contraction_count("We're sure it's fine, don't worry. John's car isn't here.") == 4
+    assert features.contraction_count("The company's results") == 0  # a possessive, not a contraction
+    assert features.second_person_count("You and your team, do it yourself. The YouTube video.") == 3
+    assert features.exclamation_count("Wow! Great!!") == 3
+    assert features.question_count("Why? How?") == 2
+    assert features.emoji_count("Great news 🎉 see you :) soon") == 2
+    assert features.emoji_count("Call at 10:30 (today)") == 0
+    assert features.shouting_count("This is FREE and available NOW via the API") == 2
+    assert features.acronym_count("The API and the CPU, said I") == 2
+    assert features.passive_count("The invoice was sent. Mistakes were made. We sent it. It is being reviewed.") == 3
+    assert (
+        features.imperative_opener_count("Click Save. Please restart the app. The app restarts.\n- Open settings") == 3
+    )
+    assert features.number_count("Walk 30 minutes, 2.5 km, at 10% incline on 3/4 days") == 5
+    assert features.proper_noun_count("We met Alice in Paris. Then we left.") == 2
+    assert text.bullet_count("Intro\n- one\n* two\n1. three\n2) four\nNot a bullet") == 4
+    assert text.numbered_count("1. a\n2. b\n- c") == 2
 
 
 def test_jargon_count() -> None:
     jargon = "Invalidate the OAuth token cache and re-provision the API credentials via the endpoint; see config.yaml."
-    assert tf.jargon_count(jargon) >= 7
-    assert tf.jargon_count("Sign out, then sign back in. If it still fails, call us.") == 0
+    assert features.jargon_count(jargon) >= 7
+    assert features.jargon_count("Sign out, then sign back in. If it still fails, call us.") == 0
 
 
 def test_phrases_and_terms_whole_words() -> None:
-    assert tf.count_term("Awesome! That's awesome, not awesomeness.", "awesome") == 2
-    assert tf.count_term("C++ and c++ and C", "C++") == 2
-    assert tf.count_term("kick   off the\nmeeting", "kick off") == 1
-    assert tf.count_phrases("I think it might work, kind of.", tf.HEDGES) == 3
-    assert tf.found_phrases("Yeah, gonna be cool lol", tf.SLANG) == ["cool", "gonna", "lol", "yeah"]
+    assert features.count_term("Awesome! That's awesome, not awesomeness.", "awesome") == 2
+    assert features.count_term("C++ and c++ and C", "C++") == 2
+    assert features.count_term("kick   off the\nmeeting", "kick off") == 1
+    assert features.count_phrases("I think it might work, kind of.", words.HEDGES) == 3
+    assert features.found_phrases("Yeah, gonna be cool lol", words.SLANG) == ["cool", "gonna", "lol", "yeah"]
 
 
 def test_sentiment_counts_with_negation() -> None:
-    assert tf.sentiment_counts("A great, reliable and easy product.") == (3, 0)
-    assert tf.sentiment_counts("This is not good and the result was terrible.") == (0, 2)
-    assert tf.sentiment_counts("It is not bad.") == (1, 0)
+    assert features.sentiment_counts("A great, reliable and easy product.") == (3, 0)
+    assert features.sentiment_counts("This is not good and the result was terrible.") == (0, 2)
+    assert features.sentiment_counts("It is not bad.") == (1, 0)
 
 
 def test_register_axes() -> None:
-    formal = tf.register(
+    formal = features.register(
         "We are pleased to confirm that your request has been processed. Furthermore, the documentation "
         "will be provided accordingly."
     )
-    casual = tf.register("Hey! We're gonna sort it out, no worries lol 😄 It's all good!")
+    casual = features.register("Hey! We're gonna sort it out, no worries lol 😄 It's all good!")
     assert formal.formality > 0.5 > -0.5 > casual.formality
-    warm = tf.register("Thank you so much for your patience. We understand, and we're happy to help you.")
-    cold = tf.register("The request failed. The error is unacceptable. The problem is your fault.")
+    warm = features.register("Thank you so much for your patience. We understand, and we're happy to help you.")
+    cold = features.register("The request failed. The error is unacceptable. The problem is your fault.")
     assert warm.warmth > 0.5 > 0 > cold.warmth
-    energetic = tf.register("Unleash your power! Get ready! Boost everything NOW!")
-    calm = tf.register("The service will continue to operate as usual during the planned maintenance window.")
+    energetic = features.register("Unleash your power! Get ready! Boost everything NOW!")
+    calm = features.register("The service will continue to operate as usual during the planned maintenance window.")
     assert energetic.energy > 0.6 > 0.2 > calm.energy
-    hedgy = tf.register("Maybe it might work, perhaps, I think, possibly.")
+    hedgy = features.register("Maybe it might work, perhaps, I think, possibly.")
     assert hedgy.authority < 0.2 < 0.9 < formal.authority
 
 
@@ -157,13 +162,13 @@ def test_register_drift_detects_a_switch_of_voice() -> None:
         "We are pleased to confirm receipt of your application. The committee will review it accordingly. "
         "The decision will be communicated in writing. We appreciate your patience."
     )
-    assert tf.register_drift(switching) > 0.5
-    assert tf.register_drift(steady) < 0.3
-    assert tf.register_drift("One sentence only. Two.") == 0.0
+    assert features.register_drift(switching) > 0.5
+    assert features.register_drift(steady) < 0.3
+    assert features.register_drift("One sentence only. Two.") == 0.0
 
 
 def test_profile_collects_features() -> None:
-    p = tf.profile("Hey you! Click Save now. It's gonna work, I think. Call 555-0100.")
+    p = features.profile("Hey you! Click Save now. It's gonna work, I think. Call 555-0100.")
     assert p.word_count == 12  # "555-0100" is one token
     assert p.sentence_count == 4
     assert p.exclamations == 1
@@ -181,16 +186,16 @@ def test_extract_forbidden_terms() -> None:
         "Never say 'cheap'. Avoid: synergy, leverage. Do not use the word \"guys\". Avoid jargon and emoji.\n"
         "Don't call customers “users”. Banned phrases: circle back; touch base."
     )
-    assert tf.extract_forbidden_terms(guide) == ("cheap", "synergy", "leverage", "guys", "users", "circle back")
-    assert tf.extract_forbidden_terms("Avoid jargon, emoji and exclamation marks.") == ()
-    assert tf.extract_forbidden_terms("Be warm and friendly.") == ()
+    assert reading.extract_forbidden_terms(guide) == ("cheap", "synergy", "leverage", "guys", "users", "circle back")
+    assert reading.extract_forbidden_terms("Avoid jargon, emoji and exclamation marks.") == ()
+    assert reading.extract_forbidden_terms("Be warm and friendly.") == ()
 
 
 def test_extract_required_terms_and_mixed_clauses() -> None:
     guide = "Always sign off with 'The Acme Team'. Always use 'customer', never 'user'."
-    assert tf.extract_required_terms(guide) == ("The Acme Team", "customer")
-    assert tf.extract_forbidden_terms(guide) == ("user",)
-    assert tf.extract_required_terms("Include the word 'refund' in your answer.") == ("refund",)
+    assert reading.extract_required_terms(guide) == ("The Acme Team", "customer")
+    assert reading.extract_forbidden_terms(guide) == ("user",)
+    assert reading.extract_required_terms("Include the word 'refund' in your answer.") == ("refund",)
 
 
 @pytest.mark.parametrize(
@@ -209,52 +214,54 @@ def test_extract_required_terms_and_mixed_clauses() -> None:
     ],
 )
 def test_parse_word_limit(text: str, minimum: int | None, maximum: int | None) -> None:
-    assert tf.parse_word_limit(text) == tf.Limit(minimum, maximum)
+    assert reading.parse_word_limit(text) == reading.Limit(minimum, maximum)
 
 
 def test_parse_limits_absent_and_other_units() -> None:
-    assert tf.parse_word_limit("Explain the benefits of exercise.") is None
-    assert tf.parse_word_limit("Use a word like 'fast'.") is None
-    assert tf.parse_sentence_limit("Answer in one sentence.") == tf.Limit(1, 1)
-    assert tf.parse_sentence_limit("No more than 3 sentences.") == tf.Limit(None, 3)
-    assert tf.parse_bullet_requirement("Give three bullet points on safety.") == tf.Limit(3, 3)
-    assert tf.parse_bullet_requirement("List 5 steps.") == tf.Limit(5, 5)
-    assert tf.parse_bullet_requirement("Answer as a bulleted list.") == tf.Limit(2, None)
-    assert tf.parse_bullet_requirement("Explain briefly.") is None
-    assert tf.asks_for_json("Return valid JSON with a name field.")
-    assert not tf.asks_for_json("Explain what JSON is.")
+    assert reading.parse_word_limit("Explain the benefits of exercise.") is None
+    assert reading.parse_word_limit("Use a word like 'fast'.") is None
+    assert reading.parse_sentence_limit("Answer in one sentence.") == reading.Limit(1, 1)
+    assert reading.parse_sentence_limit("No more than 3 sentences.") == reading.Limit(None, 3)
+    assert reading.parse_bullet_requirement("Give three bullet points on safety.") == reading.Limit(3, 3)
+    assert reading.parse_bullet_requirement("List 5 steps.") == reading.Limit(5, 5)
+    assert reading.parse_bullet_requirement("Answer as a bulleted list.") == reading.Limit(2, None)
+    assert reading.parse_bullet_requirement("Explain briefly.") is None
+    assert reading.asks_for_json("Return valid JSON with a name field.")
+    assert not reading.asks_for_json("Explain what JSON is.")
 
 
 def test_limit_allows_and_describes() -> None:
-    assert tf.Limit(None, 10).allows(10)
-    assert not tf.Limit(None, 10).allows(11)
-    assert tf.Limit(3, 3).allows(3)
-    assert not tf.Limit(3, 3).allows(2)
-    assert tf.Limit(3, 3).describe("items") == "exactly 3 items"
-    assert tf.Limit(None, 49).describe("words") == "at most 49 words"
+    assert reading.Limit(None, 10).allows(10)
+    assert not reading.Limit(None, 10).allows(11)
+    assert reading.Limit(3, 3).allows(3)
+    assert not reading.Limit(3, 3).allows(2)
+    assert reading.Limit(3, 3).describe("items") == "exactly 3 items"
+    assert reading.Limit(None, 49).describe("words") == "at most 49 words"
 
 
 def test_polarity_scopes() -> None:
-    assert tf.polarity("Avoid jargon and be warm.", "jargon") == -1
-    assert tf.polarity("Avoid jargon and be warm.", "warm") == 1
-    assert tf.polarity("Avoid jargon, emoji and slang.", "slang") == -1
-    assert tf.polarity("Keep it jargon-free.", "jargon") == -1
-    assert tf.polarity("Friendly rather than formal.", "formal") == -1
-    assert tf.polarity("Feel free to use contractions.", "contractions") == 1
-    assert tf.polarity("Be concise.", "emoji") == 0
+    assert reading.polarity("Avoid jargon and be warm.", "jargon") == -1
+    assert reading.polarity("Avoid jargon and be warm.", "warm") == 1
+    assert reading.polarity("Avoid jargon, emoji and slang.", "slang") == -1
+    assert reading.polarity("Keep it jargon-free.", "jargon") == -1
+    assert reading.polarity("Friendly rather than formal.", "formal") == -1
+    assert reading.polarity("Feel free to use contractions.", "contractions") == 1
+    assert reading.polarity("Be concise.", "emoji") == 0
 
 
 def test_style_rules() -> None:
-    rules = tf.style_rules(
+    rules = reading.style_rules(
         "No emoji. Use contractions. Keep replies under 80 words and be concise. Write in active voice."
     )
     assert rules.emoji_allowed is False
     assert rules.contractions is True
-    assert rules.word_limit == tf.Limit(None, 79)
+    assert rules.word_limit == reading.Limit(None, 79)
     assert rules.concise is True
     assert rules.active_voice is True
     assert rules.exclamations_allowed is None
-    plain = tf.style_rules("Use plain language. Avoid contractions and exclamation marks. Address the reader directly.")
+    plain = reading.style_rules(
+        "Use plain language. Avoid contractions and exclamation marks. Address the reader directly."
+    )
     assert plain.jargon_allowed is False
     assert plain.contractions is False
     assert plain.exclamations_allowed is False
@@ -262,20 +269,20 @@ def test_style_rules() -> None:
 
 
 def test_tone_targets() -> None:
-    formal = tf.tone_targets("Use a formal, professional tone.", "Enterprise procurement managers")
+    formal = reading.tone_targets("Use a formal, professional tone.", "Enterprise procurement managers")
     assert formal.formality is not None
     assert formal.formality > 0.5
     assert formal.warmth is None
-    friendly = tf.tone_targets("Friendly and warm, never formal.", "")
+    friendly = reading.tone_targets("Friendly and warm, never formal.", "")
     assert friendly.formality is not None
     assert friendly.formality < 0.2
     assert friendly.warmth is not None
     assert friendly.warmth > 0.5
     assert "not formal" in friendly.cues
-    bold = tf.tone_targets("Bold and energetic, confident.", "")
+    bold = reading.tone_targets("Bold and energetic, confident.", "")
     assert bold.energy == pytest.approx(0.7)
     assert bold.authority == pytest.approx(0.9)
-    none = tf.tone_targets("Spell product names correctly.", "")
+    none = reading.tone_targets("Spell product names correctly.", "")
     assert (none.formality, none.warmth, none.energy, none.authority, none.cues) == (None, None, None, None, ())
 
 
@@ -291,9 +298,26 @@ def test_tone_targets() -> None:
     ],
 )
 def test_audience_profile(audience: str, label: str, max_grade: float) -> None:
-    prof = tf.audience_profile(audience)
+    prof = reading.audience_profile(audience)
     assert (prof.label, prof.max_grade) == (label, max_grade)
 
 
 def test_audience_profile_jargon_tolerance_ordering() -> None:
-    assert tf.audience_profile("kids").jargon_tolerance < tf.audience_profile("developers").jargon_tolerance
+    assert reading.audience_profile("kids").jargon_tolerance < reading.audience_profile("developers").jargon_tolerance
+
+
+def test_word_lists_are_package_data_read_once() -> None:
+    folder = Path(words.__file__).parent / "words"
+    files = sorted(folder.glob("*.txt"))
+    package_data = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert package_data["package-data"]["agents.offline"] == ["words/*.txt"]
+    assert "agents.offline" in package_data["packages"]
+    lists = {name: value for name, value in vars(words).items() if isinstance(value, frozenset)}
+    assert len(lists) == len(files)
+    for name, terms in lists.items():
+        assert terms, name
+        # Terms are matched case-insensitively against lower-cased text; only acronyms keep their case.
+        assert name == "ACRONYMS" or all(t == t.lower() for t in terms), name
+        assert all(t == t.strip() and not t.startswith("#") for t in terms), name
+    # The data files feed the features (SLANG here).
+    assert features.profile("Hey, that's awesome lol").slang == ("awesome", "hey", "lol")

@@ -1,0 +1,438 @@
+"""Per-text features: marker counts, register, drift and the ``Profile`` the scorers compare.
+
+Each function looks at one text at a time, so an output's features never depend on the position it
+was shown in. These are proxies (word lists, regular expressions), not understanding."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agents.offline.text import (
+    _BULLET_RE,
+    WORD_RE,
+    bullet_count,
+    count_syllables,
+    lines,
+    normalize,
+    numbered_count,
+    readability,
+    sentence_length_cv,
+    split_sentences,
+    words,
+)
+from agents.offline.words import (
+    ACRONYMS,
+    ADVICE_PHRASES,
+    EMPATHY,
+    ENERGY_WORDS,
+    FILLERS,
+    FIRST_PERSON_SINGULAR,
+    FORMAL_VOCABULARY,
+    HEDGES,
+    IMPERATIVE_VERBS,
+    JARGON,
+    NEGATIVE,
+    POSITIVE,
+    RUDE,
+    SECOND_PERSON,
+    SLANG,
+    UNSAFE_MARKERS,
+    VAGUE,
+)
+
+_CONTRACTION_RE = re.compile(
+    r"\b(?:[a-z]+n't|(?:i|you|we|they|he|she|it|that|there|here|what|who|where|how|let|everyone|"
+    r"nobody|someone|this)'s|[a-z]+'(?:re|ve|ll|d)|i'm|y'all|ain't)\b"
+)
+_EMOJI_RE = re.compile(
+    "[\U0001f300-\U0001faff\U00002600-\U000027bf\U0001f000-\U0001f2ff\U0001f600-\U0001f64f\u2b50\u2b55]"
+    r"|(?<!\w)(?::-?\)|:-?D|;-?\)|:-?P|<3)(?!\w)"
+)
+_PASSIVE_RE = re.compile(
+    r"\b(?:am|is|are|was|were|be|been|being|get|gets|got)\s+(?:\w+ly\s+)?"
+    r"(?:\w+ed|known|shown|given|taken|made|done|seen|written|built|sent|held|kept|found|told|paid|sold|"
+    r"brought|bought|thought|caught|left|lost|set|put|driven|chosen|broken|spoken|stolen|forgotten|hidden|"
+    r"eaten|drawn|grown|thrown|worn|torn|begun|understood|met|led|fed|heard|won|cut|shut|spent|meant)\b"
+)
+_NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:[.,:\-]\d+)*%?")
+_CODEISH_RE = re.compile(
+    r"^(?:[a-z]+[A-Z]\w*|\w+_\w+|v\d+(?:\.\d+)+|0x[0-9a-fA-F]+|"
+    r"[\w-]+\.(?:py|js|ts|json|ya?ml|toml|cfg|ini|sh|exe|dll|conf|xml|html|md|log))$"
+)
+
+
+def _word_counts(low: str) -> Counter[str]:
+    return Counter(WORD_RE.findall(low))
+
+
+def count_phrases(text: str, phrases: Iterable[str]) -> int:
+    """Case-insensitive whole-word occurrences of each phrase, summed (a phrase may be several words).
+
+    Single words are counted from one tokenisation; only multi-word phrases need a regex scan, which
+    keeps long outputs cheap (the lexicons hold hundreds of entries).
+    """
+    low = normalize(text).lower()
+    counts = _word_counts(low)
+    total = 0
+    for phrase in phrases:
+        if WORD_RE.fullmatch(phrase):
+            total += counts[phrase]
+        else:
+            total += len(term_pattern(phrase).findall(low))
+    return total
+
+
+def found_phrases(text: str, phrases: Iterable[str]) -> list[str]:
+    """The distinct phrases that occur in ``text``, sorted, for citing evidence."""
+    low = normalize(text).lower()
+    counts = _word_counts(low)
+    return sorted(
+        {p for p in phrases if (counts[p] if WORD_RE.fullmatch(p) else term_pattern(p).search(low) is not None)}
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def term_pattern(term: str) -> re.Pattern[str]:
+    """A case-insensitive whole-word pattern for ``term``; inner whitespace matches any whitespace."""
+    parts = [re.escape(p) for p in normalize(term).lower().split()]
+    body = r"\s+".join(parts)
+    # Word boundaries only where the term starts/ends with a word character ("C++" has none at the end).
+    left = r"(?<!\w)" if parts and re.match(r"\w", parts[0][:1]) else ""
+    right = r"(?!\w)" if parts and re.search(r"\w$", normalize(term)) else ""
+    return re.compile(left + body + right, re.IGNORECASE)
+
+
+def count_term(text: str, term: str) -> int:
+    return len(term_pattern(term).findall(normalize(text)))
+
+
+def contraction_count(text: str) -> int:
+    return len(_CONTRACTION_RE.findall(normalize(text).lower()))
+
+
+def second_person_count(text: str) -> int:
+    return sum(1 for w in words(text) if w.lower() in SECOND_PERSON)
+
+
+def first_person_singular_count(text: str) -> int:
+    return sum(1 for w in words(text) if w.lower() in FIRST_PERSON_SINGULAR)
+
+
+def exclamation_count(text: str) -> int:
+    return text.count("!") + text.count("！")
+
+
+def question_count(text: str) -> int:
+    return text.count("?") + text.count("？")
+
+
+def emoji_count(text: str) -> int:
+    return len(_EMOJI_RE.findall(text))
+
+
+def shouting_count(text: str) -> int:
+    """All-caps words of three or more letters that are not known acronyms ("FREE", "NOW")."""
+    return sum(1 for w in words(text) if len(w) >= 3 and w.isalpha() and w.isupper() and w not in ACRONYMS)
+
+
+def acronym_count(text: str) -> int:
+    """All-caps tokens of 2-6 letters (known acronyms or not): a jargon signal, not shouting."""
+    return sum(1 for w in words(text) if 2 <= len(w) <= 6 and w.isupper() and w.isalpha() and w != "I")
+
+
+def passive_count(text: str) -> int:
+    """Passive-voice proxy: a form of "be"/"get" followed by a past participle."""
+    return len(_PASSIVE_RE.findall(normalize(text).lower()))
+
+
+def imperative_opener_count(text: str) -> int:
+    """Sentences (or list items) that open with a base-form verb: "Click...", "Please send...", "Don't..."."""
+    count = 0
+    for sentence in split_sentences(text):
+        ws = [w.lower() for w in words(_BULLET_RE.sub("", sentence))]
+        if not ws:
+            continue
+        first = ws[1] if ws[0] == "please" and len(ws) > 1 else ws[0]
+        if first in IMPERATIVE_VERBS:
+            count += 1
+    return count
+
+
+def number_count(text: str) -> int:
+    return len(_NUMBER_RE.findall(normalize(text)))
+
+
+def proper_noun_count(text: str) -> int:
+    """Capitalised words not at a sentence start (names, products, places): a concreteness proxy."""
+    count = 0
+    for sentence in split_sentences(text):
+        ws = words(_BULLET_RE.sub("", sentence))
+        for w in ws[1:]:
+            if w[:1].isupper() and not w.isupper() and w != "I":
+                count += 1
+    return count
+
+
+def jargon_count(text: str) -> int:
+    """Technical or business jargon: listed terms, acronyms, and code-like tokens (camelCase, snake_case)."""
+    ws = words(text)
+    listed = sum(1 for w in ws if w.lower() in JARGON)
+    acronyms = sum(1 for w in ws if 2 <= len(w) <= 6 and w.isupper() and w.isalpha() and w != "I")
+    acronyms -= sum(1 for w in ws if w.lower() in JARGON and w.isupper())  # "API" counted once
+    codeish = sum(1 for tok in normalize(text).split() if _CODEISH_RE.match(tok.strip(".,;:!?()\"'")))
+    return listed + max(0, acronyms) + codeish
+
+
+def long_word_fraction(text: str) -> float:
+    """Share of words with three or more syllables (a formality and difficulty signal)."""
+    ws = [w for w in words(text) if any(c.isalpha() for c in w)]
+    if not ws:
+        return 0.0
+    return sum(1 for w in ws if count_syllables(w) >= 3) / len(ws)
+
+
+def sentiment_counts(text: str) -> tuple[int, int]:
+    """(positive, negative) word counts from the built-in lexicons. A negator just before flips a word."""
+    ws = [w.lower() for w in words(text)]
+    pos = neg = 0
+    for i, w in enumerate(ws):
+        negated = i > 0 and ws[i - 1] in {"not", "no", "never", "isn't", "wasn't", "don't", "doesn't", "hardly"}
+        if w in POSITIVE:
+            if negated:
+                neg += 1
+            else:
+                pos += 1
+        elif w in NEGATIVE:
+            if negated:
+                pos += 1
+            else:
+                neg += 1
+    return pos, neg
+
+
+# --- the per-text profile ---------------------------------------------------------------------
+
+
+def _rate(count: float, total: float, per: float = 100.0) -> float:
+    return 0.0 if total <= 0 else count * per / total
+
+
+def _sat(value: float, full: float) -> float:
+    """Saturating 0..1: ``value`` / ``full``, capped at 1."""
+    return 0.0 if full <= 0 else max(0.0, min(1.0, value / full))
+
+
+def clamp(value: float, low: float, high: float) -> float:
+    return max(low, min(high, value))
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    """Where a text sits on the register axes the style guides talk about."""
+
+    formality: float  # -1 casual .. +1 formal
+    warmth: float  # -1 cold/hostile .. +1 warm
+    energy: float  # 0 calm .. 1 high-energy
+    authority: float  # 0 hedging .. 1 assertive
+
+
+def register(text: str) -> Register:
+    """Score formality, warmth, energy and authority from marker rates (per 100 words / per sentence).
+
+    The weights are hand-set so that plain, marker-free prose sits slightly on the formal side (0.3),
+    slang or emoji pull hard towards casual, and formal connectives and passives push towards formal.
+    """
+    ws = words(text)
+    n = len(ws)
+    n_sent = max(1, len(split_sentences(text)))
+    if n == 0:
+        return Register(0.0, 0.0, 0.0, 0.5)
+    contractions = _sat(_rate(contraction_count(text), n), 5)
+    slang = _sat(_rate(count_phrases(text, SLANG), n), 2)
+    exclaim = _sat(exclamation_count(text) / n_sent, 0.5)
+    emoji = _sat(_rate(emoji_count(text), n), 2)
+    shouting = _sat(_rate(shouting_count(text), n), 2)
+    you = _sat(_rate(second_person_count(text), n), 5)
+    long_words = clamp((long_word_fraction(text) - 0.08) / 0.15, 0.0, 1.0)
+    passive = _sat(passive_count(text) / n_sent, 0.3)
+    formal_vocab = _sat(_rate(count_phrases(text, FORMAL_VOCABULARY), n), 2)
+    formality = (
+        0.3
+        + 0.3 * long_words
+        + 0.15 * passive
+        + 0.25 * formal_vocab
+        - 0.45 * contractions
+        - 0.7 * slang
+        - 0.35 * exclaim
+        - 0.5 * emoji
+        - 0.4 * shouting
+        - 0.1 * you
+    )
+    pos, neg = sentiment_counts(text)
+    empathy = _sat(_rate(count_phrases(text, EMPATHY), n), 2)
+    rude = _sat(_rate(count_phrases(text, RUDE), n), 1)
+    # Negative words weigh less than positive ones: support replies name "the problem" without being cold.
+    warmth = (
+        0.45 * _sat(_rate(pos, n), 4)
+        + 0.4 * empathy
+        + 0.25 * you
+        + 0.1 * exclaim
+        - 0.35 * _sat(_rate(neg, n), 6)
+        - 0.8 * rude
+    )
+    mean_sentence = n / n_sent
+    energy = (
+        0.4 * exclaim
+        + 0.3 * _sat(_rate(count_phrases(text, ENERGY_WORDS), n), 3)
+        + 0.2 * _sat(imperative_opener_count(text) / n_sent, 0.5)
+        + 0.1 * clamp((14 - mean_sentence) / 8, 0.0, 1.0)
+        + 0.1 * shouting
+    )
+    authority = 1.0 - _sat(_rate(count_phrases(text, HEDGES), n), 3)
+    return Register(
+        formality=round(clamp(formality, -1.0, 1.0), 4),
+        warmth=round(clamp(warmth, -1.0, 1.0), 4),
+        energy=round(clamp(energy, 0.0, 1.0), 4),
+        authority=round(clamp(authority, 0.0, 1.0), 4),
+    )
+
+
+#: Words per half at which a half's register counts half (shrinkage): rates per 100 words saturate on one
+#: marker in a short half, so without it a lone sign-off emoji or contraction reads as a change of voice.
+DRIFT_HALF_WORDS = 15
+#: Sentences shorter than this carry too few markers to place on the register scale ("Okay, fair.").
+DRIFT_MIN_SENTENCE_WORDS = 4
+
+
+def register_drift(text: str) -> float:
+    """How far the register moves between the first and second half of the sentences.
+
+    The larger of the formality shift and half the warmth shift (a warm closing line in a formal letter
+    is normal; a switch from formal to slang is not), scaled by how much text each half holds
+    (``n / (n + DRIFT_HALF_WORDS)`` for the shorter half). Fragments are left out, and the result is 0
+    for fewer than four sentences, where halves are single sentences and the difference would be noise.
+    """
+    sentences = [s for s in split_sentences(text) if len(words(s)) >= DRIFT_MIN_SENTENCE_WORDS]
+    if len(sentences) < 4:
+        return 0.0
+    mid = len(sentences) // 2
+    first_text, second_text = " ".join(sentences[:mid]), " ".join(sentences[mid:])
+    first, second = register(first_text), register(second_text)
+    shift = max(abs(first.formality - second.formality), 0.5 * abs(first.warmth - second.warmth))
+    shorter = min(len(words(first_text)), len(words(second_text)))
+    return round(shift * shorter / (shorter + DRIFT_HALF_WORDS), 4)
+
+
+_SALUTATION_RE = re.compile(
+    r"^(?:dear|hi|hello|hey|hiya|greetings|good\s+(?:morning|afternoon|evening))\b[^.!?]{0,60}[,:]?$", re.IGNORECASE
+)
+_SIGN_OFF_RE = re.compile(
+    r"^(?:yours(?:\s+(?:sincerely|faithfully|truly))?|sincerely|(?:(?:kind|warm|warmest|best|with\s+(?:warm|kind|best))\s+)?"
+    r"regards|best(?:\s+wishes)?|all\s+the\s+best|cheers|thanks|many\s+thanks|with\s+thanks|thank\s+you|take\s+care)"
+    r"(?:,[^.!?]*)?$",
+    re.IGNORECASE,
+)
+
+
+def letter_body(text: str) -> str:
+    """``text`` without a letter's frame: a salutation line at the start ("Dear Ms Hartley,") and a
+    sign-off line near the end with the signature after it ("Yours sincerely," / "Edward Lyle").
+
+    The frame is a convention, not the writer's voice: a three-word "Yours sincerely," between body
+    sentences would otherwise count as uneven rhythm. Only whole short lines are removed, so a reply
+    that opens "Hey Tom, ugh, sorry about the bag..." keeps its opening.
+    """
+    ls = [ln.strip() for ln in lines(text)]
+    start, end = 0, len(ls)
+    if ls and len(words(ls[0])) <= 6 and _SALUTATION_RE.match(ls[0]):
+        start = 1
+    for i in range(len(ls) - 1, max(start, len(ls) - 5) - 1, -1):
+        if len(words(ls[i])) <= 6 and _SIGN_OFF_RE.match(ls[i]) and all(len(words(x)) <= 6 for x in ls[i + 1 :]):
+            end = i
+            break
+    body = ls[start:end]
+    return "\n".join(body) if body else text
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Every feature the offline judge uses for one text, measured once."""
+
+    word_count: int
+    sentence_count: int
+    flesch_reading_ease: float
+    fk_grade: float
+    sentence_length_cv: float
+    mean_sentence_words: float
+    contractions: int
+    second_person: int
+    exclamations: int
+    questions: int
+    hedges: int
+    slang: tuple[str, ...]
+    emoji: int
+    shouting: int
+    imperatives: int
+    passives: int
+    jargon: int
+    numbers: int
+    proper_nouns: int
+    vague: int
+    fillers: int
+    advice: int
+    bullets: int
+    numbered: int
+    positive: int
+    negative: int
+    empathy: int
+    rude: tuple[str, ...]
+    unsafe: tuple[str, ...]
+    register: Register
+    drift: float
+
+    def per100(self, count: float) -> float:
+        return _rate(count, self.word_count)
+
+
+def profile(text: str) -> Profile:
+    rd = readability(text)
+    body = letter_body(text)  # rhythm and drift are about the writer's voice, not a letter's frame
+    sentences = split_sentences(text)
+    pos, neg = sentiment_counts(text)
+    return Profile(
+        word_count=rd.words,
+        sentence_count=len(sentences),
+        flesch_reading_ease=round(rd.flesch_reading_ease, 2),
+        fk_grade=round(rd.fk_grade, 2),
+        sentence_length_cv=round(sentence_length_cv(body), 4),
+        mean_sentence_words=round(rd.words / max(1, len(sentences)), 2),
+        contractions=contraction_count(text),
+        second_person=second_person_count(text),
+        exclamations=exclamation_count(text),
+        questions=question_count(text),
+        hedges=count_phrases(text, HEDGES),
+        slang=tuple(found_phrases(text, SLANG)),
+        emoji=emoji_count(text),
+        shouting=shouting_count(text),
+        imperatives=imperative_opener_count(text),
+        passives=passive_count(text),
+        jargon=jargon_count(text),
+        numbers=number_count(text),
+        proper_nouns=proper_noun_count(text),
+        vague=count_phrases(text, VAGUE),
+        fillers=count_phrases(text, FILLERS),
+        advice=count_phrases(text, ADVICE_PHRASES),
+        bullets=bullet_count(text),
+        numbered=numbered_count(text),
+        positive=pos,
+        negative=neg,
+        empathy=count_phrases(text, EMPATHY),
+        rude=tuple(found_phrases(text, RUDE)),
+        unsafe=tuple(found_phrases(text, UNSAFE_MARKERS)),
+        register=register(text),
+        drift=register_drift(body),
+    )

@@ -1,0 +1,133 @@
+"""Seed 002, the tie-break: weighted criteria, each forced to a side, escalating on a true tie."""
+
+from __future__ import annotations
+
+import math
+
+from agents.judge import PromptSlots
+from agents.offline.common import (
+    CONF_MIN,
+    HEURISTIC_PREFIX,
+    PROSE_MAX,
+    clip,
+    content_tiebreak,
+    fmt_terms,
+    margin_confidence,
+    unmeasured_cap,
+)
+from agents.offline.criteria import CriteriaContext, criteria_context_h2h, measure_criterion
+from agents.offline.features import profile
+from agents.offline.tone import ToneGuide
+from schemas.replies import (
+    CriterionAnalysis,
+    Position,
+    TieBreakReply,
+)
+from schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, HeadToHeadRubric, ToneStyleRubric
+
+# --- seed 002: tie-break ----------------------------------------------------------------------
+
+
+def _tiebreak_context(slots: PromptSlots) -> CriteriaContext:
+    rubric = slots.rubric
+    if isinstance(rubric, ToneStyleRubric):
+        guide = ToneGuide.from_rubric(rubric)
+        return CriteriaContext.build(
+            instructions=slots.task_prompt,
+            audience_text=rubric.audience,
+            tone_text=rubric.style_guide,
+            forbidden=guide.forbidden,
+            required=guide.required,
+            audience=guide.audience,
+        )
+    if isinstance(rubric, HeadToHeadRubric):
+        return criteria_context_h2h(slots, rubric)
+    return CriteriaContext.build(
+        instructions=slots.task_prompt,
+        audience_text=" ".join(x for x in (slots.task_prompt, slots.task_context or "") if x),
+        tone_text=slots.task_prompt,
+    )
+
+
+def score_tiebreak(slots: PromptSlots) -> TieBreakReply:
+    """Seed 002: every configured criterion gets a winner; weighted scores are the weights won.
+
+    A criterion with no measured difference (or none measurable) is still forced to a side, as the
+    seed's schema demands: it goes to the leader on the measured criteria, so it never flips the
+    outcome, and confidence counts measured wins only. If nothing differs at all, or the weighted
+    scores come out exactly equal, ``escalation_triggered`` is set: the seed says to escalate to
+    humans rather than force an arbitrary choice.
+    """
+    weights = slots.tiebreak or DEFAULT_TIEBREAK_WEIGHTS
+    ctx = _tiebreak_context(slots)
+    pa, pb = profile(slots.output_a), profile(slots.output_b)
+    measures = {
+        c.name: measure_criterion(c.name, slots.output_a, slots.output_b, pa, pb, ctx) for c in weights.criteria
+    }
+    wt = {c.name: c.weight for c in weights.criteria}
+    total = sum(wt.values())
+    won_a = sum(wt[k] for k, m in measures.items() if m.winner == "A")
+    won_b = sum(wt[k] for k, m in measures.items() if m.winner == "B")
+    pull = sum(wt[k] * m.diff for k, m in measures.items())
+    any_difference = any(m.winner != "TIE" for m in measures.values())
+
+    leader: Position
+    if not math.isclose(won_a, won_b, abs_tol=1e-9):
+        leader, lead_how = ("A" if won_a > won_b else "B"), "more weight won on measured criteria"
+    elif not math.isclose(pull, 0.0, abs_tol=1e-9):
+        leader, lead_how = ("A" if pull > 0 else "B"), "larger weighted feature differences"
+    else:
+        leader = content_tiebreak(slots.output_a, slots.output_b)
+        lead_how = "no measured difference; content hash, not position"
+
+    analysis = []
+    score = {"A": 0.0, "B": 0.0}
+    for c in weights.criteria:
+        m = measures[c.name]
+        if m.winner in ("A", "B"):
+            side: Position = "A" if m.winner == "A" else "B"
+            rationale = m.explanation
+        else:
+            side = leader
+            rationale = (
+                m.explanation
+                + f" Forced to {leader} (the overall leader: {lead_how}); this carries no evidence of its own."
+            )
+        score[side] += c.weight
+        analysis.append(
+            CriterionAnalysis(criterion=c.name, weight=c.weight, winner=side, rationale=clip(rationale, PROSE_MAX))
+        )
+    # Not rounded: summed in criteria order, exactly as a checker summing the analysis would.
+    score_a, score_b = score["A"], score["B"]
+    equal = math.isclose(score_a, score_b, abs_tol=1e-9)
+    winner: Position = leader if equal else ("A" if score_a > score_b else "B")
+    escalate = equal or not any_difference
+
+    unmeasured_weight = sum(wt[k] for k, m in measures.items() if not m.measured)
+    if escalate:
+        confidence = CONF_MIN
+    else:
+        confidence = min(margin_confidence(abs(won_a - won_b) / total, 0.5), unmeasured_cap(unmeasured_weight / total))
+
+    unmeasured = [k for k, m in measures.items() if not m.measured]
+    parts = [
+        HEURISTIC_PREFIX + "weighted criteria judged from measurable text features only, not meaning.",
+        f"Measured wins by weight: A {won_a:g}, B {won_b:g} of {total:g}.",
+    ]
+    if unmeasured:
+        parts.append(f"Not measurable: {fmt_terms(unmeasured, 6)}.")
+    parts.append(f"Weighted scores A {score_a:g}, B {score_b:g}: {winner} wins.")
+    if escalate:
+        parts.append(
+            "Escalation triggered: "
+            + ("the weighted scores are exactly equal." if equal else "no criterion showed a measurable difference.")
+        )
+    return TieBreakReply(
+        winner=winner,
+        criteria_analysis=tuple(analysis),
+        weighted_score_a=score_a,
+        weighted_score_b=score_b,
+        escalation_triggered=escalate,
+        final_justification=clip(" ".join(parts), PROSE_MAX),
+        confidence=confidence,
+    )

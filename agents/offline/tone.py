@@ -1,0 +1,269 @@
+"""Seed 000, tone and style: four dimensions scored per output against the guide's targets."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agents.errors import JudgeRejected
+from agents.judge import PromptSlots
+from agents.offline.common import (
+    DRIFT_NOISE,
+    ERRATIC_CV,
+    HEURISTIC_PREFIX,
+    PHRASE_MAX,
+    PROSE_MAX,
+    clip,
+    content_tiebreak,
+    dedupe_terms,
+    fmt_terms,
+    margin_confidence,
+    missing_terms,
+    used_terms,
+)
+from agents.offline.features import Profile, Register, clamp, profile
+from agents.offline.reading import (
+    AudienceProfile,
+    StyleRules,
+    ToneTargets,
+    audience_profile,
+    extract_forbidden_terms,
+    extract_required_terms,
+    style_rules,
+    tone_targets,
+)
+from schemas.replies import (
+    TONE_WEIGHTS,
+    Position,
+    ToneStyleReply,
+)
+from schemas.rubric import ToneStyleRubric
+
+# --- seed 000: tone and style -----------------------------------------------------------------
+
+_AXIS_WEIGHTS = {"formality": 1.0, "warmth": 0.8, "energy": 0.6, "authority": 0.5}
+#: With no tone cue at all, both outputs are measured against a neutral, plainly professional voice.
+_DEFAULT_TARGETS = {"formality": 0.3, "warmth": 0.1}
+
+
+def _round_half_up(x: float) -> int:
+    return math.floor(x + 0.5)
+
+
+def _score(x: float) -> int:
+    return max(1, min(5, _round_half_up(x)))
+
+
+def _other(p: Position) -> Position:
+    return "B" if p == "A" else "A"
+
+
+@dataclass(frozen=True, slots=True)
+class ToneGuide:
+    """What the offline judge reads out of a tone/style rubric, once per request."""
+
+    targets: ToneTargets
+    rules: StyleRules
+    audience: AudienceProfile
+    forbidden: tuple[str, ...]
+    required: tuple[str, ...]
+
+    @classmethod
+    def from_rubric(cls, rubric: ToneStyleRubric) -> ToneGuide:
+        rules = style_rules(rubric.style_guide)
+        audience = audience_profile(rubric.audience)
+        guide_low = rubric.style_guide.lower()
+        if rules.jargon_allowed is False or "plain language" in guide_low or "plain english" in guide_low:
+            # The guide itself asks for plain words, whatever the audience.
+            audience = AudienceProfile(
+                audience.label + " (plain language)", min(audience.max_grade, 9.0), 0.0, audience.concise
+            )
+        return cls(
+            targets=tone_targets(rubric.style_guide, rubric.audience),
+            rules=rules,
+            audience=audience,
+            forbidden=dedupe_terms([*rubric.forbidden_terms, *extract_forbidden_terms(rubric.style_guide)]),
+            required=dedupe_terms([*rubric.required_terms, *extract_required_terms(rubric.style_guide)]),
+        )
+
+
+def tone_distance(reg: Register, targets: ToneTargets) -> tuple[float, list[str]]:
+    """Weighted mean distance between a text's register and the targets, plus evidence strings."""
+    wanted = {
+        "formality": targets.formality,
+        "warmth": targets.warmth,
+        "energy": targets.energy,
+        "authority": targets.authority,
+    }
+    present = {k: v for k, v in wanted.items() if v is not None}
+    weights = dict(_AXIS_WEIGHTS)
+    if not present:
+        present = dict(_DEFAULT_TARGETS)
+        weights = {k: 0.5 for k in present}
+    total = sum(weights[k] for k in present)
+    dist = sum(weights[k] * abs(getattr(reg, k) - v) for k, v in present.items()) / total
+    evidence = [f"{k} {getattr(reg, k):.2f} (target {v:.2f})" for k, v in present.items()]
+    return dist, evidence
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionScore:
+    value: float  # continuous, 1..5
+    evidence: str
+
+    @property
+    def score(self) -> int:
+        return _score(self.value)
+
+
+def score_tone_dimensions(text: str, p: Profile, guide: ToneGuide) -> dict[str, DimensionScore]:
+    """The four seed-000 dimensions for one output, each from its own features only."""
+    # Tone match: distance of the measured register from the guide's targets; rudeness always costs.
+    dist, axes = tone_distance(p.register, guide.targets)
+    tone = 5.0 - 4.0 * min(1.0, dist / 0.9) - min(1.5, 0.75 * len(p.rude))
+    tone_ev = ", ".join(axes) + (f"; rude markers {fmt_terms(p.rude)}" if p.rude else "")
+    if p.slang:
+        tone_ev += f"; slang {fmt_terms(p.slang)}"
+
+    # Audience suitability: reading grade above the audience's ceiling, and jargon it won't know.
+    aud = guide.audience
+    grade_excess = max(0.0, p.fk_grade - aud.max_grade)
+    jargon_pen = (1.0 - aud.jargon_tolerance) * min(2.5, p.per100(p.jargon) * 0.4)
+    audience = 5.0 - min(3.0, 0.6 * grade_excess) - jargon_pen
+    if aud.concise and (p.mean_sentence_words > 25 or p.word_count > 250):
+        audience -= 0.5
+    aud_ev = (
+        f"FK grade {p.fk_grade:.1f} vs ceiling {aud.max_grade:.0f} (audience: {aud.label}), "
+        f"Flesch {p.flesch_reading_ease:.0f}, jargon {p.jargon}"
+    )
+
+    # Stylistic consistency: a register that drifts between halves, and erratic sentence lengths. Seed
+    # 000 asks about a consistent *voice*; varied sentence length is ordinary good prose (CV 0.4-0.7),
+    # so only erratic rhythm (CV above 0.8, the same line ``analyse`` uses) costs anything, and drift
+    # within the noise of a single marker in a short half (DRIFT_NOISE) is not evidence of a new voice.
+    consistency = 5.0 - 2.5 * max(0.0, p.sentence_length_cv - ERRATIC_CV) - 4.0 * max(0.0, p.drift - DRIFT_NOISE)
+    cons_ev = f"sentence-length CV {p.sentence_length_cv:.2f}, register drift {p.drift:.2f}"
+
+    # Guideline adherence: forbidden/required terms and the guide's mechanical rules.
+    penalties: list[tuple[float, str]] = []
+    used = used_terms(text, guide.forbidden)
+    if used:
+        penalties.append((1.5 * len(used), f"forbidden {fmt_terms(used)}"))
+    missing = missing_terms(text, guide.required)
+    if missing:
+        penalties.append((1.0 * len(missing), f"missing required {fmt_terms(missing)}"))
+    r = guide.rules
+    if r.emoji_allowed is False and p.emoji:
+        penalties.append((1.0, f"{p.emoji} emoji"))
+    elif r.max_emoji is not None and p.emoji > r.max_emoji:
+        penalties.append((1.0, f"{p.emoji} emoji, guide allows at most {r.max_emoji}"))
+    if r.exclamations_allowed is False and p.exclamations:
+        penalties.append((1.0, f"{p.exclamations} exclamation mark(s)"))
+    elif r.max_exclamations is not None and p.exclamations > r.max_exclamations:
+        penalties.append((1.0, f"{p.exclamations} exclamation marks, guide allows at most {r.max_exclamations}"))
+    if r.contractions is False and p.contractions:
+        penalties.append((0.75, f"{p.contractions} contraction(s)"))
+    if r.contractions is True and not p.contractions and p.word_count > 30:
+        penalties.append((0.5, "no contractions"))
+    if r.jargon_allowed is False and p.jargon:
+        penalties.append((min(1.5, 0.5 * p.jargon), f"{p.jargon} jargon term(s)"))
+    if r.caps_allowed is False and p.shouting:
+        penalties.append((1.0, f"{p.shouting} all-caps word(s)"))
+    if r.slang_allowed is False and p.slang:
+        penalties.append((1.0, f"slang {fmt_terms(p.slang)}"))
+    if r.active_voice and p.passives:
+        penalties.append((0.5 * min(2, p.passives), f"{p.passives} passive construction(s)"))
+    if r.second_person and not p.second_person:
+        penalties.append((0.5, "never addresses the reader as 'you'"))
+    if r.word_limit is not None and not r.word_limit.allows(p.word_count):
+        penalties.append((1.5, f"{p.word_count} words, guide wants {r.word_limit.describe('words')}"))
+    if r.concise and (p.mean_sentence_words > 25 or p.per100(p.fillers) > 3):
+        penalties.append((0.5, f"not concise ({p.mean_sentence_words:.0f} words/sentence, {p.fillers} filler(s))"))
+    adherence = 5.0 - sum(pen for pen, _ in penalties)
+    adh_ev = "; ".join(msg for _, msg in penalties) or "no rule violations found"
+
+    return {
+        "tone_match": DimensionScore(clamp(tone, 1.0, 5.0), tone_ev),
+        "audience_suitability": DimensionScore(clamp(audience, 1.0, 5.0), aud_ev),
+        "stylistic_consistency": DimensionScore(clamp(consistency, 1.0, 5.0), cons_ev),
+        "guideline_adherence": DimensionScore(clamp(adherence, 1.0, 5.0), adh_ev),
+    }
+
+
+def _weighted_tenths(scores: dict[str, int]) -> int:
+    """Seed 000's weighted total in integer tenths (4/3/2/1), so equality is exact."""
+    return sum(_round_half_up(TONE_WEIGHTS[d] * 10) * s for d, s in scores.items())
+
+
+def score_tone_style(slots: PromptSlots) -> ToneStyleReply:
+    rubric = slots.rubric
+    if not isinstance(rubric, ToneStyleRubric):
+        raise JudgeRejected("tone_style template needs a tone_style rubric")
+    guide = ToneGuide.from_rubric(rubric)
+    pa, pb = profile(slots.output_a), profile(slots.output_b)
+    da = score_tone_dimensions(slots.output_a, pa, guide)
+    db = score_tone_dimensions(slots.output_b, pb, guide)
+    ia = {k: v.score for k, v in da.items()}
+    ib = {k: v.score for k, v in db.items()}
+    ta, tb = _weighted_tenths(ia), _weighted_tenths(ib)
+
+    # Seed 000 forbids a tie. Break exact ties on the weighted total by tone_match, then guideline
+    # adherence, then the unrounded scores, and only then by content (confidence stays 0.5).
+    how: str
+    winner: Position
+    cont_a = sum(TONE_WEIGHTS[k] * v.value for k, v in da.items())
+    cont_b = sum(TONE_WEIGHTS[k] * v.value for k, v in db.items())
+    if ta != tb:
+        winner, how = ("A" if ta > tb else "B"), "higher weighted total"
+    elif ia["tone_match"] != ib["tone_match"]:
+        winner, how = ("A" if ia["tone_match"] > ib["tone_match"] else "B"), "equal totals, broken by tone_match"
+    elif ia["guideline_adherence"] != ib["guideline_adherence"]:
+        winner = "A" if ia["guideline_adherence"] > ib["guideline_adherence"] else "B"
+        how = "equal totals and tone_match, broken by guideline_adherence"
+    elif round(cont_a, 6) != round(cont_b, 6):
+        winner, how = ("A" if cont_a > cont_b else "B"), "equal integer scores, broken by unrounded feature scores"
+    else:
+        winner = content_tiebreak(slots.output_a, slots.output_b)
+        how = "indistinguishable by every feature; forced choice by content hash, not by position"
+    confidence = margin_confidence(abs(ta - tb) / 10.0, 1.2)
+
+    loser = _other(winner)
+    dw, dl = (da, db) if winner == "A" else (db, da)
+    gaps = sorted(
+        ((TONE_WEIGHTS[k] * (dw[k].score - dl[k].score), k) for k in TONE_WEIGHTS),
+        key=lambda g: (-g[0], list(TONE_WEIGHTS).index(g[1])),
+    )
+    top_gap, top_dim = gaps[0]
+    if top_gap > 0:
+        key_diff = (
+            f"{top_dim}: {winner} {dw[top_dim].score} vs {loser} {dl[top_dim].score} "
+            f"({winner}: {dw[top_dim].evidence}; {loser}: {dl[top_dim].evidence})"
+        )
+    else:
+        key_diff = f"No dimension score differed; {how}."
+
+    # Most important first: the reply schema caps this text, and clipping drops only the tail.
+    cues = ", ".join(guide.targets.cues) or "none (neutral professional voice assumed)"
+    parts = [
+        HEURISTIC_PREFIX + "scores come from measured text features (word lists, readability formulas, "
+        "regex markers), not from reading for meaning.",
+        f"Weighted totals A {ta / 10:.1f}, B {tb / 10:.1f}: {winner} wins ({how}).",
+        f"Guide cues: {cues}; audience read as {guide.audience.label}"
+        + (f"; forbidden terms checked: {fmt_terms(guide.forbidden)}" if guide.forbidden else "")
+        + ".",
+    ]
+    for k in sorted(TONE_WEIGHTS, key=lambda d: -TONE_WEIGHTS[d] * abs(ia[d] - ib[d])):
+        if ia[k] != ib[k]:
+            parts.append(f"{k} A {ia[k]} vs B {ib[k]}: A {da[k].evidence}; B {db[k].evidence}.")
+    same = [k for k in TONE_WEIGHTS if ia[k] == ib[k]]
+    if same:
+        parts.append("Equal on " + ", ".join(f"{k} ({ia[k]})" for k in same) + ".")
+    return ToneStyleReply.model_validate(
+        {
+            "winner": winner,
+            "confidence": confidence,
+            "justification": clip(" ".join(parts), PROSE_MAX),
+            "dimension_scores": {k: {"A": ia[k], "B": ib[k]} for k in TONE_WEIGHTS},
+            "key_differentiator": clip(key_diff, PHRASE_MAX),
+        }
+    )
