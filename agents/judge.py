@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from schemas import JudgeInfo
-from schemas.rubric import HeadToHeadRubric, PairwiseRubric, TieBreakWeights, ToneStyleRubric
 
 TemplateKind = Literal["tone_style", "head_to_head", "pairwise", "tiebreak"]
 
@@ -23,29 +22,18 @@ class ChatMessage:
 
 
 @dataclass(frozen=True, slots=True)
-class PromptSlots:
-    """The structured contents of a rendered prompt, in the positions shown.
+class JudgeRequest:
+    """One prompt for one ordering of one pair: what every judge gets, HTTP or offline.
 
-    HTTP judges ignore this and send ``messages``; the offline judge scores from it, so it never has
-    to parse its own prompt back apart. Model-identifying metadata is already stripped.
+    The pair itself travels only as rendered text in ``messages``; a judge that needs its parts reads
+    them back out (``agents.prompt_reader``), as a model would.
     """
 
-    output_a: str
-    output_b: str
-    task_prompt: str
-    task_context: str | None
-    rubric: ToneStyleRubric | HeadToHeadRubric | PairwiseRubric | None
-    tiebreak: TieBreakWeights | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JudgeRequest:
     template: TemplateKind
     messages: tuple[ChatMessage, ...]
     #: JSON Schema of the expected reply, for structured-output modes.
     response_schema: dict[str, Any]
     schema_name: str
-    slots: PromptSlots
     #: 0 for the first ask; re-asks carry the validation error in ``messages`` and count up.
     attempt: int = 0
     #: True on the tie-break's forced-choice re-ask.

@@ -15,7 +15,10 @@ What the judge sees, and why:
   ``{{criterion}}``) are expanded to one row per rubric criterion. Fillings: a tone rubric's
   forbidden/required term lists are listed under its style guide text; empty seed 001
   constraints/examples read "None provided."; seed 002's task is delimited like seed 003's
-  (``<task>``), because an end user's prompt is untrusted too.
+  (``<task>``), because an end user's prompt is untrusted too. Seed 001 has no place for the task,
+  so it follows the criteria (``TASK_INTRO``); seed 002 also shows the pair's primary rubric as one
+  line of JSON (``RUBRIC_INTRO``): the resolver's criteria (instruction adherence, readability for
+  the audience) are judged against both. Every judge, the offline one included, sees only this.
 * **Seed order kept.** Seeds 000 and 001 already put the stable parts (instructions, style guide,
   audience / criteria) before the outputs. Seeds 002 and 003 put per-pair text (the task) and the
   outputs before their criteria; we keep their order rather than reshuffle a prompt users know, so
@@ -30,8 +33,8 @@ What the judge sees, and why:
 * **Single-pass substitution.** Placeholders are replaced in one pass over the template, so an
   output that contains ``[OUTPUT_B]`` or ``{{context}}`` is never expanded.
 
-The prompt depends only on :class:`~agents.judge.PromptSlots` (plus the kind), so the offline judge
-and the response cache can rely on the slots alone.
+The prompt depends only on :class:`PromptSlots` (plus the kind), and ``agents.prompt_reader`` reads
+the slots back out of it: the offline judge scores what the prompt shows, like any other judge.
 """
 
 from __future__ import annotations
@@ -42,11 +45,12 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
 from typing import Any, Final
 
-from agents.judge import ChatMessage, JudgeRequest, PromptSlots, TemplateKind
+from agents.judge import ChatMessage, JudgeRequest, TemplateKind
 from schemas.events import Order
 from schemas.pair import Candidate, CandidatePair
 from schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply, ToneStyleReply
@@ -117,8 +121,9 @@ def template_text(kind: TemplateKind) -> str:
 
 def template_parts(kind: TemplateKind) -> tuple[str, ...]:
     """Every fixed text a judge can be shown for ``kind``: the first ask (:func:`template_text`), the
-    re-ask instruction and, for the tie-break, the forced-choice instruction (only it sends one)."""
-    parts = (template_text(kind), REASK_INSTRUCTION)
+    fillings put around inserted text, the re-ask instruction and, for the tie-break, the
+    forced-choice instruction (only it sends one)."""
+    parts = (template_text(kind), *FILLINGS, REASK_INSTRUCTION)
     return (*parts, FORCED_CHOICE_INSTRUCTION) if kind == "tiebreak" else parts
 
 
@@ -133,16 +138,46 @@ def template_hash(kind: TemplateKind) -> str:
     return digest.hexdigest()[:16]
 
 
+# --- what a prompt shows -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSlots:
+    """Everything a rendered prompt shows, in the positions shown; :func:`render` fills a template from
+    it and ``agents.prompt_reader.read_prompt`` reads it back out of the rendered messages.
+
+    Model-identifying metadata never gets here. ``rubric`` is the pair's own rubric (for the
+    tie-break, the primary rubric it shows as context; None when the pair names a catalog rubric).
+    """
+
+    output_a: str
+    output_b: str
+    task_prompt: str
+    task_context: str | None
+    rubric: ToneStyleRubric | HeadToHeadRubric | PairwiseRubric | None
+    tiebreak: TieBreakWeights | None = None
+
+
 # --- untrusted text ---------------------------------------------------------------------------
 
 # Any opening or closing tag that looks like one of our delimiters (any case, any attributes, spaces
 # after "<" or "/"). Only the "<" is escaped, so the judge still reads the text as written.
-_DELIMITER_TAG = re.compile(r"<(?=\s*/?\s*(?:output_[ab]|response_[ab]|task|context)\b)", re.IGNORECASE)
+_TAG_NAME = r"(?i:\s*/?\s*(?:output_[ab]|response_[ab]|task|context)\b)"
+# The "<" of such a tag, and the "&" of an "&lt;" (or "&amp;lt;", ...) already written before one:
+# escaping that "&" too makes the escape reversible (``restore``), so a judge reading the prompt
+# (the offline one) gets back exactly the text that was inserted. Text with neither is unchanged.
+_ESCAPED = re.compile(rf"<(?={_TAG_NAME})|&(?=(?:amp;)*lt;{_TAG_NAME})")
+_UNESCAPED = re.compile(rf"&lt;(?={_TAG_NAME})|&amp;(?=(?:amp;)*lt;{_TAG_NAME})")
 
 
 def neutralise(text: str) -> str:
     """Escape every delimiter-like tag in inserted text, so it cannot open or close a section."""
-    return _DELIMITER_TAG.sub("&lt;", text)
+    return _ESCAPED.sub(lambda m: "&lt;" if m.group(0) == "<" else "&amp;", text)
+
+
+def restore(text: str) -> str:
+    """The inverse of :func:`neutralise`: ``restore(neutralise(t)) == t`` for every text."""
+    return _UNESCAPED.sub(lambda m: "<" if m.group(0) == "&lt;" else "&", text)
 
 
 def delimiter_nonce(output_a: str, output_b: str) -> str:
@@ -198,7 +233,30 @@ def slots_for(
 
 # --- renderers, one per seed ------------------------------------------------------------------
 
-_NONE_GIVEN = "None provided."
+#: Fillings: the fixed texts this module adds around inserted text (hashed with the templates).
+NONE_GIVEN: Final = "None provided."
+FORBIDDEN_TERMS: Final = "Forbidden terms: "
+REQUIRED_TERMS: Final = "Required terms: "
+TASK_INTRO: Final = "\n\nBoth outputs respond to this task:\n"
+RUBRIC_INTRO: Final = "\n\nThe rubric of the primary comparison (JSON):\n"
+
+
+def task_block(prompt: str, context: str | None) -> str:
+    """The task, delimited like seed 003 does: an end user's prompt is untrusted too."""
+    block = f"<task>\n{neutralise(prompt)}\n</task>"
+    return block + f"\n<context>\n{neutralise(context)}\n</context>" if context else block
+
+
+def rubric_json(rubric: InlineRubric) -> str:
+    """A rubric as one line of JSON, with every "<" escaped (``\\u003c``) so no tag can appear in it."""
+    text = json.dumps(rubric.model_dump(mode="json"), ensure_ascii=False, separators=(", ", ": "))
+    return text.replace("<", "\\u003c")
+
+
+def weight_text(weight: float) -> str:
+    """A weight as shown: ``:g`` (0.4, 10), unless that would round it; then every digit (repr)."""
+    short = f"{weight:g}"
+    return short if float(short) == weight else repr(weight)
 
 
 def _render_tone_style(slots: PromptSlots) -> str:
@@ -210,9 +268,9 @@ def _render_tone_style(slots: PromptSlots) -> str:
     # they are listed after the guide's own text so a judge sees them even if the prose omits them.
     guide = [rubric.style_guide]
     if rubric.forbidden_terms:
-        guide.append("Forbidden terms: " + ", ".join(json.dumps(t, ensure_ascii=False) for t in rubric.forbidden_terms))
+        guide.append(FORBIDDEN_TERMS + ", ".join(json.dumps(t, ensure_ascii=False) for t in rubric.forbidden_terms))
     if rubric.required_terms:
-        guide.append("Required terms: " + ", ".join(json.dumps(t, ensure_ascii=False) for t in rubric.required_terms))
+        guide.append(REQUIRED_TERMS + ", ".join(json.dumps(t, ensure_ascii=False) for t in rubric.required_terms))
     return _substitute(
         TONE_STYLE_TEMPLATE,
         {
@@ -225,10 +283,10 @@ def _render_tone_style(slots: PromptSlots) -> str:
 
 
 # Seed 001's two example rows, expanded to one row per rubric criterion.
-_H2H_CRITERION_ROWS = """\
+H2H_CRITERION_ROWS: Final = """\
     "[CRITERION_NAME_1]": {"winner": "A" | "B" | "TIE", "explanation": "..."},
     "[CRITERION_NAME_2]": {"winner": "A" | "B" | "TIE", "explanation": "..."}"""
-_H2H_CRITERION_ROW = '    "{name}": {{"winner": "A" | "B" | "TIE", "explanation": "..."}}'
+H2H_CRITERION_ROW: Final = '    "{name}": {{"winner": "A" | "B" | "TIE", "explanation": "..."}}'
 
 
 def _render_head_to_head(slots: PromptSlots) -> str:
@@ -239,30 +297,33 @@ def _render_head_to_head(slots: PromptSlots) -> str:
     criteria = "\n".join(
         f"- {c.name}: {neutralise(c.description)}" if c.description else f"- {c.name}" for c in rubric.criteria
     )
+    # Seed 001 has no place for the task, yet criteria such as "instruction adherence" are judged
+    # against it: it follows the criteria (which stay a stable, cacheable prefix), before the outputs.
+    criteria += TASK_INTRO + task_block(slots.task_prompt, slots.task_context)
     # Criterion names match ^[A-Za-z0-9_ \-]+$, so they are safe inside a JSON string as they are.
-    rows = ",\n".join(_H2H_CRITERION_ROW.format(name=c.name) for c in rubric.criteria)
+    rows = ",\n".join(H2H_CRITERION_ROW.format(name=c.name) for c in rubric.criteria)
     return _substitute(
         HEAD_TO_HEAD_TEMPLATE,
         {
             "[CRITERIA]": criteria,
             "[OUTPUT_A]": _delimited("output_a", slots.output_a, nonce),
             "[OUTPUT_B]": _delimited("output_b", slots.output_b, nonce),
-            "[CONSTRAINTS]": neutralise(rubric.constraints) or _NONE_GIVEN,
-            _H2H_CRITERION_ROWS: rows,
-            "[EXAMPLES]": neutralise(rubric.examples) or _NONE_GIVEN,
+            "[CONSTRAINTS]": neutralise(rubric.constraints) or NONE_GIVEN,
+            H2H_CRITERION_ROWS: rows,
+            "[EXAMPLES]": neutralise(rubric.examples) or NONE_GIVEN,
         },
     )
 
 
 # Seed 003 is a Handlebars template; its blocks are rendered with Handlebars' semantics (standalone
 # block lines vanish, an #each body repeats per item, an #if block vanishes when the value is empty).
-_PW_IF_CONTEXT = "{{#if context}}\n## Additional Context\n\n<context>\n{{context}}\n</context>\n{{/if}}\n\n"
-_PW_EACH_LIST = "{{#each criteria}}\n- **{{this}}**\n{{/each}}"
-_PW_EACH_COMPARE = (
+PW_IF_CONTEXT: Final = "{{#if context}}\n## Additional Context\n\n<context>\n{{context}}\n</context>\n{{/if}}\n\n"
+PW_EACH_LIST: Final = "{{#each criteria}}\n- **{{this}}**\n{{/each}}"
+PW_EACH_COMPARE: Final = (
     "{{#each criteria}}\n**{{this}}:**\n- Response A: [assessment]\n- Response B: [assessment]\n"
     "- Winner for this criterion: [A / B / TIE]\n{{/each}}"
 )
-_PW_COMPARISON_ITEM = """\
+PW_COMPARISON_ITEM: Final = """\
     {
       "criterion": "{{criterion}}",
       "aAssessment": "...",
@@ -288,18 +349,18 @@ def _render_pairwise(slots: PromptSlots) -> str:
     )
     # One comparison row per criterion; the name goes inside a JSON string, so JSON-escape it.
     items = ",\n".join(
-        _PW_COMPARISON_ITEM.replace("{{criterion}}", json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
+        PW_COMPARISON_ITEM.replace("{{criterion}}", json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
     )
     return _substitute(
         PAIRWISE_TEMPLATE,
         {
             "{{original_prompt}}": neutralise(slots.task_prompt),
-            _PW_IF_CONTEXT: context,
+            PW_IF_CONTEXT: context,
             "{{response_a}}": neutralise(slots.output_a),
             "{{response_b}}": neutralise(slots.output_b),
-            _PW_EACH_LIST: "\n".join(f"- **{n}**" for n in names),
-            _PW_EACH_COMPARE: compare,
-            _PW_COMPARISON_ITEM: items,
+            PW_EACH_LIST: "\n".join(f"- **{n}**" for n in names),
+            PW_EACH_COMPARE: compare,
+            PW_COMPARISON_ITEM: items,
         },
     )
 
@@ -308,7 +369,7 @@ def tiebreak_criteria_text(weights: TieBreakWeights) -> str:
     """Seed 002's [CRITERIA] list, in the seed's own example format: ``1. name (weight: w): description``."""
     lines = []
     for i, c in enumerate(weights.criteria, start=1):
-        head = f"{i}. {c.name} (weight: {c.weight:g})"
+        head = f"{i}. {c.name} (weight: {weight_text(c.weight)})"
         lines.append(f"{head}: {neutralise(c.description)}" if c.description else head)
     return "\n".join(lines)
 
@@ -318,10 +379,11 @@ def _render_tiebreak(slots: PromptSlots) -> str:
     if weights is None:
         raise TypeError("tiebreak needs TieBreakWeights in the slots")
     nonce = delimiter_nonce(slots.output_a, slots.output_b)
-    # The task is untrusted too (it may be an end user's prompt), so it is delimited like seed 003 does.
-    task = f"<task>\n{neutralise(slots.task_prompt)}\n</task>"
-    if slots.task_context:
-        task += f"\n<context>\n{neutralise(slots.task_context)}\n</context>"
+    task = task_block(slots.task_prompt, slots.task_context)
+    if slots.rubric is not None:
+        # What the primary judge compared against (style guide, audience, constraints): the resolver's
+        # criteria, such as instruction adherence or readability for the audience, are judged against it.
+        task += RUBRIC_INTRO + rubric_json(slots.rubric)
     return _substitute(
         TIEBREAK_TEMPLATE,
         {
@@ -342,6 +404,10 @@ _RENDERERS: Final[Mapping[TemplateKind, Callable[[PromptSlots], str]]] = Mapping
         "tiebreak": _render_tiebreak,
     }
 )
+
+
+#: The fillings' fixed texts, hashed with the templates (``template_parts``).
+FILLINGS: Final = (NONE_GIVEN, FORBIDDEN_TERMS, REQUIRED_TERMS, TASK_INTRO, RUBRIC_INTRO, H2H_CRITERION_ROW)
 
 
 # --- structured-output schemas ----------------------------------------------------------------
@@ -384,26 +450,27 @@ def response_schema(kind: TemplateKind, slots: PromptSlots) -> dict[str, Any]:
 # --- requests ---------------------------------------------------------------------------------
 
 
-def render(kind: TemplateKind, slots: PromptSlots) -> JudgeRequest:
-    """The first ask for one ordering: system note + the filled seed template."""
+def render(kind: TemplateKind, slots: PromptSlots, order: Order = "AB") -> JudgeRequest:
+    """The first ask for one ordering: system note + the filled seed template. ``order`` only labels
+    the request (which candidate the slots put at A); the prompt never depends on it."""
     return JudgeRequest(
         template=kind,
         messages=(ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", _RENDERERS[kind](slots))),
         response_schema=response_schema(kind, slots),
         schema_name=SCHEMA_NAMES[kind],
-        slots=slots,
+        order=order,
     )
 
 
 def render_primary(pair: CandidatePair, rubric: InlineRubric, order: Order) -> JudgeRequest:
     """The primary-stage request for ``pair`` in ``order``, with the rubric's own seed template."""
-    return render(rubric.kind, slots_for(pair, order, rubric))
+    return render(rubric.kind, slots_for(pair, order, rubric), order)
 
 
 def render_tiebreak(pair: CandidatePair, weights: TieBreakWeights, order: Order) -> JudgeRequest:
     """The seed 002 tie-break request for ``pair`` in ``order``."""
     rubric = None if isinstance(pair.rubric, RubricRef) else pair.rubric
-    return render("tiebreak", slots_for(pair, order, rubric, weights))
+    return render("tiebreak", slots_for(pair, order, rubric, weights), order)
 
 
 def _echo(previous_reply: str) -> str:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agents.errors import JudgeRejected
-from agents.judge import PromptSlots
 from agents.offline.common import (
     CONF_MIN,
     ERRATIC_CV,
@@ -38,6 +37,7 @@ from agents.offline.reading import (
     tone_targets,
 )
 from agents.offline.tone import tone_distance
+from agents.prompts import PromptSlots
 from schemas.replies import (
     CriterionWinner,
     HeadToHeadReply,

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from agents.errors import JudgeRejected
-from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse, PromptSlots
+from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
 from agents.offline.common import OFFLINE_IDENTITY, OFFLINE_MODEL
 from agents.offline.criteria import score_head_to_head, score_pairwise
 from agents.offline.tiebreak import score_tiebreak
 from agents.offline.tone import score_tone_style
+from agents.prompt_reader import PromptUnreadable, read_prompt
+from agents.prompts import PromptSlots
 from schemas.replies import (
     Reply,
 )
@@ -38,21 +40,23 @@ class OfflineJudge:
 
 
 def judge_reply(request: JudgeRequest) -> Reply:
-    """The validated reply model for one request. Raises ``JudgeRejected`` if the request's rubric
-    does not fit its template (a caller bug: re-asking the same deterministic judge cannot help)."""
-    slots = request.slots
+    """The validated reply model for one request, scored from what its prompt shows.
+
+    The pair is read back out of the rendered messages (``agents.prompt_reader``), as any judge reads
+    it. Raises ``JudgeRejected`` if the prompt cannot be read exactly or its rubric does not fit its
+    template (a caller bug: re-asking the same deterministic judge cannot help).
+    """
+    scorer = SCORERS.get(request.template)
+    if scorer is None:
+        raise JudgeRejected(f"offline judge has no template {request.template!r}")
     try:
-        if request.template == "tone_style":
-            return score_tone_style(slots)
-        if request.template == "head_to_head":
-            return score_head_to_head(slots)
-        if request.template == "pairwise":
-            return score_pairwise(slots)
-        if request.template == "tiebreak":
-            return score_tiebreak(slots)
+        slots = read_prompt(request)
+    except PromptUnreadable as exc:
+        raise JudgeRejected(f"offline judge cannot read the {request.template} prompt: {exc}") from exc
+    try:
+        return scorer(slots)
     except ValidationError as exc:  # our own bug; never hand out an unvalidated reply
         raise JudgeRejected(f"offline judge built an invalid {request.template} reply: {exc}") from exc
-    raise JudgeRejected(f"offline judge has no template {request.template!r}")
 
 
 #: For tests and docs: which scorer answers which template.

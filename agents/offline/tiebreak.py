@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-from agents.judge import PromptSlots
 from agents.offline.common import (
     CONF_MIN,
     HEURISTIC_PREFIX,
@@ -18,6 +17,7 @@ from agents.offline.common import (
 from agents.offline.criteria import CriteriaContext, criteria_context_h2h, measure_criterion
 from agents.offline.features import profile
 from agents.offline.tone import ToneGuide
+from agents.prompts import PromptSlots
 from schemas.replies import (
     CriterionAnalysis,
     Position,

@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 from agents.errors import JudgeRejected
-from agents.judge import PromptSlots
 from agents.offline.common import (
     DRIFT_NOISE,
     ERRATIC_CV,
@@ -32,6 +31,7 @@ from agents.offline.reading import (
     style_rules,
     tone_targets,
 )
+from agents.prompts import PromptSlots
 from schemas.replies import (
     TONE_WEIGHTS,
     Position,

@@ -21,7 +21,7 @@ from pydantic import SecretStr
 
 from agents.core import judge_pair, resolve_rubric
 from agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
-from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, PromptSlots
+from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest
 from agents.policy import Policy
 from agents.prompts import REASK_INSTRUCTION, SYSTEM_PROMPT, render_primary
 from agents.validation import parse_reply
@@ -175,7 +175,6 @@ async def test_system_messages_are_hoisted_and_the_conversation_kept(
             **ToneStyleReply.model_json_schema(),
         },
         schema_name="tone style/verdict v2",
-        slots=PromptSlots(output_a="A", output_b="B", task_prompt="t", task_context=None, rubric=None),
         attempt=1,
     )
     # A base URL with the /v1 prefix (as OpenAI-style settings have it) means the same endpoint.
@@ -418,7 +417,6 @@ async def test_non_object_schema_is_rejected_before_sending(
         messages=request.messages,
         response_schema={"type": "array", "items": {"type": "string"}},
         schema_name=request.schema_name,
-        slots=request.slots,
     )
     with pytest.raises(JudgeRejected, match="top-level type 'object'"):
         await make_judge().complete(bad)

@@ -17,7 +17,7 @@ import pytest
 from pydantic import SecretStr
 
 from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.judge import ChatMessage, JudgeRequest, PromptSlots
+from agents.judge import ChatMessage, JudgeRequest
 from schemas.replies import ToneStyleReply
 from streams.judges.anthropic import AnthropicJudge
 from streams.judges.http import (
@@ -61,7 +61,6 @@ def request() -> JudgeRequest:
         messages=(ChatMessage("system", "Compare."), ChatMessage("user", "<a>Hi</a><b>Hello</b>")),
         response_schema=ToneStyleReply.model_json_schema(by_alias=True),
         schema_name="ToneStyleReply",
-        slots=PromptSlots(output_a="Hi", output_b="Hello", task_prompt="Greet.", task_context=None, rubric=None),
     )
 
 

@@ -17,7 +17,7 @@ import anyio
 import pydantic
 import pytest
 
-from agents.judge import ChatMessage, JudgeRequest, PromptSlots
+from agents.judge import ChatMessage, JudgeRequest
 from schemas.replies import ToneStyleReply
 from streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.llama import LlamaServer
@@ -93,9 +93,6 @@ def tone_request(output_a: str, output_b: str) -> JudgeRequest:
         messages=(ChatMessage("user", prompt),),
         response_schema=ToneStyleReply.model_json_schema(by_alias=True),
         schema_name="ToneStyleReply",
-        slots=PromptSlots(
-            output_a=output_a, output_b=output_b, task_prompt="Welcome a new customer.", task_context=None, rubric=None
-        ),
     )
 
 

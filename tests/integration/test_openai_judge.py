@@ -21,7 +21,7 @@ import pytest
 from pydantic import SecretStr
 
 from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, PromptSlots
+from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest
 from schemas.replies import ToneStyleReply
 from streams.judges.cache import CachingJudge, ResponseCache
 from streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
@@ -69,9 +69,6 @@ def make_request() -> JudgeRequest:
         ),
         response_schema=ToneStyleReply.model_json_schema(by_alias=True),
         schema_name="ToneStyleReply",
-        slots=PromptSlots(
-            output_a="Hi there!", output_b="Greetings.", task_prompt="Greet a customer.", task_context=None, rubric=None
-        ),
     )
 
 

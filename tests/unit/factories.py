@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from agents.judge import JudgeRequest
 from schemas import (
@@ -234,11 +234,6 @@ def tiebreak_reply(
 Answer = str | Exception
 
 
-def order_of(request: JudgeRequest, pair: CandidatePair) -> Literal["AB", "BA"]:
-    """Which ordering a request shows, from the text in position A."""
-    return "AB" if request.slots.output_a == pair.candidates[0].output else "BA"
-
-
 def per_order(
     pair: CandidatePair, ab: Answer | Sequence[Answer], ba: Answer | Sequence[Answer]
 ) -> Callable[[JudgeRequest], Answer]:
@@ -249,11 +244,11 @@ def per_order(
     }
 
     def answer(request: JudgeRequest) -> Answer:
-        queue = queues[order_of(request, pair)]
+        queue = queues[request.order]
         if isinstance(queue, str | Exception):
             return queue
         if not queue:
-            raise AssertionError(f"no scripted answer left for {order_of(request, pair)}")
+            raise AssertionError(f"no scripted answer left for {request.order}")
         return queue.pop(0)
 
     return answer

@@ -16,7 +16,7 @@ from streams.cli import app
 from streams.evaluate import run_evaluate
 from streams.pipeline import JudgePanel
 from streams.settings import Settings
-from tests.unit.factories import make_pair, order_of, tone_reply
+from tests.unit.factories import make_pair, tone_reply
 
 
 def _write(path: Path, lines: list[str]) -> Path:
@@ -32,7 +32,7 @@ async def test_agreement_and_kappa_against_human_labels(tmp_path: Path) -> None:
     path = _write(tmp_path / "set.jsonl", [p.model_dump_json() for p in labelled])
 
     def always_first(req: JudgeRequest) -> str:  # consistent across orders: always the first candidate
-        return tone_reply(winner="A" if order_of(req, pairs[0]) == "AB" else "B", confidence=0.9)
+        return tone_reply(winner="A" if req.order == "AB" else "B", confidence=0.9)
 
     report = await run_evaluate(
         Settings(), path, out_path=tmp_path / "out.jsonl", console=Console(file=None), judge=ScriptedJudge(always_first)
@@ -87,7 +87,7 @@ async def test_a_jury_is_scored_per_juror_for_flips(tmp_path: Path) -> None:
     path = _write(tmp_path / "set.jsonl", [p.model_dump_json() for p in pairs])
 
     def consistent(req: JudgeRequest) -> str:
-        return tone_reply(winner="A" if order_of(req, pairs[0]) == "AB" else "B", confidence=0.9)
+        return tone_reply(winner="A" if req.order == "AB" else "B", confidence=0.9)
 
     jurors = (ScriptedJudge(consistent, model="j1"), ScriptedJudge(consistent, model="j2"))
     flipper = ScriptedJudge(lambda req: tone_reply(winner="A"), model="j3")  # position A always: flips

@@ -35,7 +35,6 @@ from tests.unit.factories import (
     h2h_reply,
     h2h_rubric,
     make_pair,
-    order_of,
     pairwise_reply,
     pairwise_rubric,
     per_order,
@@ -299,7 +298,7 @@ async def test_pairwise_with_wrong_criteria_is_reasked_then_reviewed() -> None:
     decision = await judge_pair(pair, judge, Policy())
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "ordering_invalid"
-    last_ab = [r for r in judge.requests if order_of(r, pair) == "AB"][-1]
+    last_ab = [r for r in judge.requests if r.order == "AB"][-1]
     assert last_ab.attempt == 2
     assert 'missing: ["specificity", "actionability"]' in last_ab.messages[-1].content
 
@@ -344,7 +343,7 @@ async def test_orderings_run_concurrently() -> None:
     async def rendezvous(request: JudgeRequest) -> None:
         # Each ordering waits until the other has also reached the judge; run one after the other,
         # the first would wait forever and fail the timeout.
-        mine = order_of(request, pair)
+        mine = request.order
         arrived[mine].set()
         with anyio.fail_after(5):
             await arrived["BA" if mine == "AB" else "AB"].wait()

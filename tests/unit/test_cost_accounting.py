@@ -17,7 +17,7 @@ from agents.policy import Policy
 from agents.reconcile import cost_sum
 from agents.scripted import Answer, ScriptedJudge
 from schemas import CandidatePair, PairVerdict, ReviewRequest, TieBreakRequest
-from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair, order_of, tiebreak_reply, tone_reply
+from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair, tiebreak_reply, tone_reply
 
 ALL_A = {"safety": "A", "instruction_adherence": "A", "conciseness": "A", "readability": "A"}
 ALL_B = {"safety": "B", "instruction_adherence": "B", "conciseness": "B", "readability": "B"}
@@ -31,8 +31,8 @@ def by_order(pair: CandidatePair, ab: Sequence[Answer], ba: Sequence[Answer]) ->
     queues = {"AB": list(ab), "BA": list(ba)}
 
     def answer(request: JudgeRequest) -> Answer:
-        queue = queues[order_of(request, pair)]
-        assert queue, f"no scripted answer left for {order_of(request, pair)}"
+        queue = queues[request.order]
+        assert queue, f"no scripted answer left for {request.order}"
         return queue.pop(0)
 
     return answer

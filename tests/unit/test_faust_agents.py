@@ -22,7 +22,7 @@ from schemas import DEFAULT_TIEBREAK_WEIGHTS, DeadLetter, PairVerdict, ReviewReq
 from streams.app import PairjudgeApp, create_app
 from streams.settings import Settings
 from streams.telemetry import Telemetry, make_tracer_provider
-from tests.unit.factories import make_pair, order_of, tiebreak_reply, tone_reply
+from tests.unit.factories import make_pair, tiebreak_reply, tone_reply
 
 
 @dataclass
@@ -65,7 +65,7 @@ def _wire(tmp_path: Path, reply: Callable[[JudgeRequest], str]) -> tuple[Pairjud
 
 async def test_a_consistent_pair_becomes_a_verdict_with_its_trace(tmp_path: Path) -> None:
     pair = make_pair()
-    wired, exporter = _wire(tmp_path, lambda req: tone_reply(winner="A" if order_of(req, pair) == "AB" else "B"))
+    wired, exporter = _wire(tmp_path, lambda req: tone_reply(winner="A" if req.order == "AB" else "B"))
     captured = _capture(wired)
     async with wired.judge_agent.test_context() as agent:
         await agent.put(pair.model_dump_json().encode(), key=pair.pair_id.encode())
@@ -89,7 +89,7 @@ async def test_a_flip_goes_to_tiebreak_and_the_tiebreak_agent_decides(tmp_path: 
     def reply(req: JudgeRequest) -> str:
         if req.template == "tiebreak":
             # Both tie-break orders prefer the pair's second candidate on every criterion.
-            side = "B" if order_of(req, pair) == "AB" else "A"
+            side = "B" if req.order == "AB" else "A"
             return tiebreak_reply({c.name: side for c in DEFAULT_TIEBREAK_WEIGHTS.criteria})
         return tone_reply(winner="A")  # position A always wins: a flip
 
@@ -153,7 +153,7 @@ async def test_a_redelivered_pair_replays_its_recorded_outcome_without_judging_i
         calls.append(req.template)
         # The first pair of calls favours the first candidate; any later call the second one.
         first = len(calls) <= 2
-        favours_first = (order_of(req, pair) == "AB") == first
+        favours_first = (req.order == "AB") == first
         return tone_reply(winner="A" if favours_first else "B")
 
     wired, exporter = _wire(tmp_path, fickle)
@@ -181,7 +181,7 @@ async def test_an_input_whose_delivery_fails_is_never_acked(tmp_path: Path) -> N
     from aiokafka.errors import KafkaTimeoutError
 
     pair = make_pair()
-    wired, _ = _wire(tmp_path, lambda req: tone_reply(winner="A" if order_of(req, pair) == "AB" else "B"))
+    wired, _ = _wire(tmp_path, lambda req: tone_reply(winner="A" if req.order == "AB" else "B"))
     _capture(wired)
 
     async def failing_send(**_: Any) -> Any:
@@ -212,12 +212,12 @@ async def test_two_deliveries_of_one_pair_in_flight_at_once_are_judged_once(tmp_
     release = asyncio.Event()
 
     async def slow_first(req: JudgeRequest) -> None:
-        calls.append(order_of(req, pair))
+        calls.append(req.order)
         if len(calls) <= 2:
             await release.wait()
 
     def fickle(req: JudgeRequest) -> str:
-        favours_first = (order_of(req, pair) == "AB") == (len(calls) <= 2)
+        favours_first = (req.order == "AB") == (len(calls) <= 2)
         return tone_reply(winner="A" if favours_first else "B")
 
     settings = Settings(worker={"data_dir": tmp_path, "concurrency": 4})

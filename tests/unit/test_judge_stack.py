@@ -19,7 +19,7 @@ from streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, Pr
 from streams.judges.factory import build_judge_stack, cache_params
 from streams.judges.openai import OpenAICompatibleJudge
 from streams.settings import JudgeSettings, Settings, environ_for
-from tests.unit.factories import make_pair, order_of, tone_reply
+from tests.unit.factories import make_pair, tone_reply
 
 GPT = ModelPrice(input_per_mtok=2.5, output_per_mtok=10.0, cached_input_per_mtok=1.25)
 TABLE = PriceTable.of({"judge-m": GPT, "judge-m-2024-08-06": ModelPrice(input_per_mtok=5.0, output_per_mtok=20.0)})
@@ -79,7 +79,7 @@ def test_prices_must_be_non_negative() -> None:
 async def test_priced_judge_puts_the_cost_on_every_reply_and_the_verdict_sums_them() -> None:
     pair = make_pair()
     inner = ScriptedJudge(
-        lambda r: tone_reply("A" if order_of(r, pair) == "AB" else "B"),
+        lambda r: tone_reply("A" if r.order == "AB" else "B"),
         model="judge-m",
         input_tokens=1000,
         output_tokens=500,

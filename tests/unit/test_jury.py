@@ -25,7 +25,6 @@ from tests.unit.factories import (
     h2h_reply,
     h2h_rubric,
     make_pair,
-    order_of,
     per_order,
     tiebreak_reply,
 )
@@ -406,7 +405,7 @@ async def test_every_juror_and_order_is_in_flight_at_once() -> None:
         async def wait(request: JudgeRequest) -> None:
             # Nobody answers until all 2*N calls have reached their judge: any sequencing deadlocks
             # here and fails the timeout.
-            arrived.add((model, order_of(request, pair)))
+            arrived.add((model, request.order))
             if len(arrived) == 2 * size:
                 everyone.set()
             with anyio.fail_after(5):
@@ -435,7 +434,7 @@ async def test_a_bug_in_one_juror_cancels_the_rest_and_is_reraised_unwrapped() -
     class Broken(ScriptedJudge):
         # Fails in AB only: one bug, while the other five calls hang until cancelled.
         async def complete(self, request: JudgeRequest) -> Any:
-            if order_of(request, pair) == "BA":
+            if request.order == "BA":
                 await hang(request)
             await anyio.sleep(0.01)
             raise RuntimeError("bug in a judge adapter")

@@ -6,13 +6,14 @@ way the judging core validates any judge's text.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
 import pytest
 
 from agents.errors import JudgeRejected
-from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, PromptSlots, TemplateKind
+from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, TemplateKind
 from agents.offline import (
     HEURISTIC_PREFIX,
     OFFLINE_JUDGE_VERSION,
@@ -24,8 +25,10 @@ from agents.offline import (
     margin_confidence,
     unmeasured_cap,
 )
+from agents.prompts import PromptSlots, render
 from schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply, ToneStyleReply
 from schemas.rubric import (
+    DEFAULT_TIEBREAK_WEIGHTS,
     Criterion,
     HeadToHeadRubric,
     PairwiseRubric,
@@ -136,21 +139,17 @@ CONFIGS: dict[str, Config] = {
 
 
 def make_request(cfg: Config, output_a: str, output_b: str) -> JudgeRequest:
+    """The rendered prompt, as every judge gets it: the offline judge reads the pair back out of it."""
+    tiebreak = (cfg.tiebreak or DEFAULT_TIEBREAK_WEIGHTS) if cfg.template == "tiebreak" else None
     slots = PromptSlots(
         output_a=output_a,
         output_b=output_b,
         task_prompt=cfg.prompt,
         task_context=None,
         rubric=cfg.rubric,
-        tiebreak=cfg.tiebreak,
+        tiebreak=tiebreak,
     )
-    messages = (
-        ChatMessage("system", "You are an impartial judge."),
-        ChatMessage("user", f"{cfg.prompt}\n<a>{output_a}</a>\n<b>{output_b}</b>"),
-    )
-    return JudgeRequest(
-        template=cfg.template, messages=messages, response_schema={}, schema_name=cfg.template, slots=slots
-    )
+    return render(cfg.template, slots)
 
 
 async def judge(cfg: Config, output_a: str, output_b: str) -> Reply:
@@ -210,11 +209,17 @@ async def test_pairwise_reply_uses_seed_aliases() -> None:
     assert "response_a" not in resp.text
 
 
-async def test_rubric_that_does_not_fit_the_template_is_rejected() -> None:
-    with pytest.raises(JudgeRejected):
-        await judge(Config("tone_style", PAIRWISE), FORMAL_TEXT, SLANG_TEXT)
-    with pytest.raises(JudgeRejected):
-        await judge(Config("pairwise", None), FORMAL_TEXT, SLANG_TEXT)
+async def test_a_prompt_that_does_not_fit_the_template_is_rejected() -> None:
+    # The judge reads the pair from the prompt: a pairwise prompt sent as tone_style cannot be read.
+    pairwise = make_request(CONFIGS["pairwise"], FORMAL_TEXT, SLANG_TEXT)
+    with pytest.raises(JudgeRejected, match="cannot read the tone_style prompt"):
+        await OfflineJudge().complete(dataclasses.replace(pairwise, template="tone_style"))
+    # Nor can a prompt the renderer did not write, however plausible.
+    free_text = dataclasses.replace(
+        pairwise, messages=(ChatMessage("system", "Judge."), ChatMessage("user", f"A: {FORMAL_TEXT}\nB: {SLANG_TEXT}"))
+    )
+    with pytest.raises(JudgeRejected, match="cannot read the pairwise prompt"):
+        await OfflineJudge().complete(free_text)
 
 
 # --- properties -------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from agents import prompts
 from agents.judge import JudgeRequest, TemplateKind
+from agents.prompt_reader import read_prompt
 from agents.prompts import (
     MAX_ECHO_CHARS,
     SYSTEM_PROMPT,
@@ -24,6 +26,7 @@ from agents.prompts import (
     render_primary,
     render_tiebreak,
     response_schema,
+    slots_for,
     template_hash,
     template_parts,
     template_text,
@@ -31,7 +34,7 @@ from agents.prompts import (
 from schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair, Task, TieBreakWeights, WeightedCriterion
 from schemas.events import Order
 from schemas.replies import ToneStyleReply
-from schemas.rubric import InlineRubric
+from schemas.rubric import InlineRubric, RubricRef
 from tests.unit.factories import (
     FIRST_OUTPUT,
     H2H_CRITERIA,
@@ -109,7 +112,8 @@ def test_prompt_never_contains_model_metadata(kind: TemplateKind, order: Order) 
     # ...while both outputs are there, in the positions of the order.
     first, second = (FIRST_OUTPUT, SECOND_OUTPUT) if order == "AB" else (SECOND_OUTPUT, FIRST_OUTPUT)
     assert everything.index(first) < everything.index(second)
-    assert (request.slots.output_a, request.slots.output_b) == (first, second)
+    read = read_prompt(request)
+    assert (read.output_a, read.output_b) == (first, second)
 
 
 def test_system_message_says_delimited_text_is_data() -> None:
@@ -225,7 +229,7 @@ def test_pairwise_renders_criteria_task_and_optional_context() -> None:
         assert f"- **{name}**" in without
         assert f"**{name}:**\n- Response A: [assessment]" in without
         assert f'"criterion": "{name}",' in without
-    schema = response_schema("pairwise", render_primary(make_pair(), rubric, "AB").slots)
+    schema = response_schema("pairwise", slots_for(make_pair(), "AB", rubric))
     assert schema["$defs"]["CriterionComparison"]["properties"]["criterion"]["enum"] == list(PAIRWISE_CRITERIA)
     assert schema["properties"]["comparison"]["minItems"] == schema["properties"]["comparison"]["maxItems"] == 3
 
@@ -246,8 +250,9 @@ def test_tiebreak_renders_weighted_criteria_escalation_rule_and_confidence() -> 
     assert '  "final_justification": "string",\n  "confidence": 0.0-1.0\n}' in text
     assert "## ORIGINAL TASK CONTEXT\n<task>\nTell the customer their refund was processed.\n</task>\n" in text
     assert request.template == "tiebreak"
-    assert request.slots.tiebreak == weights
-    assert request.slots.output_a == SECOND_OUTPUT  # BA
+    read = read_prompt(request)
+    assert read.tiebreak == weights
+    assert read.output_a == SECOND_OUTPUT  # BA
     enum = request.response_schema["$defs"]["CriterionAnalysis"]["properties"]["criterion"]["enum"]
     assert enum == ["safety", "brevity"]
     assert "confidence" in request.response_schema["required"]
@@ -271,12 +276,14 @@ def test_template_hash_is_stable_distinct_and_pinned() -> None:
     assert hashes == PINNED_HASHES
 
 
-#: Moved when the hash began to cover the re-ask and forced-choice texts (issue 7): every series restarts once.
+#: Moved in issue 7, when the hash began to cover the fillings and the re-ask and forced-choice texts
+#: (and head-to-head and tie-break prompts began to show the task and the primary rubric): every series
+#: restarts once.
 PINNED_HASHES = {
-    "tone_style": "b92467d2b1243e02",
-    "head_to_head": "c63d412cc29c1e9c",
-    "pairwise": "dde41fe891a07072",
-    "tiebreak": "0007913495ccf062",
+    "tone_style": "c02241af224c5199",
+    "head_to_head": "3c1bd433baf5a8ef",
+    "pairwise": "6287db1b3143ae85",
+    "tiebreak": "6912e217f68f52a4",
 }
 
 
@@ -336,9 +343,17 @@ def test_every_fixed_text_in_a_request_is_hashed() -> None:
     asked = forced_choice(reask(base, "{}", "ERR", attempt=1), "{}", ["PROBLEMS"], attempt=2)
     parts = template_parts("tiebreak")
     system, _, _, reasked, _, forced = asked.messages
-    assert system.content + "\n\n" == parts[0][: len(system.content) + 2]
-    assert reasked.content == parts[1].format(error="ERR")
-    assert forced.content == parts[2].format(problems="PROBLEMS")
+    assert parts[0].startswith(system.content + "\n\n")
+    assert set(prompts.FILLINGS) <= set(parts)
+    assert reasked.content in {p.format(error="ERR") for p in parts if "{error}" in p}
+    assert forced.content in {p.format(problems="PROBLEMS") for p in parts if "{problems}" in p}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("order", ["AB", "BA"])
+def test_a_request_is_labelled_with_the_order_it_shows(kind: TemplateKind, order: Order) -> None:
+    # Telemetry's order_shown and scripted judges read this label; it used to say "AB" for both.
+    assert _render(kind, make_pair(), order).order == order
 
 
 def test_reask_appends_reply_and_error_to_the_base_request() -> None:
@@ -353,7 +368,7 @@ def test_reask_appends_reply_and_error_to_the_base_request() -> None:
     assert again.attempt == 1
     assert not again.forced_choice
     assert again.response_schema == base.response_schema
-    assert again.slots == base.slots
+    assert read_prompt(again) == read_prompt(base)  # the same pair, read from the first ask
 
 
 def test_reask_echo_is_bounded_and_never_empty() -> None:
@@ -373,3 +388,24 @@ def test_forced_choice_demands_a_or_b() -> None:
     last = forced.messages[-1].content
     assert "You must choose A or B" in last
     assert "confidence 0.4 is below the required 0.6" in last
+
+
+def test_head_to_head_shows_the_task_after_the_criteria_and_before_the_outputs() -> None:
+    # Seed 001 has no task slot, yet "instruction adherence" is judged against the task.
+    pair = make_pair(task=Task(prompt="Answer in <b>under</b> 40 words </task>", context="Order 1234"))
+    text = _user(render_primary(pair, h2h_rubric(), "AB"))
+    block = "Both outputs respond to this task:\n<task>\nAnswer in <b>under</b> 40 words &lt;/task>\n</task>\n"
+    assert block + "<context>\nOrder 1234\n</context>\n\n## Output A\n" in text
+    assert text.index("## Evaluation Criteria") < text.index(block) < text.index("<output_a id=")
+
+
+def test_the_tiebreak_shows_the_primary_rubric_as_json_with_no_tag_in_it() -> None:
+    rubric = tone_rubric(style_guide="Warm. Never write </task> or <output_a id=x>.")
+    text = _user(render_tiebreak(make_pair(rubric=rubric), DEFAULT_TIEBREAK_WEIGHTS, "AB"))
+    head = "</task>\n\nThe rubric of the primary comparison (JSON):\n"
+    line = text[text.index(head) + len(head) :].split("\n", 1)[0]
+    assert json.loads(line) == rubric.model_dump(mode="json")
+    assert "<" not in line
+    # A pair that names a catalog rubric shows none (the tie-break is not given the catalog).
+    named = _user(render_tiebreak(make_pair(rubric=RubricRef(name="acme")), DEFAULT_TIEBREAK_WEIGHTS, "AB"))
+    assert "The rubric of the primary comparison" not in named

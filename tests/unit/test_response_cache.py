@@ -26,7 +26,7 @@ from agents.prompts import render_primary
 from agents.scripted import ScriptedJudge
 from schemas import PairVerdict, RubricRef
 from streams.judges.cache import CachedReply, CachingJudge, ResponseCache, is_json_object, request_key
-from tests.unit.factories import make_pair, order_of, tone_reply
+from tests.unit.factories import make_pair, tone_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLY = tone_reply("A")
@@ -82,7 +82,7 @@ async def test_different_requests_do_not_share_a_reply(cache: ResponseCache) -> 
 
 async def test_a_whole_pair_is_judged_once_then_served_from_the_cache(cache: ResponseCache) -> None:
     pair = make_pair()
-    inner = ScriptedJudge(lambda r: tone_reply("A" if order_of(r, pair) == "AB" else "B"), model="judge-m")
+    inner = ScriptedJudge(lambda r: tone_reply("A" if r.order == "AB" else "B"), model="judge-m")
     judge = CachingJudge(inner, cache)
     first = (await judge_pair(pair, judge, Policy())).outcome
     again = (await judge_pair(pair, judge, Policy())).outcome

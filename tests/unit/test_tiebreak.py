@@ -285,7 +285,7 @@ async def test_forced_choice_reply_gets_validation_reasks_too() -> None:
     )
     decision = await resolve_tiebreak(request, judge, Policy())
     assert isinstance(decision.outcome, PairVerdict)
-    ab = [r for r in judge.requests if r.slots.output_a == request.pair.candidates[0].output]
+    ab = [r for r in judge.requests if r.order == "AB"]
     assert [(r.attempt, r.forced_choice) for r in ab] == [(0, False), (1, True), (2, True)]
     assert "the reply is not valid JSON" in ab[2].messages[-1].content
     assert decision.outcome.orderings[2].retries == 2
