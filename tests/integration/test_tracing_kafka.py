@@ -64,6 +64,9 @@ async def test_each_pair_is_one_trace_from_producer_to_final_outcome(kafka_boots
             assert attrs["gen_ai.usage.input_tokens"] > 0
             assert attrs["gen_ai.usage.output_tokens"] > 0
             assert attrs["pairjudge.order_shown"] in ("AB", "BA")
+            assert attrs["pairjudge.swapped"] == (attrs["pairjudge.order_shown"] == "BA")
+        # Both orderings are judged, and each call span says which one it showed.
+        assert {c["attributes"]["pairjudge.order_shown"] for c in chats} == {"AB", "BA"}, pair_id
         stages_seen.add("primary")
     assert stages_seen == {"primary", "tiebreak"}, "the sample set should exercise the tie-break stage"
 
