@@ -5,10 +5,11 @@ Per ordering:
 1. Ask with the tie-break template; schema failures go through the usual re-ask path (``max_reasks``).
 2. Recompute the weighted scores ourselves from the per-criterion winners and the *configured*
    weights. The judge's own arithmetic is recorded but never trusted.
-3. The reply is unsettled when its confidence is below ``tiebreak_confidence_threshold``, it triggered
-   escalation, the recomputed scores are equal (both or neither output preferred), or its winner
-   contradicts the recomputed scores. Then re-ask ONCE with the forced-choice instruction.
-4. Still unsettled (or invalid) -> the ordering is unresolved.
+3. Exactly equal recomputed scores, or a reply that applied seed 002's escalation rule, leave the
+   ordering unresolved at once: seed 002 sends a true tie to a human, never to a forced pick.
+4. A reply whose confidence is below ``tiebreak_confidence_threshold`` or whose winner contradicts the
+   recomputed scores is re-asked ONCE with the forced-choice instruction.
+5. Still unsettled (or invalid) -> the ordering is unresolved.
 
 Across the two orderings (first that applies wins): a judge that refused the request (a 4xx) -> review
 "judge_rejected"; a judge that was down -> "judge_unavailable"; an invalid ordering -> "tiebreak_invalid";
@@ -29,8 +30,8 @@ from agents.judge import Judge
 from agents.policy import Policy
 from agents.prompts import forced_choice, render_tiebreak, shown
 from agents.reconcile import Outcome, build_ordering, failure_reason, review, verdict
-from agents.validation import ErrorKind, JudgeCall, ask_validated, check_tiebreak
-from schemas.events import JudgeInfo, Order, OrderingResult, TieBreakRequest
+from agents.validation import JudgeCall, ask_validated, check_tiebreak
+from schemas.events import ErrorKind, JudgeInfo, Order, OrderingResult, TieBreakRequest
 from schemas.pair import CandidatePair
 from schemas.replies import Position, TieBreakReply
 from schemas.rubric import TieBreakWeights
@@ -149,6 +150,7 @@ def _ordering(
         retries=retries,
         answered_model=answered_model,
         error=error,
+        error_kind=error_kind,
         forced_choice=forced,
         extra_scores=extra,
         extra_differentiators=differentiators,
@@ -176,7 +178,7 @@ async def judge_tiebreak_ordering(
             calls=first.calls,
             retries=first.retries,
             answered_model=first.answered_model,
-            error=first.coded_error,
+            error=first.error,
             forced=False,
             status="invalid",
             error_kind=first.error_kind,
@@ -199,7 +201,26 @@ async def judge_tiebreak_ordering(
             weights=weights,
         )
 
-    # Exactly one forced-choice re-ask; its own schema failures still get the normal re-asks.
+    if assessment.equal or assessment.escalated:
+        # Seed 002: exactly equal weighted scores (or the judge applying its escalation rule) go to a
+        # human. Forcing a choice here would be the arbitrary pick the seed rules out.
+        return _ordering(
+            pair,
+            order,
+            first.reply,
+            assessment,
+            calls=first.calls,
+            retries=first.retries,
+            answered_model=first.answered_model,
+            error="; ".join(assessment.problems),
+            forced=False,
+            status="unresolved",
+            error_kind="unresolved",
+            weights=weights,
+        )
+
+    # Exactly one forced-choice re-ask (low confidence, a winner against its own scores); its own
+    # schema failures still get the normal re-asks.
     forced_request = forced_choice(
         request, first.text or "", assessment.problems, attempt=request.attempt + first.retries + 1
     )
@@ -216,7 +237,7 @@ async def judge_tiebreak_ordering(
             calls=calls,
             retries=retries,
             answered_model=answered,
-            error=second.coded_error,
+            error=second.error,
             forced=True,
             status="invalid",
             error_kind=second.error_kind,
@@ -233,10 +254,10 @@ async def judge_tiebreak_ordering(
         retries=retries,
         answered_model=answered,
         # A schema-valid reply that still does not settle the tie: valid, but carries why.
-        error=None if settled else "unresolved: " + "; ".join(final.problems),
+        error=None if settled else "; ".join(final.problems),
         forced=True,
         status="resolved" if settled else "unresolved",
-        error_kind=None,
+        error_kind=None if settled else "unresolved",
         weights=weights,
     )
 

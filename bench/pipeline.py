@@ -95,8 +95,9 @@ from streams.brokers import (
     wait_until_ready,
 )
 from streams.collector import collect_outcomes
+from streams.control import PolicyHolder
 from streams.demo import stop_process
-from streams.pipeline import JudgePanel, Origin, Pipeline, PolicyHolder
+from streams.pipeline import JudgePanel, Origin, Pipeline
 from streams.producer import key_of, send_events
 from streams.settings import Settings, environ_for, load_settings
 from streams.telemetry import Telemetry

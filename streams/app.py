@@ -20,12 +20,13 @@ from pydantic import TypeAdapter
 
 from agents.judge import Judge
 from schemas import InlineRubric
+from streams.control import PolicyHolder
 from streams.control import follow_control as follow_control_topic
 from streams.judges.factory import JudgeStack, build_judge_stack
 from streams.judges.preflight import JudgeAuthError, preflight_all
 from streams.offsets import install_commit_ledger, mark_done
 from streams.outcomes import OutcomeTables
-from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, PolicyHolder, Stage, StageResult
+from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
 from streams.settings import Settings
 from streams.telemetry import Telemetry
 

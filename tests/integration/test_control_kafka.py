@@ -20,8 +20,7 @@ from schemas import ControlUpdate
 from streams.brokers import RunningBroker, start_kafka
 from streams.codecs import encode
 from streams.collector import collect_outcomes
-from streams.control import follow_control, publish_control
-from streams.pipeline import PolicyHolder
+from streams.control import PolicyHolder, follow_control, publish_control
 from streams.producer import send_events
 from streams.settings import Settings
 from tests.integration.harness import kafka_run, running_worker
