@@ -162,23 +162,31 @@ class Pipeline:
                 retries_left -= 1
             log.warning("judge unavailable while judging %s; judging it again when the judge is back", pair_id)
 
-    async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
-        async def judge(pair: CandidatePair) -> Decision:
-            # The core checks the pair (InputRejected) before any judge call; nothing to check here.
-            return await self._with_backpressure(
-                lambda: self._panel.judge_primary(pair, self.policy.current, self.catalog), pair.pair_id
-            )
+    async def handle(self, stage: Stage, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
+        """One input of ``stage`` ("primary": a candidate pair; "tiebreak": a tie-break request)."""
+        if stage == "primary":
+            return await self._stage("primary", CandidatePair, self.max_event_bytes, self._judge, raw, headers, origin)
+        # A tie-break request carries the pair and both primary orderings, so it may be larger.
+        return await self._stage(
+            "tiebreak", TieBreakRequest, self.max_event_bytes * 4, self._resolve, raw, headers, origin
+        )
 
-        return await self._stage("primary", CandidatePair, self.max_event_bytes, judge, raw, headers, origin)
+    async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
+        return await self.handle("primary", raw, headers, origin)
 
     async def on_tiebreak(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
-        async def resolve(request: TieBreakRequest) -> Decision:
-            return await self._with_backpressure(
-                lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
-            )
+        return await self.handle("tiebreak", raw, headers, origin)
 
-        # A tie-break request carries the pair and both primary orderings, so it may be larger.
-        return await self._stage("tiebreak", TieBreakRequest, self.max_event_bytes * 4, resolve, raw, headers, origin)
+    async def _judge(self, pair: CandidatePair) -> Decision:
+        # The core checks the pair (InputRejected) before any judge call; nothing to check here.
+        return await self._with_backpressure(
+            lambda: self._panel.judge_primary(pair, self.policy.current, self.catalog), pair.pair_id
+        )
+
+    async def _resolve(self, request: TieBreakRequest) -> Decision:
+        return await self._with_backpressure(
+            lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
+        )
 
     async def _stage(
         self,
