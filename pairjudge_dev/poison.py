@@ -3,20 +3,25 @@
 Each kind once crashed the judge agent or vanished: JSON nested 1,000 or 100,000 deep, a 5,000-digit
 number, ``1e999``, events between 750 KB and the broker's 1 MB limit (whose base64 dead letter was too
 large to send), unknown ``schema_version`` values, outputs of zero-width characters. Shared by
-``tests/integration/test_poison_kafka.py`` and ``bench/poison_events.py``.
+``tests/integration/test_poison_kafka.py`` and ``bench/poison_events.py``, with the reader of their
+dead letters.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from pairjudge_dev.pairgen import many_pairs
-from streams.producer import key_of
+from pairjudge_dev.workers import produce_raw
+from schemas import DeadLetter
+from streams.brokers import topic_partitions
 from streams.settings import Settings
 
 #: Just under what a default broker takes in one record batch (message.max.bytes 1,048,588) and what
@@ -115,13 +120,70 @@ def expect_truncated(event: Poison) -> bool:
 
 
 async def send_raw(settings: Settings, events: list[bytes], keyed: bool = False) -> None:
-    """The bytes as they are, with no key (or ``key_of``'s), the way any producer might send them."""
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", linger_ms=5)
-    await producer.start()
+    """The bytes as they are to the pairs topic, with no key (or ``key_of``'s)."""
+    await produce_raw(settings.kafka.bootstrap_servers, settings.topics.name("pairs"), events, keyed=keyed)
+
+
+class DeadLetterReader:
+    """Reads the dead-letter topic from the start, incrementally: letters by their original's SHA-256,
+    each with its record size (key + value), so a caller can check the size bound too."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.letters: dict[str, list[tuple[DeadLetter, int]]] = {}
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka.bootstrap_servers,
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=2**21,
+        )
+
+    async def start(self) -> None:
+        topic = self.settings.topics.name("deadletter")
+        await self.consumer.start()
+        ids = (await topic_partitions(self.settings.kafka.bootstrap_servers, [topic]))[topic]
+        parts = [TopicPartition(topic, p) for p in ids]
+        self.consumer.assign(parts)
+        await self.consumer.seek_to_beginning(*parts)
+
+    async def poll(self) -> None:
+        batches = await self.consumer.getmany(timeout_ms=200, max_records=500)
+        for records in batches.values():
+            for record in records:
+                letter = DeadLetter.model_validate_json(record.value or b"")
+                size = len(record.key or b"") + len(record.value or b"")
+                self.letters.setdefault(letter.original_sha256 or "", []).append((letter, size))
+
+    async def until(self, shas: set[str], timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
+        """Read until every digest in ``shas`` has a letter (True), ``timeout`` passes or ``alive()`` fails."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            await self.poll()
+            if shas <= self.letters.keys():
+                return True
+            if not alive():
+                return False
+        return False
+
+    async def settle(self, seconds: float) -> None:
+        """Keep reading ``seconds`` more, so late duplicates are counted too."""
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            await self.poll()
+
+    async def stop(self) -> None:
+        await self.consumer.stop()
+
+
+async def read_dead_letters(
+    settings: Settings, expected: set[str], *, timeout: float, settle: float = 0.0
+) -> dict[str, list[tuple[DeadLetter, int]]]:
+    """The letters (``DeadLetterReader.letters``) once every ``expected`` digest has one (or after
+    ``timeout``), read ``settle`` s more for duplicates."""
+    reader = DeadLetterReader(settings)
+    await reader.start()
     try:
-        topic = settings.topics.name("pairs")
-        futures = [await producer.send(topic, value=raw, key=key_of(raw) if keyed else None) for raw in events]
-        for fut in futures:
-            await fut
+        if await reader.until(expected, timeout):
+            await reader.settle(settle)
+        return reader.letters
     finally:
-        await producer.stop()
+        await reader.stop()

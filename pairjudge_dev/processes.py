@@ -1,15 +1,22 @@
 """Helper processes that announce their port: a child prints ``PORT <n>`` on stdout once it listens.
 
+``AnnouncedProcess`` is the parent's side, ``serve_announced`` the child's (an aiohttp app).
+
 The simulated judge servers of the tests and benchmarks run as processes of their own, so their CPU
 is not the client's (a bench measures the client) and a SIGKILLed worker never takes them down.
 """
 
 from __future__ import annotations
 
+import asyncio
 import select
+import signal
+import socket
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+
+from aiohttp import web
 
 #: The checkout root: children run ``python -m pairjudge_dev...`` or ``-m bench...`` from here.
 REPO = Path(__file__).resolve().parents[1]
@@ -50,3 +57,31 @@ class AnnouncedProcess:
                 self.proc.wait(timeout=10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+async def listen(app: web.Application, port: int = 0) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on 127.0.0.1 (a free port by default); return its runner and port."""
+    # A short shutdown: calls still sleeping out a tail latency are cut off, not waited for.
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    # A deep backlog: a bench cell or three workers open a hundred or more connections at once.
+    sock.listen(1024)
+    await web.SockSite(runner, sock).start()
+    return runner, int(sock.getsockname()[1])
+
+
+async def serve_announced(app: web.Application) -> None:
+    """The child's side: listen, print ``PORT <n>``, serve until SIGTERM or SIGINT."""
+    runner, port = await listen(app)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"PORT {port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

@@ -13,60 +13,18 @@ The poison kinds themselves are in ``pairjudge_dev.poison``, shared with ``bench
 from __future__ import annotations
 
 import json
-import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from pairjudge_dev.pairgen import many_pairs
-from pairjudge_dev.poison import KINDS, expect_truncated, poison_events, send_raw
+from pairjudge_dev.poison import KINDS, expect_truncated, poison_events, read_dead_letters, send_raw
 from pairjudge_dev.workers import kafka_run, running_worker
-from schemas import DeadLetter
-from streams.brokers import topic_partitions
 from streams.collector import collect_outcomes
 from streams.deadletter import DEFAULT_MAX_LETTER_BYTES
 from streams.producer import send_events
-from streams.settings import Settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-async def read_dead_letters(
-    settings: Settings, expected: set[str], *, timeout: float, settle: float = 0.0
-) -> dict[str, list[tuple[DeadLetter, int]]]:
-    """Dead letters by their original's SHA-256, each with its record size (key + value), read from the
-    start until every ``expected`` digest has one (or ``timeout``); then ``settle`` s more for duplicates.
-    """
-    topic = settings.topics.name("deadletter")
-    found: dict[str, list[tuple[DeadLetter, int]]] = defaultdict(list)
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False, max_partition_fetch_bytes=2**21
-    )
-    await consumer.start()
-    try:
-        parts = [
-            TopicPartition(topic, p) for p in (await topic_partitions(settings.kafka.bootstrap_servers, [topic]))[topic]
-        ]
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        deadline = time.monotonic() + timeout
-        done_at: float | None = None
-        while time.monotonic() < deadline:
-            batches = await consumer.getmany(timeout_ms=500, max_records=500)
-            for records in batches.values():
-                for record in records:
-                    letter = DeadLetter.model_validate_json(record.value or b"")
-                    found[letter.original_sha256 or ""].append(
-                        (letter, len(record.key or b"") + len(record.value or b""))
-                    )
-            if expected <= found.keys():
-                done_at = done_at or time.monotonic()
-                if time.monotonic() - done_at >= settle:
-                    break
-        return dict(found)
-    finally:
-        await consumer.stop()
 
 
 async def test_every_poison_event_is_dead_lettered_once_and_the_worker_keeps_judging(
