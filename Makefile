@@ -33,7 +33,7 @@ demo: ## The whole path on embedded defaults: Tansu broker, offline judge, sampl
 	$(BIN)/pairjudge demo
 
 bench: ## Pipeline throughput benchmark
-	$(BIN)/python bench/pipeline.py
+	$(BIN)/python -m bench.pipeline
 
 schemas: ## Export the event JSON Schemas to schemas-json/
 	$(BIN)/pairjudge schemas export schemas-json/

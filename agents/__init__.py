@@ -1,0 +1,59 @@
+"""The judging core: pure decision logic over a ``Judge`` port (DESIGN §2).
+
+The public face, for the stream edges and for anyone embedding the core::
+
+    decision = await judge_pair(pair, judge, policy, catalog)        # one judge
+    decision = await judge_pair(pair, [j1, j2, j3], policy, catalog) # a jury
+    decision = await resolve_tiebreak(request, judge, policy)        # seed 002's resolver
+
+A ``Decision`` carries the outcome event to publish (verdict, tie-break request or review request),
+an audit copy when sampled, every judge call, and typed ``DecisionFacts`` for telemetry. Nothing here
+does I/O: no Kafka, HTTP or OpenTelemetry (the layering check in the test suite enforces it).
+"""
+
+from agents.core import (
+    Decision,
+    DecisionFacts,
+    EvaluationResult,
+    check_pair,
+    judge_pair,
+    outcome_kind,
+    resolve_rubric,
+    resolve_tiebreak,
+)
+from agents.errors import InputRejected, InvalidReply, JudgeError, JudgeRejected, JudgeUnavailable, PairjudgeError
+from agents.judge import ChatMessage, Judge, JudgeRequest, JudgeResponse, JudgeWrapper, judge_info
+from agents.outcomes import is_judge_rejected, rejected_detail, rejected_status
+from agents.policy import Policy
+from agents.reconcile import Outcome, OutcomeKind
+from agents.validation import JudgeCall
+
+__all__ = [
+    "ChatMessage",
+    "Decision",
+    "DecisionFacts",
+    "EvaluationResult",
+    "InputRejected",
+    "InvalidReply",
+    "Judge",
+    "JudgeCall",
+    "JudgeError",
+    "JudgeRejected",
+    "JudgeRequest",
+    "JudgeResponse",
+    "JudgeUnavailable",
+    "JudgeWrapper",
+    "Outcome",
+    "OutcomeKind",
+    "PairjudgeError",
+    "Policy",
+    "check_pair",
+    "is_judge_rejected",
+    "judge_info",
+    "judge_pair",
+    "outcome_kind",
+    "rejected_detail",
+    "rejected_status",
+    "resolve_rubric",
+    "resolve_tiebreak",
+]

@@ -1,9 +1,13 @@
 """The judging core's entry points: one pair in, one ``Decision`` out (DESIGN §2).
 
-``judge_pair`` checks the pair, judges both orders concurrently, reconciles them and applies the
-policy; ``resolve_tiebreak`` runs the seed 002 resolver on a ``TieBreakRequest``. Both are pure apart
-from calling the ``Judge``: no I/O, no clocks that matter, no randomness. The Faust edge turns the
-``Decision`` into topic sends, spans (``calls``, ``attributes``, ``evaluation``) and metrics.
+``judge_pair`` checks the pair, has every judge judge both orders concurrently, reconciles them and
+applies the policy; ``resolve_tiebreak`` runs the seed 002 resolver on a ``TieBreakRequest``. Both are
+pure apart from calling the ``Judge``: no I/O, no clocks that matter, no randomness. The Faust edge
+turns the ``Decision`` into topic sends, and its typed ``facts`` and ``evaluation`` into spans and
+metrics.
+
+One judge is a jury of one: there is a single path for both (:func:`judge_pair`), and the jury's
+arithmetic (``agents.jury``) reduces to DESIGN §2.5's rule for one judge.
 
 Idempotency: for a given pair, policy and deterministic judge, the decision is the same every time
 (audit sampling hashes the pair id), so a redelivery after a rebalance produces the same outcome.
@@ -14,41 +18,52 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 
 from agents.errors import InputRejected
 from agents.invisible import is_blank
 from agents.judge import Judge, judge_info
+from agents.jury import Juror, juror, jury_info, reconcile_jury, required_votes, tally, with_agreement
 from agents.policy import Policy
 from agents.prompts import render_primary, template_hash
 from agents.reconcile import (
     Outcome,
+    OutcomeKind,
+    Reconciliation,
     apply_policy,
     audit_copy,
     ordering_from_ask,
     primary_outcome,
-    reconcile,
     review,
     snapshot_pair,
 )
 from agents.tiebreak import TieBreakOrdering, decide_tiebreak, judge_tiebreak_ordering
 from agents.validation import AskResult, JudgeCall, ask_validated, check_head_to_head, check_pairwise
-from schemas.events import Order, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
+from schemas.events import (
+    DecidedBy,
+    JuryVote,
+    Order,
+    OrderingResult,
+    PairVerdict,
+    ReviewRequest,
+    Stage,
+    TieBreakReason,
+    TieBreakRequest,
+)
 from schemas.pair import CandidatePair
 from schemas.replies import HeadToHeadReply, PairwiseReply, ToneStyleReply
 from schemas.rubric import HeadToHeadRubric, InlineRubric, PairwiseRubric, RubricRef, ToneStyleRubric
 
 __all__ = [
     "Decision",
+    "DecisionFacts",
     "EvaluationResult",
-    "JudgeCall",
     "Orderings",
-    "Outcome",
     "both_orders",
     "check_pair",
-    "judge_orderings",
+    "gather_in_order",
     "judge_pair",
     "resolve_rubric",
     "resolve_tiebreak",
@@ -56,9 +71,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-AttributeValue = str | int | float | bool
-
 _NO_CATALOG: Mapping[str, InlineRubric] = MappingProxyType({})
+_ORDERS: tuple[Order, Order] = ("AB", "BA")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +90,52 @@ class EvaluationResult:
 
 
 @dataclass(frozen=True, slots=True)
+class DecisionFacts:
+    """What a decision was and how it came about, typed, for telemetry and drift statistics.
+
+    The edge names these as ``pairjudge.*`` span attributes (``streams.telemetry``). None means "does
+    not apply": a winner only for a verdict, jury counts only for a jury, tie-break facts only there.
+    """
+
+    pair_id: str
+    stage: Stage
+    #: Where the pair goes next: a verdict, a tie-break request or a review request.
+    outcome: OutcomeKind
+    #: Who decides the pair from here: the stage itself for a verdict, "tiebreak" for a tie-break
+    #: request, "human" for a review.
+    decided_by: DecidedBy
+    #: Every judge's two orders were valid and named the same candidate (or both TIE).
+    consistent: bool
+    #: Some judge's two orders were valid, decisive and named different candidates.
+    flip: bool
+    prompt_hash: str
+    rubric_kind: str
+    audit_sample: bool
+    calls: int
+    invalid_replies: int
+    winner: str | None = None
+    confidence: float | None = None
+    #: The tie-break or review reason; None for a verdict.
+    reason: str | None = None
+    #: What the orderings alone led to, when the policy (kappa guard, tie-break switch) overrode it.
+    policy_overrode: OutcomeKind | None = None
+    jury_size: int | None = None
+    jury_abstentions: int | None = None
+    #: Tie-break stage only: why the pair came, whether a forced choice was asked, and how many
+    #: replies' own weighted arithmetic disagreed with the recomputed scores.
+    tiebreak_reason: TieBreakReason | None = None
+    forced_choice: bool | None = None
+    arithmetic_mismatch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
-    stage: Literal["primary", "tiebreak"]
+    stage: Stage
     outcome: Outcome
     #: Set when the verdict was sampled for audit (reason "audit_sample", audit=True).
     audit_copy: ReviewRequest | None
     calls: tuple[JudgeCall, ...]
-    #: ``pairjudge.*`` trace attributes (see :func:`_attributes`).
-    attributes: dict[str, AttributeValue]
+    facts: DecisionFacts
     evaluation: EvaluationResult | None
 
 
@@ -146,26 +198,32 @@ def check_pair(pair: CandidatePair, policy: Policy, catalog: Mapping[str, Inline
 # --- concurrency ------------------------------------------------------------------------------
 
 
-async def both_orders(run: Callable[[Order], Awaitable[T]]) -> tuple[T, T]:
-    """Run ``run("AB")`` and ``run("BA")`` concurrently in one task group; return (ab, ba).
+async def gather_in_order(jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run every job concurrently in one task group; return the results in job order.
 
-    If either raises, the other is cancelled and the exception is re-raised on its own (not wrapped
-    in an ExceptionGroup), so callers can catch ``InputRejected`` and the like directly.
+    If any job raises, the others are cancelled and a lone exception is re-raised on its own (not
+    wrapped in an ExceptionGroup), so callers can catch ``InputRejected`` and the like directly.
     """
-    results: dict[Order, T] = {}
+    results: dict[int, T] = {}
 
-    async def one(order: Order) -> None:
-        results[order] = await run(order)
+    async def one(index: int, job: Callable[[], Awaitable[T]]) -> None:
+        results[index] = await job()
 
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(one, "AB")
-            tg.start_soon(one, "BA")
+            for index, job in enumerate(jobs):
+                tg.start_soon(one, index, job)
     except BaseExceptionGroup as group:
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
-    return results["AB"], results["BA"]
+    return [results[index] for index in range(len(jobs))]
+
+
+async def both_orders(run: Callable[[Order], Awaitable[T]]) -> tuple[T, T]:
+    """Run ``run("AB")`` and ``run("BA")`` concurrently (:func:`gather_in_order`); return (ab, ba)."""
+    ab, ba = await gather_in_order([lambda: run("AB"), lambda: run("BA")])
+    return ab, ba
 
 
 # --- the primary stage ------------------------------------------------------------------------
@@ -189,56 +247,85 @@ async def _primary_ordering(
     return ordering_from_ask(pair, order, ask), ask.calls
 
 
-async def judge_orderings(
-    pair: CandidatePair, rubric: InlineRubric, judge: Judge, policy: Policy
-) -> tuple[Orderings, tuple[JudgeCall, ...]]:
-    """Judge AB and BA concurrently (one call chain per ordering, never batched with other pairs)."""
-    (ab, ab_calls), (ba, ba_calls) = await both_orders(
-        lambda order: _primary_ordering(pair, rubric, order, judge, policy)
-    )
-    return Orderings(ab, ba), ab_calls + ba_calls
+async def _judge_jurors(
+    pair: CandidatePair, rubric: InlineRubric, judges: Sequence[Judge], policy: Policy, prompt_hash: str
+) -> list[Juror]:
+    # Per pair, per judge, per ordering: one call chain each, all concurrent, never batched with
+    # other pairs (DESIGN §2.9).
+    def job(judge: Judge, order: Order) -> Callable[[], Awaitable[tuple[OrderingResult, tuple[JudgeCall, ...]]]]:
+        return lambda: _primary_ordering(pair, rubric, order, judge, policy)
+
+    results = await gather_in_order([job(judge, order) for judge in judges for order in _ORDERS])
+    threshold = policy.primary_confidence_threshold
+    jurors = []
+    for index, judge in enumerate(judges):
+        (ab, ab_calls), (ba, ba_calls) = results[2 * index], results[2 * index + 1]
+        jurors.append(juror(judge_info(judge, prompt_hash), ab, ba, ab_calls + ba_calls, threshold))
+    return jurors
 
 
 async def judge_pair(
     pair: CandidatePair,
-    judge: Judge,
+    judges: Judge | Sequence[Judge],
     policy: Policy,
     catalog: Mapping[str, InlineRubric] = _NO_CATALOG,
 ) -> Decision:
-    """The primary stage for one pair. Raises ``InputRejected`` (dead-letter it) before any judge call.
+    """The primary stage for one pair, by one judge or by a jury (a list, in a fixed, meaningful order).
 
-    The kappa guard does not skip the judge: the judge's would-be answers travel with the review so
+    Raises ``InputRejected`` (dead-letter it) for an unjudgeable pair, and ``ValueError`` for an empty
+    jury or an unreachable ``policy.jury_quorum``, both before any judge call. A jury's outcome carries
+    every juror's orderings (juror by juror, AB then BA) and, for a verdict or a tie-break request, the
+    votes; ``Decision.calls`` lists the calls in the same order.
+
+    The kappa guard does not skip the judges: their would-be answers travel with the review so
     agreement with the humans' labels can still be measured while auto-deciding is paused.
     """
+    is_jury = isinstance(judges, Sequence)
+    panel: tuple[Judge, ...] = tuple(judges) if isinstance(judges, Sequence) else (judges,)
+    # A single judge needs its one vote whatever quorum is configured for juries.
+    needed = required_votes(len(panel), policy.jury_quorum if is_jury else None)
     rubric = check_pair(pair, policy, catalog)
     judged_pair = snapshot_pair(pair, rubric)
-    (ab, ba), calls = await judge_orderings(judged_pair, rubric, judge, policy)
     prompt_hash = template_hash(rubric.kind)
-    info = judge_info(judge, prompt_hash)
-    raw = reconcile(ab, ba, policy.primary_confidence_threshold)
+    jurors = await _judge_jurors(judged_pair, rubric, panel, policy, prompt_hash)
+    info = jury_info(panel, prompt_hash)
+    raw = reconcile_jury(jurors, needed, policy.primary_confidence_threshold)
     rec = apply_policy(raw, policy)
-    outcome = primary_outcome(judged_pair, rubric, ab, ba, rec, info)
+    # Agreement is with the majority candidate, even when low confidence keeps it from deciding.
+    votes = with_agreement([j.vote for j in jurors], tally([j.vote for j in jurors], needed))
+    orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
+    # A jury's verdict is explained by its majority's justifications; one judge's by its own two.
+    majority = tuple(o for j in jurors if not j.vote.abstained and j.vote.vote == rec.winner for o in (j.ab, j.ba))
+    outcome = primary_outcome(
+        judged_pair,
+        rubric,
+        rec,
+        info,
+        orderings=orderings,
+        judged=majority,
+        votes=votes if is_jury else (),
+    )
     audit = audit_copy(outcome, judged_pair, "primary", policy.audit_share)
-    attributes = _attributes(
+    calls = tuple(c for j in jurors for c in j.calls)
+    facts = _facts(
         judged_pair,
         "primary",
         outcome,
+        rec,
         prompt_hash=prompt_hash,
         rubric_kind=rubric.kind,
-        consistent=rec.consistent,
-        flip=rec.flip,
         calls=calls,
         audit=audit is not None,
+        policy_overrode=raw.outcome if rec is not raw else None,
+        jury=votes if is_jury else None,
     )
-    if rec is not raw:
-        attributes["pairjudge.policy_overrode"] = raw.outcome  # what the orderings alone would have led to
     return Decision(
         stage="primary",
         outcome=outcome,
         audit_copy=audit,
         calls=calls,
-        attributes=attributes,
-        evaluation=_evaluation(f"pairwise_{rubric.kind}", outcome, (ab, ba), rec.mean_confidence),
+        facts=facts,
+        evaluation=_evaluation(f"pairwise_{rubric.kind}", outcome, orderings, rec.mean_confidence),
     )
 
 
@@ -264,53 +351,52 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
             judge=request.primary_judge,
             trace_id=request.trace_id,
         )
-        attributes = _attributes(
+        facts = _facts(
             pair,
             "tiebreak",
             outcome,
+            None,
             prompt_hash=prompt_hash,
             rubric_kind=rubric_kind,
-            consistent=False,
-            flip=False,
             calls=(),
             audit=False,
+            tiebreak_reason=request.reason,
         )
-        attributes["pairjudge.tiebreak_reason"] = request.reason
-        return Decision("tiebreak", outcome, None, (), attributes, None)
+        return Decision("tiebreak", outcome, None, (), facts, None)
 
     weights = pair.tiebreak or policy.default_tiebreak
     ab, ba = await both_orders(lambda order: judge_tiebreak_ordering(pair, weights, order, judge, policy))
-    info = judge_info(judge, prompt_hash)
-    outcome = decide_tiebreak(request, ab, ba, policy, info)
+    outcome = decide_tiebreak(request, ab, ba, policy, judge_info(judge, prompt_hash))
     calls = ab.calls + ba.calls
     audit = audit_copy(outcome, pair, "tiebreak", policy.audit_share)
     both_valid = ab.result.valid and ba.result.valid
     winners = (ab.result.mapped_winner, ba.result.mapped_winner)
-    attributes = _attributes(
-        pair,
-        "tiebreak",
-        outcome,
-        prompt_hash=prompt_hash,
-        rubric_kind=rubric_kind,
-        consistent=both_valid and winners[0] == winners[1],
-        flip=both_valid and winners[0] != winners[1],
-        calls=calls,
-        audit=audit is not None,
-    )
-    attributes["pairjudge.tiebreak_reason"] = request.reason
-    attributes["pairjudge.forced_choice"] = ab.result.forced_choice or ba.result.forced_choice
-    attributes["pairjudge.arithmetic_mismatch"] = _mismatches(ab, ba)
     mean = (
         (ab.result.confidence + ba.result.confidence) / 2
         if ab.result.confidence is not None and ba.result.confidence is not None
         else None
+    )
+    facts = _facts(
+        pair,
+        "tiebreak",
+        outcome,
+        None,
+        prompt_hash=prompt_hash,
+        rubric_kind=rubric_kind,
+        calls=calls,
+        audit=audit is not None,
+        consistent=both_valid and winners[0] == winners[1],
+        flip=both_valid and winners[0] != winners[1],
+        tiebreak_reason=request.reason,
+        forced_choice=ab.result.forced_choice or ba.result.forced_choice,
+        arithmetic_mismatch=_mismatches(ab, ba),
     )
     return Decision(
         stage="tiebreak",
         outcome=outcome,
         audit_copy=audit,
         calls=calls,
-        attributes=attributes,
+        facts=facts,
         evaluation=_evaluation("pairwise_tiebreak", outcome, (ab.result, ba.result), mean),
     )
 
@@ -319,10 +405,10 @@ def _mismatches(*orderings: TieBreakOrdering) -> int:
     return sum(1 for o in orderings if o.assessment is not None and o.assessment.arithmetic_mismatch)
 
 
-# --- telemetry facts --------------------------------------------------------------------------
+# --- facts ------------------------------------------------------------------------------------
 
 
-def _outcome_kind(outcome: Outcome) -> Literal["verdict", "tiebreak", "review"]:
+def outcome_kind(outcome: Outcome) -> OutcomeKind:
     if isinstance(outcome, PairVerdict):
         return "verdict"
     if isinstance(outcome, TieBreakRequest):
@@ -330,47 +416,55 @@ def _outcome_kind(outcome: Outcome) -> Literal["verdict", "tiebreak", "review"]:
     return "review"
 
 
-def _attributes(
+def _facts(
     pair: CandidatePair,
-    stage: Literal["primary", "tiebreak"],
+    stage: Stage,
     outcome: Outcome,
+    rec: Reconciliation | None,
     *,
     prompt_hash: str,
     rubric_kind: str,
-    consistent: bool,
-    flip: bool,
     calls: Sequence[JudgeCall],
     audit: bool,
-) -> dict[str, AttributeValue]:
-    """``pairjudge.*`` attributes for the stage's decision span.
-
-    ``decided_by`` is who decides the pair from here: the stage itself for a verdict, "tiebreak" for
-    a tie-break request, "human" for a review.
-    """
-    kind = _outcome_kind(outcome)
-    attributes: dict[str, AttributeValue] = {
-        "pairjudge.pair_id": pair.pair_id,
-        "pairjudge.stage": stage,
-        "pairjudge.outcome": kind,
-        "pairjudge.consistent": consistent,
-        "pairjudge.flip": flip,
-        "pairjudge.prompt_hash": prompt_hash,
-        "pairjudge.rubric_kind": rubric_kind,
-        "pairjudge.audit_sample": audit,
-        "pairjudge.calls": len(calls),
-        "pairjudge.invalid_replies": sum(1 for c in calls if not c.valid),
-    }
+    consistent: bool | None = None,
+    flip: bool | None = None,
+    policy_overrode: OutcomeKind | None = None,
+    jury: Sequence[JuryVote] | None = None,
+    tiebreak_reason: TieBreakReason | None = None,
+    forced_choice: bool | None = None,
+    arithmetic_mismatch: int | None = None,
+) -> DecisionFacts:
+    """The decision's facts; ``consistent``/``flip`` come from ``rec`` unless given."""
+    decided_by: DecidedBy
+    reason: str | None
     if isinstance(outcome, PairVerdict):
-        attributes["pairjudge.decided_by"] = outcome.decided_by
-        attributes["pairjudge.winner"] = outcome.winner
-        attributes["pairjudge.confidence"] = outcome.confidence
+        decided_by, winner, confidence, reason = outcome.decided_by, outcome.winner, outcome.confidence, None
     elif isinstance(outcome, TieBreakRequest):
-        attributes["pairjudge.decided_by"] = "tiebreak"
-        attributes["pairjudge.reason"] = outcome.reason
+        decided_by, winner, confidence, reason = "tiebreak", None, None, outcome.reason
     else:
-        attributes["pairjudge.decided_by"] = "human"
-        attributes["pairjudge.reason"] = outcome.reason
-    return attributes
+        decided_by, winner, confidence, reason = "human", None, None, outcome.reason
+    return DecisionFacts(
+        pair_id=pair.pair_id,
+        stage=stage,
+        outcome=outcome_kind(outcome),
+        decided_by=decided_by,
+        consistent=consistent if consistent is not None else (rec is not None and rec.consistent),
+        flip=flip if flip is not None else (rec is not None and rec.flip),
+        prompt_hash=prompt_hash,
+        rubric_kind=rubric_kind,
+        audit_sample=audit,
+        calls=len(calls),
+        invalid_replies=sum(1 for c in calls if not c.valid),
+        winner=winner,
+        confidence=confidence,
+        reason=reason,
+        policy_overrode=policy_overrode,
+        jury_size=len(jury) if jury is not None else None,
+        jury_abstentions=sum(1 for v in jury if v.abstained) if jury is not None else None,
+        tiebreak_reason=tiebreak_reason,
+        forced_choice=forced_choice,
+        arithmetic_mismatch=arithmetic_mismatch,
+    )
 
 
 def _evaluation(
@@ -381,5 +475,4 @@ def _evaluation(
         return None
     if isinstance(outcome, PairVerdict):
         return EvaluationResult(name, outcome.winner_role, outcome.confidence, outcome.justification)
-    explanation = outcome.reason
-    return EvaluationResult(name, _outcome_kind(outcome), mean_confidence, explanation)
+    return EvaluationResult(name, outcome_kind(outcome), mean_confidence, outcome.reason)

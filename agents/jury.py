@@ -30,77 +30,36 @@ The quorum is ``policy.jury_quorum`` votes, or a strict majority of *all* jurors
 included) when it is None, so abstentions cannot shrink the jury into a small "majority". A winner
 must also beat the other candidate outright, so a low quorum cannot elect both.
 
-The kappa guard, the tie-break switch and audit sampling are applied exactly as for one judge
-(:func:`agents.reconcile.apply_policy`, :func:`agents.reconcile.audit_copy`). A jury of one is that
-judge: same outcome, same ``JudgeInfo``, same attributes as :func:`agents.core.judge_pair`, plus its
-one vote in ``jury`` and the two ``pairjudge.jury_*`` attributes.
+This module is the jury's arithmetic only. :func:`agents.core.judge_pair` runs it for every primary
+decision: one judge is a jury of one, so both take one path (same prompts, the same policy, the same
+audit sampling). Passed as a list, even a jury of one reports its vote in ``jury`` and the
+``jury_size``/``jury_abstentions`` facts; a single judge's events carry no votes.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
-import anyio
-
-from agents.core import (
-    _NO_CATALOG,
-    Decision,
-    _attributes,
-    _evaluation,
-    _primary_ordering,
-    check_pair,
-)
 from agents.judge import Judge, judge_info
-from agents.policy import Policy
-from agents.prompts import template_hash
-from agents.reconcile import (
-    Outcome,
-    Reconciliation,
-    _at_least,
-    apply_policy,
-    audit_copy,
-    failure_reason,
-    is_review_reason,
-    is_tiebreak_reason,
-    reconcile,
-    review,
-    snapshot_pair,
-    verdict,
-)
-from agents.validation import JudgeCall, error_kind_of
-from schemas.events import (
-    AbstainReason,
-    JudgeInfo,
-    JuryVote,
-    Order,
-    OrderingResult,
-    PairVerdict,
-    ReviewReason,
-    TieBreakReason,
-    TieBreakRequest,
-)
-from schemas.pair import TIE, CandidatePair
+from agents.reconcile import Reconciliation, at_least, failure_reason, reconcile
+from agents.validation import JudgeCall
+from schemas.events import AbstainReason, JudgeInfo, JuryVote, OrderingResult, ReviewReason, TieBreakReason
+from schemas.pair import TIE
 from schemas.replies import Position
-from schemas.rubric import InlineRubric
 
 __all__ = [
     "JUROR_PROVIDER",
     "Juror",
-    "judge_pair_jury",
+    "juror",
     "jury_info",
     "position_lean",
     "reconcile_jury",
     "required_votes",
     "tally",
+    "with_agreement",
 ]
-
-T = TypeVar("T")
-
-_ORDERS: tuple[Order, Order] = ("AB", "BA")
 
 #: ``JudgeInfo.provider`` of a verdict decided by a jury of two or more.
 JUROR_PROVIDER = "jury"
@@ -225,7 +184,7 @@ def reconcile_jury(jurors: Sequence[Juror], needed: int, threshold: float) -> Re
     votes = [j.vote for j in jurors]
     consistent = all(j.rec.consistent for j in jurors)
     flip = any(j.rec.flip for j in jurors)
-    failed = failure_reason(error_kind_of(o) for j in jurors for o in (j.ab, j.ba) if not o.valid)
+    failed = failure_reason(o.error_kind for j in jurors for o in (j.ab, j.ba) if not o.valid)
     if failed == "judge_rejected":
         return Reconciliation("review", failed, None, None, consistent=False, flip=flip)
     if all(v.abstain_reason == "invalid" for v in votes):
@@ -236,149 +195,23 @@ def reconcile_jury(jurors: Sequence[Juror], needed: int, threshold: float) -> Re
         mean = _mean([v.confidence for v in votes if not v.abstained and v.vote == winner])
         if mean is None:  # pragma: no cover - a vote always comes from two valid orderings
             raise ValueError("majority voters must carry a confidence")
-        if _at_least(mean, threshold):
+        if at_least(mean, threshold):
             return Reconciliation("verdict", None, winner, mean, consistent=consistent, flip=flip)
         return Reconciliation("tiebreak", "low_confidence", None, mean, consistent=consistent, flip=flip)
     mean = _mean([v.confidence for v in votes])
     return Reconciliation("tiebreak", _no_quorum_reason(votes), None, mean, consistent=consistent, flip=flip)
 
 
-def _with_agreement(votes: Sequence[JuryVote], winner: str | None) -> tuple[JuryVote, ...]:
+def with_agreement(votes: Sequence[JuryVote], winner: str | None) -> tuple[JuryVote, ...]:
     """Votes with ``agreed_with_majority`` set for every juror that voted, when there is a majority."""
     if winner is None:
         return tuple(votes)
     return tuple(v if v.abstained else v.model_copy(update={"agreed_with_majority": v.vote == winner}) for v in votes)
 
 
-# --- concurrency ------------------------------------------------------------------------------
-
-
-async def _run_all(jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
-    """Run every job concurrently in one task group; return the results in job order.
-
-    As with :func:`agents.core.both_orders`, one failure cancels the rest and is re-raised unwrapped.
-    """
-    results: dict[int, T] = {}
-
-    async def one(index: int, job: Callable[[], Awaitable[T]]) -> None:
-        results[index] = await job()
-
-    try:
-        async with anyio.create_task_group() as tg:
-            for index, job in enumerate(jobs):
-                tg.start_soon(one, index, job)
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
-    return [results[index] for index in range(len(jobs))]
-
-
-async def _judge_jurors(
-    pair: CandidatePair, rubric: InlineRubric, judges: Sequence[Judge], policy: Policy, prompt_hash: str
-) -> list[Juror]:
-    # Per pair, per juror, per ordering: one call chain each, never batched with other pairs (§2.9).
-    jobs = [
-        functools.partial(_primary_ordering, pair, rubric, order, judge, policy)
-        for judge in judges
-        for order in _ORDERS
-    ]
-    results = await _run_all(jobs)
-    jurors = []
-    for index, judge in enumerate(judges):
-        (ab, ab_calls), (ba, ba_calls) = results[2 * index], results[2 * index + 1]
-        info = judge_info(judge, prompt_hash)
-        rec = reconcile(ab, ba, policy.primary_confidence_threshold)
-        jurors.append(Juror(info, ab, ba, ab_calls + ba_calls, rec, _vote(info, ab, ba, rec)))
-    return jurors
-
-
-# --- the primary stage with a jury ------------------------------------------------------------
-
-
-def _outcome(
-    pair: CandidatePair,
-    rubric: InlineRubric,
-    rec: Reconciliation,
-    jurors: Sequence[Juror],
-    votes: tuple[JuryVote, ...],
-    info: JudgeInfo,
-) -> Outcome:
-    orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
-    if rec.outcome == "verdict":
-        if rec.winner is None or rec.mean_confidence is None:
-            raise ValueError("a verdict reconciliation needs a winner and a confidence")
-        majority = tuple(o for j in jurors if not j.vote.abstained and j.vote.vote == rec.winner for o in (j.ab, j.ba))
-        decided: PairVerdict = verdict(
-            pair,
-            rec.winner,
-            confidence=rec.mean_confidence,
-            decided_by="primary",
-            orderings=orderings,
-            judged=majority,  # the majority's justifications explain the verdict
-            rubric_kind=rubric.kind,
-            judge=info,
-        )
-        return decided.model_copy(update={"consistent": not any(v.abstained for v in votes), "jury": votes})
-    if rec.outcome == "tiebreak":
-        if not is_tiebreak_reason(rec.reason):
-            raise ValueError(f"not a tie-break reason: {rec.reason!r}")
-        return TieBreakRequest(
-            pair_id=pair.pair_id, reason=rec.reason, pair=pair, primary=orderings, primary_judge=info, jury=votes
-        )
-    if not is_review_reason(rec.reason):
-        raise ValueError(f"not a review reason: {rec.reason!r}")
-    return review(pair, rec.reason, stage="primary", orderings=orderings, judge=info)
-
-
-async def judge_pair_jury(
-    pair: CandidatePair,
-    judges: Sequence[Judge],
-    policy: Policy,
-    catalog: Mapping[str, InlineRubric] = _NO_CATALOG,
-) -> Decision:
-    """The primary stage for one pair, decided by a jury of ``judges`` (in a fixed, meaningful order).
-
-    Raises ``ValueError`` for an empty jury or an unreachable ``policy.jury_quorum``, and
-    ``InputRejected`` (dead-letter it) for an unjudgeable pair, both before any judge call. The
-    outcome carries every juror's orderings (juror by juror, AB then BA) and, for a verdict or a
-    tie-break request, the votes; ``Decision.calls`` lists the calls in the same order.
-    """
-    needed = required_votes(len(judges), policy.jury_quorum)
-    rubric = check_pair(pair, policy, catalog)
-    judged_pair = snapshot_pair(pair, rubric)
-    prompt_hash = template_hash(rubric.kind)
-    jurors = await _judge_jurors(judged_pair, rubric, judges, policy, prompt_hash)
-    info = jury_info(judges, prompt_hash)
-    raw = reconcile_jury(jurors, needed, policy.primary_confidence_threshold)
-    rec = apply_policy(raw, policy)
-    # Agreement is with the jury's majority candidate, even when low confidence keeps it from deciding.
-    majority = tally([j.vote for j in jurors], needed)
-    votes = _with_agreement([j.vote for j in jurors], majority)
-    outcome = _outcome(judged_pair, rubric, rec, jurors, votes, info)
-    audit = audit_copy(outcome, judged_pair, "primary", policy.audit_share)
-    calls = tuple(c for j in jurors for c in j.calls)
-    attributes = _attributes(
-        judged_pair,
-        "primary",
-        outcome,
-        prompt_hash=prompt_hash,
-        rubric_kind=rubric.kind,
-        consistent=rec.consistent,
-        flip=rec.flip,
-        calls=calls,
-        audit=audit is not None,
-    )
-    if rec is not raw:
-        attributes["pairjudge.policy_overrode"] = raw.outcome
-    attributes["pairjudge.jury_size"] = len(jurors)
-    attributes["pairjudge.jury_abstentions"] = sum(1 for v in votes if v.abstained)
-    orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
-    return Decision(
-        stage="primary",
-        outcome=outcome,
-        audit_copy=audit,
-        calls=calls,
-        attributes=attributes,
-        evaluation=_evaluation(f"pairwise_{rubric.kind}", outcome, orderings, rec.mean_confidence),
-    )
+def juror(
+    info: JudgeInfo, ab: OrderingResult, ba: OrderingResult, calls: tuple[JudgeCall, ...], threshold: float
+) -> Juror:
+    """One juror from its two judged orderings: reconciled as one judge would be, then its vote."""
+    rec = reconcile(ab, ba, threshold)
+    return Juror(info, ab, ba, calls, rec, _vote(info, ab, ba, rec))

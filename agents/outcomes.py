@@ -4,7 +4,7 @@
 "judge_rejected" (a judge answered a request with a 4xx such as a bad key or a prompt over its context
 length; see :func:`agents.reconcile.failure_reason`) is not something a reviewer can fix, so the edge
 dead-letters the pair and raises an ``Alert`` instead of asking a human. This module gives it the text
-for both, from what the orderings already recorded (``OrderingResult.error`` is ``"<kind>: <detail>"``,
+for both, from what the orderings already recorded (``OrderingResult.error_kind`` and ``error``,
 written by :func:`agents.validation.ask_validated` from the judge's exception, whose message the HTTP
 judges have already scrubbed of credentials).
 
@@ -18,12 +18,10 @@ from typing import Final
 
 from agents.core import Decision
 from agents.reconcile import Outcome
-from agents.validation import error_kind_of
 from schemas.events import OrderingResult, ReviewRequest
 
 __all__ = ["is_judge_rejected", "rejected_detail", "rejected_orderings", "rejected_status"]
 
-_PREFIX: Final = "judge_rejected:"
 #: How the HTTP judges put the status in a rejection's message (``... rejected the request: HTTP 401: ...``).
 _STATUS: Final = re.compile(r"\bHTTP (\d{3})\b")
 #: Distinct details kept in one ``rejected_detail``: a jury of many jurors refused alike says it once.
@@ -45,14 +43,14 @@ def rejected_orderings(decision: Decision | Outcome) -> tuple[OrderingResult, ..
     outcome = _outcome(decision)
     if not isinstance(outcome, ReviewRequest) or outcome.reason != "judge_rejected":
         return ()
-    return tuple(o for o in outcome.orderings if not o.valid and error_kind_of(o) == "judge_rejected")
+    return tuple(o for o in outcome.orderings if not o.valid and o.error_kind == "judge_rejected")
 
 
 def rejected_detail(decision: Decision | Outcome) -> str | None:
     """Why the judge refused, for a dead letter's ``error`` and an alert's ``message``; else None.
 
     None unless the outcome is a review for "judge_rejected". The text is each refusing ordering's
-    recorded detail without its "judge_rejected: " code, e.g. ``judge gpt-x@api.example.com rejected
+    recorded detail, e.g. ``judge gpt-x@api.example.com rejected
     the request: HTTP 401: Incorrect API key provided: [REDACTED]``. Orderings refused alike (both
     orders, several jurors) give it once; different refusals are joined with " | " in ordering order,
     at most four. Never empty for a judge_rejected outcome: when no ordering carries a detail (an
@@ -63,8 +61,7 @@ def rejected_detail(decision: Decision | Outcome) -> str | None:
         return None
     details: dict[str, None] = {}
     for ordering in rejected_orderings(outcome):
-        error = ordering.error or ""
-        detail = error[len(_PREFIX) :].strip() if error.startswith(_PREFIX) else error.strip()
+        detail = (ordering.error or "").strip()
         details.setdefault(detail or "the judge refused the request (no detail recorded)", None)
     if not details:
         return "the judge refused the request (no detail recorded)"

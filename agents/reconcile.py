@@ -36,9 +36,11 @@ from typing import Any, Literal, TypeGuard, get_args
 
 from agents.policy import Policy
 from agents.prompts import shown
-from agents.validation import AskResult, ErrorKind, JudgeCall, error_kind_of
+from agents.validation import AskResult, JudgeCall
 from schemas.events import (
+    ErrorKind,
     JudgeInfo,
+    JuryVote,
     Order,
     OrderingResult,
     PairVerdict,
@@ -150,6 +152,7 @@ def build_ordering(
     retries: int,
     answered_model: str | None,
     error: str | None,
+    error_kind: ErrorKind | None,
     forced_choice: bool = False,
     extra_scores: Mapping[str, Mapping[str, float]] | None = None,
     extra_differentiators: Sequence[str] = (),
@@ -171,6 +174,7 @@ def build_ordering(
         "output_tokens": _token_sum([c.output_tokens for c in calls]),
         "answered_by_model": answered_model,
         "error": error,
+        "error_kind": error_kind,
         "cost_usd": cost_sum([c.cost_usd for c in calls if c.answered_model is not None]),
         "cache_hits": sum(1 for c in calls if c.cached),
     }
@@ -198,7 +202,8 @@ def ordering_from_ask(pair: CandidatePair, order: Order, ask: AskResult[Any]) ->
         calls=ask.calls,
         retries=ask.retries,
         answered_model=ask.answered_model,
-        error=ask.coded_error,
+        error=ask.error,
+        error_kind=ask.error_kind,
     )
 
 
@@ -221,7 +226,8 @@ class Reconciliation:
     flip: bool
 
 
-def _at_least(value: float, threshold: float) -> bool:
+def at_least(value: float, threshold: float) -> bool:
+    """``value >= threshold``, tolerating float noise (a mean of 0.65 and 0.75 is 0.7)."""
     return value >= threshold or math.isclose(value, threshold, rel_tol=0.0, abs_tol=_FLOAT_TOLERANCE)
 
 
@@ -246,7 +252,7 @@ def failure_reason(kinds: Iterable[ErrorKind | None]) -> FailureReason | None:
 def reconcile(ab: OrderingResult, ba: OrderingResult, threshold: float) -> Reconciliation:
     """DESIGN §2.5 over two mapped orderings; see the module docstring for the precedence."""
     if not (ab.valid and ba.valid):
-        failed = failure_reason(error_kind_of(r) for r in (ab, ba) if not r.valid)
+        failed = failure_reason(r.error_kind for r in (ab, ba) if not r.valid)
         reason: ReviewReason = failed or "ordering_invalid"
         return Reconciliation("review", reason, None, None, consistent=False, flip=False)
     if ab.mapped_winner is None or ba.mapped_winner is None or ab.confidence is None or ba.confidence is None:
@@ -258,7 +264,7 @@ def reconcile(ab: OrderingResult, ba: OrderingResult, threshold: float) -> Recon
         return Reconciliation("tiebreak", "position_inconsistent", None, mean, consistent=False, flip=True)
     if TIE in (ab.mapped_winner, ba.mapped_winner):
         return Reconciliation("tiebreak", "tie", None, mean, consistent=consistent, flip=False)
-    if not _at_least(mean, threshold):
+    if not at_least(mean, threshold):
         return Reconciliation("tiebreak", "low_confidence", None, mean, consistent=True, flip=False)
     return Reconciliation("verdict", None, ab.mapped_winner, mean, consistent=True, flip=False)
 
@@ -393,34 +399,49 @@ def review(
 def primary_outcome(
     pair: CandidatePair,
     rubric: InlineRubric,
-    ab: OrderingResult,
-    ba: OrderingResult,
     rec: Reconciliation,
     judge: JudgeInfo,
+    *,
+    orderings: Sequence[OrderingResult],
+    judged: Sequence[OrderingResult],
+    votes: Sequence[JuryVote] = (),
 ) -> Outcome:
-    """The primary stage's event for a reconciliation. ``pair`` should already carry ``rubric``."""
+    """The primary stage's event for a reconciliation. ``pair`` should already carry ``rubric``.
+
+    ``orderings`` are every ordering judged (juror by juror, AB then BA), ``judged`` those whose
+    justifications explain a verdict (a jury's majority), and ``votes`` a jury's votes (empty for a
+    single judge, whose events carry no ``jury``).
+    """
     if rec.outcome == "verdict":
         if rec.winner is None or rec.mean_confidence is None:
             raise ValueError("a verdict reconciliation needs a winner and a confidence")
-        return verdict(
+        decided = verdict(
             pair,
             rec.winner,
             confidence=rec.mean_confidence,
             decided_by="primary",
-            orderings=(ab, ba),
-            judged=(ab, ba),
+            orderings=orderings,
+            judged=judged,
             rubric_kind=rubric.kind,
             judge=judge,
         )
+        if not votes:
+            return decided
+        return decided.model_copy(update={"consistent": not any(v.abstained for v in votes), "jury": tuple(votes)})
     if rec.outcome == "tiebreak":
         if not is_tiebreak_reason(rec.reason):
             raise ValueError(f"not a tie-break reason: {rec.reason!r}")
         return TieBreakRequest(
-            pair_id=pair.pair_id, reason=rec.reason, pair=pair, primary=(ab, ba), primary_judge=judge
+            pair_id=pair.pair_id,
+            reason=rec.reason,
+            pair=pair,
+            primary=tuple(orderings),
+            primary_judge=judge,
+            jury=tuple(votes),
         )
     if not is_review_reason(rec.reason):
         raise ValueError(f"not a review reason: {rec.reason!r}")
-    return review(pair, rec.reason, stage="primary", orderings=(ab, ba), judge=judge)
+    return review(pair, rec.reason, stage="primary", orderings=orderings, judge=judge)
 
 
 # --- audit sampling ---------------------------------------------------------------------------

@@ -5,10 +5,11 @@ Per ordering:
 1. Ask with the tie-break template; schema failures go through the usual re-ask path (``max_reasks``).
 2. Recompute the weighted scores ourselves from the per-criterion winners and the *configured*
    weights. The judge's own arithmetic is recorded but never trusted.
-3. The reply is unsettled when its confidence is below ``tiebreak_confidence_threshold``, it triggered
-   escalation, the recomputed scores are equal (both or neither output preferred), or its winner
-   contradicts the recomputed scores. Then re-ask ONCE with the forced-choice instruction.
-4. Still unsettled (or invalid) -> the ordering is unresolved.
+3. Exactly equal recomputed scores, or a reply that applied seed 002's escalation rule, leave the
+   ordering unresolved at once: seed 002 sends a true tie to a human, never to a forced pick.
+4. A reply whose confidence is below ``tiebreak_confidence_threshold`` or whose winner contradicts the
+   recomputed scores is re-asked ONCE with the forced-choice instruction.
+5. Still unsettled (or invalid) -> the ordering is unresolved.
 
 Across the two orderings (first that applies wins): a judge that refused the request (a 4xx) -> review
 "judge_rejected"; a judge that was down -> "judge_unavailable"; an invalid ordering -> "tiebreak_invalid";
@@ -21,6 +22,7 @@ orders choosing different candidates -> "tiebreak_disagreement"; otherwise a ver
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -29,8 +31,8 @@ from agents.judge import Judge
 from agents.policy import Policy
 from agents.prompts import forced_choice, render_tiebreak, shown
 from agents.reconcile import Outcome, build_ordering, failure_reason, review, verdict
-from agents.validation import ErrorKind, JudgeCall, ask_validated, check_tiebreak
-from schemas.events import JudgeInfo, Order, OrderingResult, TieBreakRequest
+from agents.validation import AskResult, JudgeCall, ask_validated, check_tiebreak
+from schemas.events import ErrorKind, JudgeInfo, Order, OrderingResult, TieBreakRequest
 from schemas.pair import CandidatePair
 from schemas.replies import Position, TieBreakReply
 from schemas.rubric import TieBreakWeights
@@ -111,23 +113,25 @@ class TieBreakOrdering:
 def _ordering(
     pair: CandidatePair,
     order: Order,
-    reply: TieBreakReply | None,
+    weights: TieBreakWeights,
+    ask: AskResult[TieBreakReply],
     assessment: Assessment | None,
     *,
     calls: tuple[JudgeCall, ...],
     retries: int,
-    answered_model: str | None,
-    error: str | None,
     forced: bool,
-    status: Literal["resolved", "unresolved", "invalid"],
-    error_kind: ErrorKind | None,
-    weights: TieBreakWeights,
 ) -> TieBreakOrdering:
+    """The ordering for the last ask's reply: invalid without one, unresolved while it has problems."""
     a, b = shown(pair, order)
+    reply = ask.reply
     scores: dict[str, float] | None = None
     extra: dict[str, dict[str, float]] = {}
     differentiators: list[str] = []
-    if reply is not None and assessment is not None:
+    status: Literal["resolved", "unresolved", "invalid"]
+    error_kind: ErrorKind | None
+    if reply is None or assessment is None:
+        status, error, error_kind = "invalid", ask.error, ask.error_kind
+    else:
         scores = {a.candidate_id: assessment.score_a, b.candidate_id: assessment.score_b}
         extra = {
             RECOMPUTED_KEY: scores,
@@ -141,14 +145,20 @@ def _ordering(
             key=lambda c: -weight.get(c.criterion, 0.0),
         )
         differentiators = [f"{c.criterion} (weight {weight.get(c.criterion, 0.0):g})" for c in won]
+        if assessment.problems:
+            # A schema-valid reply that does not settle the tie: valid, but it carries why.
+            status, error, error_kind = "unresolved", "; ".join(assessment.problems), "unresolved"
+        else:
+            status, error, error_kind = "resolved", None, None
     result = build_ordering(
         pair,
         order,
         reply=reply,
         calls=calls,
         retries=retries,
-        answered_model=answered_model,
+        answered_model=ask.answered_model,
         error=error,
+        error_kind=error_kind,
         forced_choice=forced,
         extra_scores=extra,
         extra_differentiators=differentiators,
@@ -166,78 +176,35 @@ async def judge_tiebreak_ordering(
     """Judge one ordering with the tie-break template, with at most one forced-choice re-ask."""
     request = render_tiebreak(pair, weights, order)
     check = check_tiebreak(weights)
+    threshold = policy.tiebreak_confidence_threshold
     first = await ask_validated(judge, request, TieBreakReply, check, policy.max_reasks, order=order)
-    if first.reply is None:
+    assessment = assess(first.reply, weights, threshold) if first.reply is not None else None
+    # Settled, invalid, or a true tie: seed 002 sends exactly equal weighted scores (or a judge that
+    # applied its escalation rule) to a human; forcing a pick there would be the arbitrary choice it
+    # rules out.
+    if assessment is None or not assessment.problems or assessment.equal or assessment.escalated:
         return _ordering(
-            pair,
-            order,
-            None,
-            None,
-            calls=first.calls,
-            retries=first.retries,
-            answered_model=first.answered_model,
-            error=first.coded_error,
-            forced=False,
-            status="invalid",
-            error_kind=first.error_kind,
-            weights=weights,
-        )
-    assessment = assess(first.reply, weights, policy.tiebreak_confidence_threshold)
-    if not assessment.problems:
-        return _ordering(
-            pair,
-            order,
-            first.reply,
-            assessment,
-            calls=first.calls,
-            retries=first.retries,
-            answered_model=first.answered_model,
-            error=None,
-            forced=False,
-            status="resolved",
-            error_kind=None,
-            weights=weights,
+            pair, order, weights, first, assessment, calls=first.calls, retries=first.retries, forced=False
         )
 
-    # Exactly one forced-choice re-ask; its own schema failures still get the normal re-asks.
+    # Exactly one forced-choice re-ask (low confidence, a winner against its own scores); its own
+    # schema failures still get the normal re-asks.
     forced_request = forced_choice(
         request, first.text or "", assessment.problems, attempt=request.attempt + first.retries + 1
     )
     second = await ask_validated(judge, forced_request, TieBreakReply, check, policy.max_reasks, order=order)
-    calls = first.calls + second.calls
-    retries = first.retries + 1 + second.retries
-    answered = second.answered_model or first.answered_model
-    if second.reply is None:
-        return _ordering(
-            pair,
-            order,
-            None,
-            None,
-            calls=calls,
-            retries=retries,
-            answered_model=answered,
-            error=second.coded_error,
-            forced=True,
-            status="invalid",
-            error_kind=second.error_kind,
-            weights=weights,
-        )
-    final = assess(second.reply, weights, policy.tiebreak_confidence_threshold)
-    settled = not final.problems
+    if second.answered_model is None and first.answered_model is not None:
+        second = dataclasses.replace(second, answered_model=first.answered_model)
+    final = assess(second.reply, weights, threshold) if second.reply is not None else None
     return _ordering(
         pair,
         order,
-        second.reply,
+        weights,
+        second,
         final,
-        calls=calls,
-        retries=retries,
-        answered_model=answered,
-        # A schema-valid reply that still does not settle the tie: valid, but carries why.
-        error=None if settled else "unresolved: " + "; ".join(final.problems),
+        calls=first.calls + second.calls,
+        retries=first.retries + 1 + second.retries,
         forced=True,
-        status="resolved" if settled else "unresolved",
-        error_kind=None,
-        weights=weights,
     )
 
 

@@ -15,23 +15,19 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
 
 from agents.errors import InvalidReply, JudgeError, JudgeRejected
 from agents.judge import Judge, JudgeRequest, JudgeResponse
 from agents.prompts import reask
-from schemas.events import Order, OrderingResult, Stage
+from schemas.events import ErrorKind, Order, Stage
 from schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply
 from schemas.rubric import HeadToHeadRubric, PairwiseRubric, TieBreakWeights
 
 R = TypeVar("R", bound=Reply)
 
-#: Why an ordering has no usable reply. Stored as the prefix of ``OrderingResult.error`` ("code: detail")
-#: so reconciliation can tell a judge that was down from one that kept answering badly.
-ErrorKind = Literal["invalid_reply", "judge_unavailable", "judge_rejected"]
-ERROR_KINDS: Final[tuple[ErrorKind, ...]] = ("invalid_reply", "judge_unavailable", "judge_rejected")
 
 _MAX_ERRORS_LISTED = 10
 _MAX_DETAIL = 500  # characters of a judge exception's message kept in errors and telemetry
@@ -51,7 +47,9 @@ class JudgeCall:
     requested_model: str
     answered_model: str | None
     valid: bool
+    #: Why the call gave no accepted reply (readable), and its kind; both None for an accepted reply.
     error: str | None
+    error_kind: ErrorKind | None
     #: US dollars, when a pricing wrapper knew the price; 0.0 for a cache hit; None when unknown.
     cost_usd: float | None = None
     #: Served from the response cache (or shared with an identical call in flight).
@@ -194,11 +192,6 @@ class AskResult(Generic[R]):
     def ok(self) -> bool:
         return self.reply is not None
 
-    @property
-    def coded_error(self) -> str | None:
-        """``"<error_kind>: <detail>"`` as stored on ``OrderingResult.error``."""
-        return None if self.error is None else f"{self.error_kind}: {self.error}"
-
 
 def _error_kind(exc: JudgeError) -> ErrorKind:
     if isinstance(exc, JudgeRejected):
@@ -227,7 +220,13 @@ async def ask_validated(
     last_error = ""
     answered: str | None = None
 
-    def record(current: JudgeRequest, started: float, response: JudgeResponse | None, error: str | None) -> None:
+    def record(
+        current: JudgeRequest,
+        started: float,
+        response: JudgeResponse | None,
+        kind: ErrorKind | None = None,
+        error: str | None = None,
+    ) -> None:
         # Prefer the judge's own latency (it excludes our scheduling); fall back to wall time.
         reported = response.latency_s if response is not None else 0.0
         calls.append(
@@ -241,8 +240,9 @@ async def ask_validated(
                 output_tokens=response.output_tokens if response is not None else None,
                 requested_model=judge.identity.model,
                 answered_model=response.model if response is not None else None,
-                valid=error is None,
+                valid=kind is None,
                 error=error,
+                error_kind=kind,
                 cost_usd=response.cost_usd if response is not None else None,
                 cached=response.cached if response is not None else False,
             )
@@ -256,12 +256,12 @@ async def ask_validated(
         except InvalidReply as exc:
             # A judge adapter that could not even extract a reply text; treat it like an invalid reply.
             last_text, last_error = exc.raw, str(exc)
-            record(current, started, None, f"invalid_reply: {_clip(last_error, _MAX_DETAIL)}")
+            record(current, started, None, "invalid_reply", _clip(last_error, _MAX_DETAIL))
             continue
         except JudgeError as exc:
             kind = _error_kind(exc)
             detail = _clip(str(exc) or type(exc).__name__, _MAX_DETAIL)
-            record(current, started, None, f"{kind}: {detail}")
+            record(current, started, None, kind, detail)
             return AskResult(None, last_text, detail, kind, k, tuple(calls), answered)
         answered = response.model
         last_text = response.text
@@ -272,19 +272,8 @@ async def ask_validated(
                 raise InvalidReply(problem, response.text)
         except InvalidReply as exc:
             last_error = str(exc)
-            record(current, started, response, f"invalid_reply: {_clip(last_error, _MAX_DETAIL)}")
+            record(current, started, response, "invalid_reply", _clip(last_error, _MAX_DETAIL))
             continue
-        record(current, started, response, None)
+        record(current, started, response)
         return AskResult(reply, response.text, None, None, k, tuple(calls), answered)
     return AskResult(None, last_text, last_error, "invalid_reply", max_reasks, tuple(calls), answered)
-
-
-def error_kind_of(result: OrderingResult) -> ErrorKind | None:
-    """The error kind coded into an invalid ordering's ``error`` (see :data:`ErrorKind`)."""
-    if result.error is None:
-        return None
-    code = result.error.split(":", 1)[0]
-    for kind in ERROR_KINDS:
-        if code == kind:
-            return kind
-    return None

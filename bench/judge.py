@@ -1,10 +1,11 @@
 """The HTTP judge client under load: pairs per second through ``judge_pair`` against a local server.
 
-Run from the checkout (it borrows ``make_pair`` and ``tone_reply`` from ``tests/unit/factories.py``)::
+Run from the checkout root (its pairs come from ``pairjudge_dev.pairgen``, its replies from
+``pairjudge_dev.replies``, both shared with the tests)::
 
-    python bench/judge.py                 # 200 ms replies, about 70 s on 2 cores
-    python bench/judge.py --latency 0.5   # slower replies
-    python bench/judge.py --quick         # shorter windows and fewer pairs, about 35 s
+    python -m bench.judge                 # 200 ms replies, about 70 s on 2 cores
+    python -m bench.judge --latency 0.5   # slower replies
+    python -m bench.judge --quick         # shorter windows and fewer pairs, about 35 s
 
 DESIGN §8 records that httpx's own async connection pool collapses under concurrency (encode/httpx#3215)
 and that the ``httpx-aiohttp`` transport holds. This script measures the judge pairjudge actually ships,
@@ -62,18 +63,13 @@ import math
 import os
 import random
 import re
-import select
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Literal
 from unittest import mock
 
@@ -81,7 +77,6 @@ import aiohttp
 import anyio
 import httpx
 from aiohttp import web
-from rich.console import Console
 from rich.table import Table
 
 import streams.judges.http as http_module
@@ -90,14 +85,16 @@ from agents.core import Decision, judge_pair, resolve_rubric
 from agents.judge import Judge, JudgeIdentity, JudgeRequest, JudgeResponse
 from agents.policy import Policy
 from agents.prompts import render_primary
+from pairjudge_dev.bench import console, fail, percentile
+from pairjudge_dev.pairgen import sample_dicts
+from pairjudge_dev.processes import AnnouncedProcess, serve_announced
+from pairjudge_dev.replies import tone_reply
 from schemas import CandidatePair
 from schemas.events import PairVerdict
 from streams.judges.cache import CachingJudge
 from streams.judges.factory import JudgeStack, build_judge_stack
 from streams.settings import JudgeSettings
 
-SCRIPT = Path(__file__).resolve()
-REPO = SCRIPT.parents[1]
 DEFAULT_LEVELS = (16, 64, 128)
 #: Put in the preferred candidate's output; the server's reply picks whichever position shows it.
 MARKER = "[[bench-preferred]]"
@@ -105,25 +102,8 @@ MARKER = "[[bench-preferred]]"
 SEED_000_OPENING = "You are an impartial style judge."
 MODEL = "bench-judge"
 
-#: Wide enough for the tables when the output is piped to a file.
-console = Console(width=None if sys.stdout.isatty() else 140)
-
 Letter = Literal["A", "B"]
 ClientKind = Literal["shipped", "plain"]
-
-
-def _factories() -> ModuleType:
-    """``tests.unit.factories``: tests/ is not an installed package, so put the checkout on the path."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    import tests.unit.factories as factories
-
-    return factories
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]BENCH FAILED:[/bold red] {message}")
-    raise SystemExit(1)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -154,8 +134,7 @@ def winner_for(prompt: str) -> Letter:
 
 def reply_text(prompt: str) -> str:
     """A valid seed 000 reply preferring the marked output, confident enough for a verdict."""
-    reply: str = _factories().tone_reply(winner_for(prompt), confidence=0.9)
-    return reply
+    return tone_reply(winner_for(prompt), confidence=0.9)
 
 
 def _user_prompt(payload: object) -> tuple[str, str]:
@@ -235,23 +214,7 @@ async def serve(latency: float) -> None:
     app[STATE] = ServerState(latency=latency)
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_get("/stats", _stats)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    # A deep backlog: the 128-pair cells open 256 connections at once.
-    sock.listen(1024)
-    site = web.SockSite(runner, sock)
-    await site.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"PORT {sock.getsockname()[1]}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+    await serve_announced(app)
 
 
 @dataclass(frozen=True)
@@ -263,27 +226,14 @@ class ServerStats:
     cpu_s: float
 
 
-class ServerProcess:
-    """The server child process, started from this script in ``--serve`` mode."""
+class ServerProcess(AnnouncedProcess):
+    """The server child process, started from this module in ``--serve`` mode."""
 
     def __init__(self, latency: float, log_path: Path) -> None:
-        self.log_path = log_path
-        with log_path.open("ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(
-                [sys.executable, str(SCRIPT), "--serve", "--latency", repr(latency)],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                cwd=REPO,
-                start_new_session=True,
-            )
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], 30.0)
-        line = self.proc.stdout.readline().decode() if ready else ""
-        if not line.startswith("PORT "):
-            self.stop()
-            _fail(f"the judge server did not start: {line!r}; log:\n{log_path.read_text(errors='replace')[-2000:]}")
-        self.port = int(line.split()[1])
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        try:
+            super().__init__([sys.executable, "-m", "bench.judge", "--serve", "--latency", repr(latency)], log_path)
+        except RuntimeError as exc:
+            fail(str(exc))
         self._session: aiohttp.ClientSession | None = None
 
     async def stats(self, *, reset: bool = False) -> ServerStats:
@@ -306,17 +256,6 @@ class ServerProcess:
         if self._session is not None:
             await self._session.close()
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
 
 # --------------------------------------------------------------------------------------------------
 # Load and checks
@@ -325,13 +264,17 @@ class ServerProcess:
 
 def make_pairs(n: int, prefix: str) -> list[CandidatePair]:
     """``n`` valid tone pairs with distinct texts (so distinct cache keys); the marked candidate alternates."""
-    factories = _factories()
+    # A tone-and-style pair (seed 000: the only template the server answers) from the demo's samples.
+    template: dict[str, Any] = next(p for p in sample_dicts() if p["rubric"]["kind"] == "tone_style")  # type: ignore[index]
     pairs: list[CandidatePair] = []
     for i in range(n):
         first = f"Hi there! Your refund for order {prefix}-{i} is on its way and lands in 3 days. Cheers"
         second = f"Dear customer, the refund for order {prefix}-{i} has been processed; allow 3 business days."
         outputs = (f"{first} {MARKER}", second) if i % 2 == 0 else (first, f"{second} {MARKER}")
-        pairs.append(factories.make_pair(outputs=outputs, pair_id=f"{prefix}-{i:05d}"))
+        candidates = [{**c, "output": text} for c, text in zip(template["candidates"], outputs, strict=True)]
+        pairs.append(
+            CandidatePair.model_validate({**template, "pair_id": f"{prefix}-{i:05d}", "candidates": candidates})
+        )
     return pairs
 
 
@@ -344,14 +287,6 @@ def check_decision(pair: CandidatePair, decision: Decision) -> str | None:
     if outcome.winner != expected or not outcome.consistent:
         return f"{pair.pair_id}: winner {outcome.winner} (consistent={outcome.consistent}), expected {expected}"
     return None
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    """The q-quantile (0..1), nearest rank; NaN when empty."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -382,7 +317,7 @@ def _plain_client(
 ) -> httpx.AsyncClient:
     """``make_client``'s twin on httpx's own transport: same limits, timeouts, headers and redirects."""
     if unknown:
-        _fail(f"make_client grew parameters the plain-httpx twin does not mirror: {sorted(unknown)}")
+        fail(f"make_client grew parameters the plain-httpx twin does not mirror: {sorted(unknown)}")
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
     timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
     return httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, follow_redirects=False)
@@ -418,7 +353,7 @@ async def build_stack(
         stack = build_judge_stack(judge_settings(server.base_url, max_concurrency, cache_dir))
     if len(built) != 1:
         await stack.aclose()
-        _fail(f"expected the judge to build exactly one client through make_client, saw {built}")
+        fail(f"expected the judge to build exactly one client through make_client, saw {built}")
     return stack, built[0]
 
 
@@ -520,14 +455,14 @@ async def run_cell(
         tg.start_soon(mark, "start", w_start)
         tg.start_soon(mark, "end", w_end)
     if problems:
-        _fail(f"{client}, {inflight} pairs in flight: {len(problems)} problem(s), e.g. {problems[:3]}")
+        fail(f"{client}, {inflight} pairs in flight: {len(problems)} problem(s), e.g. {problems[:3]}")
     (ws, cpu0, s0), (we, cpu1, s1) = marks["start"], marks["end"]
     in_window = [wall for finished, wall in done if ws <= finished < we]
     server_cores = server_peak = None
     if server is not None and before is not None and s0 is not None and s1 is not None:
         after = await server.stats()
         if after.bad or after.requests - before.requests != 2 * launched:
-            _fail(
+            fail(
                 f"{client}, {inflight} in flight: the server saw {after.requests - before.requests} requests "
                 f"({after.bad - before.bad} bad) for {launched} pairs; expected exactly 2 per pair"
             )
@@ -614,7 +549,7 @@ async def low_load(server: ServerProcess, pairs: Sequence[CandidatePair], sample
             response = await stack.judge.complete(request)
             call_ms.append(1000 * (time.perf_counter() - started))
             if json.loads(response.text).get("winner") != winner_for(request.messages[-1].content):
-                _fail(f"single call for {pair.pair_id} got an unexpected reply: {response.text[:200]!r}")
+                fail(f"single call for {pair.pair_id} got an unexpected reply: {response.text[:200]!r}")
         call_peak = (await server.stats(reset=True)).peak
         pair_ms = []
         for pair in pairs[samples + 1 : 2 * samples + 1]:
@@ -622,7 +557,7 @@ async def low_load(server: ServerProcess, pairs: Sequence[CandidatePair], sample
             decision = await judge_pair(pair, stack.judge, policy)
             pair_ms.append(1000 * (time.perf_counter() - started))
             if (problem := check_decision(pair, decision)) is not None:
-                _fail(problem)
+                fail(problem)
         pair_peak = (await server.stats()).peak
     finally:
         await stack.aclose()
@@ -699,9 +634,9 @@ async def run_stream(
     wall = time.perf_counter() - started
     after = await server.stats()
     if problems:
-        _fail(f"cache stream, {label}: {len(problems)} problem(s), e.g. {problems[:3]}")
+        fail(f"cache stream, {label}: {len(problems)} problem(s), e.g. {problems[:3]}")
     if after.bad != before.bad:
-        _fail(f"cache stream, {label}: the server refused {after.bad - before.bad} requests")
+        fail(f"cache stream, {label}: the server refused {after.bad - before.bad} requests")
     stats = caching.stats if caching is not None else None
     return StreamRun(
         label=label,
@@ -732,24 +667,24 @@ async def cache_runs(server: ServerProcess, args: argparse.Namespace, work_dir: 
         stack, _ = await build_stack(server, 2 * n, cache_dir=directory)
         try:
             if (directory is None) != (stack.caching is None):
-                _fail(f"cache stream, {label}: build_judge_stack did not honour cache_enabled")
+                fail(f"cache stream, {label}: build_judge_stack did not honour cache_enabled")
             runs.append(await run_stream(label, stack.judge, stack.caching, stream, n, server))
         finally:
             await stack.aclose()
         console.print(f"  {label}: {runs[-1].rate:,.1f} pairs/s")
     empty, off, warm = runs
     if off.server_requests != 2 * total:
-        _fail(f"cache off: {off.server_requests} server requests for {total} pairs, expected {2 * total}")
+        fail(f"cache off: {off.server_requests} server requests for {total} pairs, expected {2 * total}")
     if empty.lookups != 2 * total or empty.misses != empty.server_requests or empty.errors:
-        _fail(
+        fail(
             f"cache on: {empty.lookups} lookups (expected {2 * total}), {empty.misses} misses against "
             f"{empty.server_requests} server requests, {empty.errors} cache errors"
         )
     if empty.hits + empty.coalesced != 2 * repeats:
-        _fail(f"cache on: {empty.hits + empty.coalesced} calls saved, expected exactly {2 * repeats} (2 per repeat)")
+        fail(f"cache on: {empty.hits + empty.coalesced} calls saved, expected exactly {2 * repeats} (2 per repeat)")
     # Warm, repeats in flight together still coalesce, so hits + coalesced (not hits alone) cover every call.
     if warm.server_requests or warm.misses or warm.hits + warm.coalesced != 2 * total:
-        _fail(
+        fail(
             f"warm cache: {warm.server_requests} server requests, {warm.misses} misses and "
             f"{warm.hits + warm.coalesced} hits + coalesced for {2 * total} calls"
         )
@@ -815,8 +750,8 @@ def report(
                 cell.client,
                 str(cell.inflight),
                 str(cell.completed),
-                f"{_pct(cell.pair_ms, 0.5):,.0f}",
-                f"{_pct(cell.pair_ms, 0.95):,.0f}",
+                f"{percentile(cell.pair_ms, 0.5):,.0f}",
+                f"{percentile(cell.pair_ms, 0.95):,.0f}",
                 "—" if cell.server_peak is None else str(cell.server_peak),
                 f"{cell.client_cores:.2f}",
                 f"{1000 * cell.client_cores / cell.rate:.2f}" if cell.completed else "—",
@@ -831,25 +766,26 @@ def report(
     lat.add_column("server peak in flight", justify="right")
     lat.add_row(
         "one call (judge.complete, AB only)",
-        f"{_pct(low.call_ms, 0.5):.1f}",
-        f"{_pct(low.call_ms, 0.95):.1f}",
+        f"{percentile(low.call_ms, 0.5):.1f}",
+        f"{percentile(low.call_ms, 0.95):.1f}",
         str(low.call_peak),
     )
     lat.add_row(
         "one pair (judge_pair: AB and BA)",
-        f"{_pct(low.pair_ms, 0.5):.1f}",
-        f"{_pct(low.pair_ms, 0.95):.1f}",
+        f"{percentile(low.pair_ms, 0.5):.1f}",
+        f"{percentile(low.pair_ms, 0.95):.1f}",
         str(low.pair_peak),
     )
     lat.add_row(
         "pair ÷ call",
-        f"{_pct(low.pair_ms, 0.5) / _pct(low.call_ms, 0.5):.2f}",
-        f"{_pct(low.pair_ms, 0.95) / _pct(low.call_ms, 0.95):.2f}",
+        f"{percentile(low.pair_ms, 0.5) / percentile(low.call_ms, 0.5):.2f}",
+        f"{percentile(low.pair_ms, 0.95) / percentile(low.call_ms, 0.95):.2f}",
         "",
     )
     console.print(lat)
+    overhead_ms = percentile(low.pair_ms, 0.5) - percentile(low.call_ms, 0.5)
     console.print(
-        f"Server latency {latency_ms:.0f} ms; a pair costs {_pct(low.pair_ms, 0.5) - _pct(low.call_ms, 0.5):+.1f} ms "
+        f"Server latency {latency_ms:.0f} ms; a pair costs {overhead_ms:+.1f} ms "
         f"over one call at p50 (2 calls in sequence would be ×2.0)."
     )
 
@@ -903,7 +839,7 @@ async def run(args: argparse.Namespace) -> None:
         console.print(f"[bold]cache[/bold]: {args.cache_pairs} pairs, {args.repeat_share:.0%} repeats")
         runs, repeats = await cache_runs(server, args, work_dir)
         if server.proc.poll() is not None:
-            _fail(f"the judge server exited (code {server.proc.returncode})")
+            fail(f"the judge server exited (code {server.proc.returncode})")
         report(results, low, runs, repeats, args)
         # Other work on the machine takes CPU from both processes: say how busy it was.
         console.print(

@@ -1,11 +1,11 @@
 """End-to-end throughput of pairjudge on a real broker, next to a raw aiokafka baseline on the same broker.
 
-Run from the checkout (it borrows the load generator from ``tests/integration/pairgen.py``)::
+Run from the checkout root (the load generator is ``pairjudge_dev.pairgen``, shared with the tests)::
 
-    python bench/pipeline.py                       # Apache Kafka in a temp dir, 1000 pairs, 1 worker
-    python bench/pipeline.py --broker tansu        # the embedded Tansu broker instead
-    python bench/pipeline.py --bootstrap host:9092 # an existing cluster (topics get a unique prefix)
-    python bench/pipeline.py --pairs 2000 --workers 2 --concurrency 16
+    python -m bench.pipeline                       # Apache Kafka in a temp dir, 1000 pairs, 1 worker
+    python -m bench.pipeline --broker tansu        # the embedded Tansu broker instead
+    python -m bench.pipeline --bootstrap host:9092 # an existing cluster (topics get a unique prefix)
+    python -m bench.pipeline --pairs 2000 --workers 2 --concurrency 16
 
 One run does four things, in this order:
 
@@ -60,16 +60,12 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import os
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -78,32 +74,34 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from rich.console import Console
 from rich.table import Table
 
 from agents.core import judge_pair, resolve_tiebreak
 from agents.offline import OfflineJudge
 from agents.policy import Policy
-from schemas import CandidatePair, TieBreakRequest
-from streams.brokers import (
-    RunningBroker,
-    TopicSpec,
-    create_topics,
-    start_kafka,
-    start_tansu,
-    topic_partitions,
-    wait_until_ready,
+from pairjudge_dev.bench import (
+    add_broker_args,
+    bench_broker,
+    console,
+    fail,
+    quiet_kafka_client,
+    run_settings,
+    work_dir,
 )
+from pairjudge_dev.pairgen import many_pairs
+from pairjudge_dev.processes import REPO
+from pairjudge_dev.workers import produce_raw
+from schemas import CandidatePair, TieBreakRequest
+from streams.brokers import TopicSpec, create_topics, topic_partitions
 from streams.collector import collect_outcomes
+from streams.control import PolicyHolder
 from streams.demo import stop_process
-from streams.pipeline import JudgePanel, Origin, Pipeline, PolicyHolder
+from streams.pipeline import JudgePanel, Origin, Pipeline
 from streams.producer import key_of, send_events
 from streams.settings import Settings, environ_for, load_settings
 from streams.telemetry import Telemetry
 from streams.topics import FINAL_KINDS, topic_specs
 
-SCRIPT = Path(__file__).resolve()
-REPO = SCRIPT.parents[1]
 #: faust's commit cadence as streams/app.py configures it.
 COMMIT_EVERY = 50
 COMMIT_INTERVAL_S = 1.0
@@ -115,22 +113,10 @@ WARMUP_PAIRS = 12
 #: In-process timings are best of this many rounds.
 JUDGE_ROUNDS = 3
 
-#: Wide enough for the tables when the output is piped to a file.
-console = Console(width=None if sys.stdout.isatty() else 132)
-
 
 # --------------------------------------------------------------------------------------------------
 # Load
 # --------------------------------------------------------------------------------------------------
-
-
-def make_pairs(n: int, prefix: str) -> list[bytes]:
-    """``n`` distinct valid pairs from the integration tests' load generator."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))  # tests/ is not an installed package
-    from tests.integration.pairgen import many_pairs
-
-    return many_pairs(n, prefix)
 
 
 def stamp_created_at(raws: Sequence[bytes]) -> list[bytes]:
@@ -319,6 +305,33 @@ class PhaseResult:
     time_in_system_ms: float | None
     detail: dict[str, int] = field(default_factory=dict)
 
+    @classmethod
+    def of(
+        cls,
+        raws: Sequence[bytes],
+        started_ms: int,
+        observed: Observed,
+        *,
+        intermediate: int,
+        time_in_system_ms: float | None,
+        detail: dict[str, int] | None = None,
+    ) -> PhaseResult:
+        """The figures of one phase from its inputs and the outputs seen (``intermediate``: other messages)."""
+        seen = list(observed.first.values())
+        return cls(
+            n=len(raws),
+            started_ms=started_ms,
+            first_ms=min(s.timestamp_ms for s in seen),
+            last_ms=max(s.timestamp_ms for s in seen),
+            in_bytes=_mean([len(r) for r in raws]),
+            out_value_bytes=_mean([len(s.value) for s in seen]),
+            out_header_bytes=_mean([s.header_bytes for s in seen]),
+            out_messages=len(seen) + observed.duplicates + intermediate,
+            duplicates=observed.duplicates,
+            time_in_system_ms=time_in_system_ms,
+            detail=detail or {},
+        )
+
     @property
     def steady_s(self) -> float:
         return max(self.last_ms - self.first_ms, 1) / 1000
@@ -344,14 +357,9 @@ def _worker_logs(log_dir: Path, pattern: str, chars: int = 2500) -> str:
     return "\n".join(f"--- {p} ---\n{p.read_text(errors='replace')[-chars:]}" for p in sorted(log_dir.glob(pattern)))
 
 
-def _fail(message: str) -> None:
-    console.print(f"[bold red]BENCH FAILED:[/bold red] {message}")
-    raise SystemExit(1)
-
-
 def _start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     with log_path.open("ab") as log:  # the child keeps its own descriptor
-        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -394,22 +402,22 @@ async def run_pairjudge(
 
     if not outcomes.complete:
         console.print(_worker_logs(work_dir, "pairjudge-worker-*.log"))
-        _fail(
+        fail(
             f"pairjudge: {len(outcomes.missing)} of {len(expected)} pairs have no final outcome "
             f"after {timeout:g}s, e.g. {sorted(outcomes.missing)[:5]}"
         )
     if outcomes.conflicting:
-        _fail(
+        fail(
             f"pairjudge: pairs with more than one kind of final outcome: {dict(list(outcomes.conflicting.items())[:5])}"
         )
     if not alive:
         console.print(_worker_logs(work_dir, "pairjudge-worker-*.log"))
-        _fail("pairjudge: a worker exited during the run")
+        fail("pairjudge: a worker exited during the run")
     if observed.missing(expected):
-        _fail(f"pairjudge: the timing scan missed {len(observed.missing(expected))} outcomes that collect_outcomes saw")
+        fail(f"pairjudge: the timing scan missed {len(observed.missing(expected))} outcomes that collect_outcomes saw")
     kinds = Counter(kind for kind, _ in outcomes.final.values())
     if kinds["deadletter"]:
-        _fail(f"pairjudge: {kinds['deadletter']} valid pairs were dead-lettered; see the worker logs in {work_dir}")
+        fail(f"pairjudge: {kinds['deadletter']} valid pairs were dead-lettered; see the worker logs in {work_dir}")
 
     latencies = []
     for pair_id, seen in observed.first.items():
@@ -419,17 +427,11 @@ async def run_pairjudge(
             latencies.append((datetime.fromisoformat(at) - created[pair_id]).total_seconds() * 1000)
     by_tiebreak = sum(1 for kind, e in outcomes.final.values() if kind == "verdicts" and e["decided_by"] == "tiebreak")
     tiebreak_topic = settings.topics.name("tiebreak")
-    seen_all = list(observed.first.values())
-    return PhaseResult(
-        n=len(raws),
-        started_ms=started_ms,
-        first_ms=min(s.timestamp_ms for s in seen_all),
-        last_ms=max(s.timestamp_ms for s in seen_all),
-        in_bytes=_mean([len(r) for r in raws]),
-        out_value_bytes=_mean([len(s.value) for s in seen_all]),
-        out_header_bytes=_mean([s.header_bytes for s in seen_all]),
-        out_messages=len(seen_all) + observed.duplicates + observed.other_counts[tiebreak_topic],
-        duplicates=observed.duplicates,
+    return PhaseResult.of(
+        raws,
+        started_ms,
+        observed,
+        intermediate=observed.other_counts[tiebreak_topic],
         time_in_system_ms=_mean(latencies) if latencies else None,
         detail={
             "verdict (primary)": kinds["verdicts"] - by_tiebreak,
@@ -443,18 +445,6 @@ async def run_pairjudge(
 # --------------------------------------------------------------------------------------------------
 # 3. Raw aiokafka baseline
 # --------------------------------------------------------------------------------------------------
-
-
-async def copy_inputs(bootstrap: str, topic: str, raws: Sequence[bytes]) -> None:
-    """The same bytes and keys as the pairs topic, produced the way ``send_events`` does it."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    await producer.start()
-    try:
-        futures = [await producer.send(topic, value=raw, key=key_of(raw)) for raw in raws]
-        for fut in futures:
-            await fut
-    finally:
-        await producer.stop()
 
 
 async def run_baseline(
@@ -472,11 +462,11 @@ async def run_baseline(
     out_topic = settings.topics.name("bench-out")
     spec = TopicSpec(partitions=settings.kafka.partitions, replication=settings.kafka.replication_factor)
     await create_topics(bootstrap, {in_topic: spec, out_topic: spec})
-    await copy_inputs(bootstrap, in_topic, raws)
+    await produce_raw(bootstrap, in_topic, raws, keyed=True)
     expected = {_pair_id(raw) for raw in raws}
     console.print(f"[bold]baseline[/bold]: {len(raws)} messages pre-produced; starting {workers} consumer process(es)")
 
-    argv = [sys.executable, str(SCRIPT), "--baseline-worker", "--bootstrap", bootstrap]
+    argv = [sys.executable, "-m", "bench.pipeline", "--baseline-worker", "--bootstrap", bootstrap]
     argv += ["--in-topic", in_topic, "--out-topic", out_topic, "--group", f"{settings.worker.app_id}-baseline"]
     argv += ["--concurrency", str(concurrency), "--value-bytes", str(value_bytes), "--header-bytes", str(header_bytes)]
     argv += ["--session-timeout", str(settings.kafka.session_timeout_s)]
@@ -494,25 +484,13 @@ async def run_baseline(
 
     if observed.missing(expected):
         console.print(_worker_logs(work_dir, "baseline-worker-*.log"))
-        _fail(f"baseline: {len(observed.missing(expected))} of {len(expected)} messages have no output")
+        fail(f"baseline: {len(observed.missing(expected))} of {len(expected)} messages have no output")
     if not alive:
         console.print(_worker_logs(work_dir, "baseline-worker-*.log"))
-        _fail("baseline: a consumer process exited during the run")
-    seen_all = list(observed.first.values())
+        fail("baseline: a consumer process exited during the run")
     # The value starts "<key>|<input timestamp ms>|": time in system from the input's broker timestamp.
-    latencies = [s.timestamp_ms - int(s.value.split(b"|", 2)[1]) for s in seen_all]
-    return PhaseResult(
-        n=len(raws),
-        started_ms=started_ms,
-        first_ms=min(s.timestamp_ms for s in seen_all),
-        last_ms=max(s.timestamp_ms for s in seen_all),
-        in_bytes=_mean([len(r) for r in raws]),
-        out_value_bytes=_mean([len(s.value) for s in seen_all]),
-        out_header_bytes=_mean([s.header_bytes for s in seen_all]),
-        out_messages=len(seen_all) + observed.duplicates,
-        duplicates=observed.duplicates,
-        time_in_system_ms=_mean(latencies),
-    )
+    latencies = [s.timestamp_ms - int(s.value.split(b"|", 2)[1]) for s in observed.first.values()]
+    return PhaseResult.of(raws, started_ms, observed, intermediate=0, time_in_system_ms=_mean(latencies))
 
 
 class OffsetTracker:
@@ -725,76 +703,43 @@ def report(
 
 async def run(args: argparse.Namespace) -> None:
     base = load_settings()
-    run_id = uuid.uuid4().hex[:8]
-    work_dir = Path(tempfile.mkdtemp(prefix="pairjudge-bench-"))
-    broker: RunningBroker | None = None
-    ok = False
-    try:
-        raws = make_pairs(args.pairs, f"bench-{run_id}")
+    with work_dir("pairjudge-bench-", keep=args.keep) as work:
+        raws = many_pairs(args.pairs, f"bench-{work.path.name}")
         sample = raws[: args.judge_sample] if args.judge_sample > 0 else raws
         console.print(f"[bold]judge[/bold]: timing the offline judge in process over {len(sample)} pairs")
         cost = await judge_cost(sample, base)
 
-        kafka = base.kafka.model_copy(update={"partitions": args.partitions})
-        if args.bootstrap:
-            bootstrap, broker_name = args.bootstrap, f"Kafka at {args.bootstrap}"
-        elif args.broker == "tansu":
-            broker = start_tansu(log_dir=work_dir)
-            bootstrap, broker_name = broker.bootstrap, "Tansu (in memory)"
-            # Tansu holds a group join for half the session timeout (streams/brokers.py): keep it short.
-            kafka = kafka.model_copy(update={"session_timeout_s": 5.0, "heartbeat_interval_s": 1.0})
-        else:
-            broker = start_kafka(work_dir / "kafka")
-            bootstrap, broker_name = broker.bootstrap, "Apache Kafka 4.1.1 (KRaft, 1 node)"
-        console.print(f"[bold]broker[/bold]: {broker_name} on {bootstrap}; work dir {work_dir}")
-        await wait_until_ready(bootstrap, timeout=60)
-
-        settings = base.model_copy(
-            update={
-                "kafka": kafka.model_copy(update={"bootstrap_servers": bootstrap}),
-                "topics": base.topics.model_copy(update={"prefix": f"bench-{run_id}"}),
-                "worker": base.worker.model_copy(
-                    update={"app_id": f"pairjudge-bench-{run_id}", "data_dir": work_dir / "worker-data"}
-                ),
-                "telemetry": base.telemetry.model_copy(update={"exporter": "none"}),
-            }
-        )
-        await create_topics(bootstrap, topic_specs(settings))
-        raws = stamp_created_at(raws)
-        pj = await run_pairjudge(settings, raws, args.workers, args.concurrency, work_dir, args.timeout)
-        baseline = await run_baseline(
-            settings,
-            raws,
-            args.workers,
-            args.concurrency,
-            round(pj.out_value_bytes),
-            round(pj.out_header_bytes),
-            work_dir,
-            args.timeout,
-        )
+        async with bench_broker(work.path, bootstrap=args.bootstrap, kind=args.broker) as broker:
+            console.print(f"[bold]broker[/bold]: {broker.name} (bootstrap {broker.bootstrap}); work dir {work.path}")
+            settings = run_settings(base, broker, work.path, tag="bench", kafka={"partitions": args.partitions})
+            await create_topics(broker.bootstrap, topic_specs(settings))
+            raws = stamp_created_at(raws)
+            pj = await run_pairjudge(settings, raws, args.workers, args.concurrency, work.path, args.timeout)
+            baseline = await run_baseline(
+                settings,
+                raws,
+                args.workers,
+                args.concurrency,
+                round(pj.out_value_bytes),
+                round(pj.out_header_bytes),
+                work.path,
+                args.timeout,
+            )
         report(
             pj,
             baseline,
             cost,
-            broker=broker_name,
+            broker=broker.name,
             partitions=settings.kafka.partitions,
             workers=args.workers,
             concurrency=args.concurrency,
         )
-        ok = True
-    finally:
-        if broker is not None:
-            broker.stop()
-        if ok and not args.keep:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            console.print(f"logs kept in {work_dir}")
+        work.ok = True
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
-    parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka", help="broker to start (default kafka)")
-    parser.add_argument("--bootstrap", help="use this running Kafka instead of starting one")
+    add_broker_args(parser, tansu=True)
     parser.add_argument("--pairs", type=int, default=1000, help="pairs to judge (default 1000)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--concurrency", type=int, default=16, help="agent concurrency per worker (default 16)")
@@ -803,7 +748,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--judge-sample", type=int, default=120, help="pairs timed in process without Kafka (0 = all; default 120)"
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each phase's outputs")
-    parser.add_argument("--keep", action="store_true", help="keep the work dir (broker data, worker logs)")
     # Baseline mode: this script re-runs itself as the raw aiokafka consumer processes.
     parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--in-topic", help=argparse.SUPPRESS)
@@ -823,8 +767,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    # aiokafka logs retried NotLeaderForPartition warnings while fresh topics settle; they are harmless.
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    quiet_kafka_client()
     if args.baseline_worker:
         asyncio.run(baseline_worker(args))
     else:

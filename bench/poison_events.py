@@ -1,10 +1,10 @@
 """Poison events against a real worker on Kafka: is every one dead-lettered, and does the worker survive?
 
-Run from the checkout (it borrows the poison kinds from ``tests/integration/test_poison_kafka.py``)::
+Run from the checkout root (the poison kinds are ``pairjudge_dev.poison``'s, shared with the tests)::
 
-    python bench/poison_events.py                         # Apache Kafka in a temp dir
-    python bench/poison_events.py --bootstrap host:9092   # a running cluster (topics get a unique prefix)
-    python bench/poison_events.py --per-kind 500 --large-per-kind 40
+    python -m bench.poison_events                         # Apache Kafka in a temp dir
+    python -m bench.poison_events --bootstrap host:9092   # a running cluster (topics get a unique prefix)
+    python -m bench.poison_events --per-kind 500 --large-per-kind 40
 
 What it does:
 
@@ -33,24 +33,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from rich.console import Console
 from rich.table import Table
 
-from schemas import DeadLetter
-from streams.brokers import RunningBroker, create_topics, start_kafka, topic_partitions, wait_until_ready
+from pairjudge_dev.bench import (
+    add_broker_args,
+    bench_broker,
+    console,
+    quiet_kafka_client,
+    run_settings,
+    work_dir,
+)
+from pairjudge_dev.pairgen import many_pairs
+from pairjudge_dev.poison import KINDS, DeadLetterReader, Poison, expect_truncated, poison_events, send_raw
+from streams.brokers import create_topics
 from streams.codecs import parse_object
 from streams.collector import collect_outcomes
 from streams.deadletter import DEFAULT_MAX_LETTER_BYTES
@@ -59,26 +62,10 @@ from streams.producer import send_events
 from streams.settings import Settings, load_settings
 from streams.topics import topic_specs
 
-SCRIPT = Path(__file__).resolve()
-REPO = SCRIPT.parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # tests/ is not an installed package
-
-from tests.integration.pairgen import many_pairs  # noqa: E402
-from tests.integration.test_poison_kafka import (  # noqa: E402
-    KINDS,
-    Poison,
-    expect_truncated,
-    poison_events,
-    send_raw,
-)
-
 #: Kinds whose events are 600 KB to 1 MB: fewer of them, so a run stays within a few hundred MB.
 LARGE_KINDS = frozenset({"deep_300k_oversized", "event_800kb", "event_1mb"})
 VALID_PER_BURST = 2
 TIMING_ROUNDS = 5
-
-console = Console(width=None if sys.stdout.isatty() else 132)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -165,48 +152,6 @@ class KindResult:
     duplicates: int = 0
     oversized_letters: int = 0
     wrong: list[str] = field(default_factory=list)
-
-
-class DeadLetterReader:
-    """Reads the dead-letter topic from the start, incrementally, indexing letters by original SHA-256."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.letters: dict[str, list[tuple[DeadLetter, int]]] = {}
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka.bootstrap_servers,
-            enable_auto_commit=False,
-            max_partition_fetch_bytes=2**21,
-        )
-
-    async def start(self) -> None:
-        topic = self.settings.topics.name("deadletter")
-        await self.consumer.start()
-        ids = (await topic_partitions(self.settings.kafka.bootstrap_servers, [topic]))[topic]
-        parts = [TopicPartition(topic, p) for p in ids]
-        self.consumer.assign(parts)
-        await self.consumer.seek_to_beginning(*parts)
-
-    async def poll(self) -> None:
-        batches = await self.consumer.getmany(timeout_ms=200, max_records=500)
-        for records in batches.values():
-            for record in records:
-                letter = DeadLetter.model_validate_json(record.value or b"")
-                size = len(record.key or b"") + len(record.value or b"")
-                self.letters.setdefault(letter.original_sha256 or "", []).append((letter, size))
-
-    async def until(self, shas: set[str], timeout: float, alive: Callable[[], bool]) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            await self.poll()
-            if shas <= self.letters.keys():
-                return True
-            if not alive():
-                return False
-        return False
-
-    async def stop(self) -> None:
-        await self.consumer.stop()
 
 
 class Worker:
@@ -337,10 +282,7 @@ async def run_bursts(settings: Settings, args: argparse.Namespace, work_dir: Pat
             lettered = sum(1 for e in run.events if e.sha256 in reader.letters)
             exits = f", [red]worker exits {run.worker_exits}[/red]" if run.worker_exits else ""
             console.print(f"  {kind}: {lettered}/{len(run.events)} dead-lettered in {run.seconds:.1f}s{exits}")
-        # Keep reading a little, so late duplicates are counted too.
-        settle_until = time.monotonic() + 3
-        while time.monotonic() < settle_until:
-            await reader.poll()
+        await reader.settle(3)  # so late duplicates are counted too
         valid_ids = {json.loads(raw)["pair_id"] for raw in valid}
         outcomes = await collect_outcomes(settings, valid_ids, timeout=args.timeout)
         final_alive = worker.alive()
@@ -385,55 +327,27 @@ async def run_bursts(settings: Settings, args: argparse.Namespace, work_dir: Pat
 
 async def run(args: argparse.Namespace) -> bool:
     console.print(codec_cost())
-    base = load_settings()
-    run_id = uuid.uuid4().hex[:8]
-    work_dir = Path(tempfile.mkdtemp(prefix="pairjudge-poison-"))
-    broker: RunningBroker | None = None
-    ok = False
-    try:
-        if args.bootstrap:
-            bootstrap = args.bootstrap
-        else:
-            broker = start_kafka(work_dir / "kafka")
-            bootstrap = broker.bootstrap
-        await wait_until_ready(bootstrap, timeout=60)
-        settings = base.model_copy(
-            update={
-                "kafka": base.kafka.model_copy(update={"bootstrap_servers": bootstrap, "partitions": 4}),
-                "topics": base.topics.model_copy(update={"prefix": f"poison-{run_id}"}),
-                "worker": base.worker.model_copy(
-                    update={"app_id": f"pairjudge-poison-{run_id}", "data_dir": work_dir / "worker-data"}
-                ),
-                "judge": base.judge.model_copy(update={"kind": "offline"}),
-                "telemetry": base.telemetry.model_copy(update={"exporter": "none"}),
-            }
-        )
-        await create_topics(bootstrap, topic_specs(settings))
-        total = sum(args.large_per_kind if k in LARGE_KINDS else args.per_kind for k in KINDS)
-        console.print(
-            f"[bold]bursts[/bold]: {len(KINDS)} poison kinds, {total:,} events, on {bootstrap} "
-            f"(topics {settings.topics.prefix}.*); work dir {work_dir}"
-        )
-        ok = await run_bursts(settings, args, work_dir)
-        return ok
-    finally:
-        if broker is not None:
-            broker.stop()
-        if ok and not args.keep:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            console.print(f"logs kept in {work_dir}")
+    with work_dir("pairjudge-poison-", keep=args.keep) as work:
+        async with bench_broker(work.path, bootstrap=args.bootstrap) as broker:
+            settings = run_settings(load_settings(), broker, work.path, tag="poison", judge={"kind": "offline"})
+            await create_topics(broker.bootstrap, topic_specs(settings))
+            total = sum(args.large_per_kind if k in LARGE_KINDS else args.per_kind for k in KINDS)
+            console.print(
+                f"[bold]bursts[/bold]: {len(KINDS)} poison kinds, {total:,} events, on {broker.name} "
+                f"(topics {settings.topics.prefix}.*); work dir {work.path}"
+            )
+            work.ok = await run_bursts(settings, args, work.path)
+        return work.ok
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
-    parser.add_argument("--bootstrap", help="use this running Kafka instead of starting one")
+    add_broker_args(parser)
     parser.add_argument("--per-kind", type=int, default=200, help="events per poison kind (default 200)")
     parser.add_argument(
         "--large-per-kind", type=int, default=20, help="events per kind of 600 KB to 1 MB events (default 20)"
     )
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each burst's letters")
-    parser.add_argument("--keep", action="store_true", help="keep the work dir (broker data, worker logs)")
     args = parser.parse_args(argv)
     if args.per_kind < 10 or args.large_per_kind < 10:
         parser.error("--per-kind and --large-per-kind must be at least 10")
@@ -442,8 +356,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    # aiokafka logs retried NotLeaderForPartition warnings while fresh topics settle; they are harmless.
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    quiet_kafka_client()
     sys.exit(0 if asyncio.run(run(args)) else 1)
 
 

@@ -13,7 +13,7 @@ topic a second before every start/stop, so each rebalance lands on fetched-but-u
 One stop per run can be a SIGKILL instead of a SIGTERM (``--crash-every``).
 
 ``--judge llm``: an LLM-like judge. The bench starts an OpenAI-compatible server in a process of its
-own (``tests/fixtures/slow_judge_server.py``) with seeded, heavy-tailed per-call latency (lognormal,
+own (``pairjudge_dev.slow_judge_server``) with seeded, heavy-tailed per-call latency (lognormal,
 median 0.3 s, plus a 1 % tail of 5-30 s) that answers a share of calls (``--flip-share``) with a random
 winner and confidence, as a model sampling at temperature > 0 does: a pair judged twice can end
 differently. Three workers (``--workers``) with concurrency 16 judge over HTTP while the pairs stream in
@@ -48,10 +48,10 @@ The aiokafka under test is whatever the interpreter running this script has: wor
 with ``sys.executable -m streams.cli worker``. Exit status: 0 nothing lost, stuck, conflicting or
 committed early; 1 any of those; 2 the harness itself failed.
 
-    python bench/rebalance_loss.py --runs 5 --crash-every 2
-    python bench/rebalance_loss.py --runs 3 --bursts --pairs 1500 --crash-every 2
-    python bench/rebalance_loss.py --judge llm --runs 3 --bootstrap 127.0.0.1:9092
-    python bench/rebalance_loss.py --judge llm --pairs 3000 --duration 90 --kill-min 3 --kill-max 8
+    python -m bench.rebalance_loss --runs 5 --crash-every 2
+    python -m bench.rebalance_loss --runs 3 --bursts --pairs 1500 --crash-every 2
+    python -m bench.rebalance_loss --judge llm --runs 3 --bootstrap 127.0.0.1:9092
+    python -m bench.rebalance_loss --judge llm --pairs 3000 --duration 90 --kill-min 3 --kill-max 8
 """
 
 from __future__ import annotations
@@ -72,45 +72,30 @@ import sys
 import tempfile
 import time
 import traceback
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 import streams.collector
-from streams.brokers import RunningBroker, create_topics, start_kafka, wait_until_ready
+from pairjudge_dev.bench import bench_broker
+from pairjudge_dev.pairgen import many_pairs
+from pairjudge_dev.slow_judge_server import Behaviour, JudgeServerProcess, Latency, Stats
+from pairjudge_dev.workers import run_settings
+from streams.brokers import create_topics
 from streams.collector import Outcomes
 from streams.demo import start_worker, stop_process
 from streams.settings import Settings
 from streams.topics import FINAL_KINDS, topic_specs
 
-if TYPE_CHECKING:
-    from tests.fixtures.slow_judge_server import JudgeServerProcess, Stats
-
-REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
 JudgeMode = Literal["offline", "llm"]
 #: The stages' input topics: the group commits on both.
 INPUT_KINDS = ("pairs", "tiebreak")
-
-
-def _from_checkout(module: str) -> ModuleType:
-    # tests/ is not an installed package, and the checkout root is not on sys.path when this file is
-    # run as a script (only the installed packages are).
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    return importlib.import_module(module)
-
-
-def _many_pairs(n: int, prefix: str) -> list[bytes]:
-    pairs: list[bytes] = _from_checkout("tests.integration.pairgen").many_pairs(n, prefix)
-    return pairs
 
 
 # --------------------------------------------------------------------------------------------------
@@ -572,10 +557,9 @@ class LlmJudgePlan:
 
 
 def _start_llm_judge(plan: LlmJudgePlan, log_path: Path) -> JudgeServerProcess:
-    server = _from_checkout("tests.fixtures.slow_judge_server")
-    behaviour = server.Behaviour(
+    behaviour = Behaviour(
         hold_marker=None,  # nothing is held here: the latency is all random
-        latency=server.Latency(
+        latency=Latency(
             median_s=plan.median_s,
             tail_share=plan.tail_share,
             tail_min_s=plan.tail_min_s,
@@ -584,8 +568,7 @@ def _start_llm_judge(plan: LlmJudgePlan, log_path: Path) -> JudgeServerProcess:
         flip_share=plan.flip_share,
         seed=plan.seed,
     )
-    process: JudgeServerProcess = server.JudgeServerProcess(behaviour, log_path)
-    return process
+    return JudgeServerProcess(behaviour, log_path)
 
 
 def _llm_judge_settings(base_url: str, plan: Plan) -> dict[str, Any]:
@@ -782,26 +765,14 @@ async def _churn_llm(run: Run, rng: random.Random) -> None:
 
 
 def _run_settings(bootstrap: str, run_dir: Path, plan: Plan, judge_url: str | None) -> Settings:
-    tag = uuid.uuid4().hex[:8]
-    values: dict[str, Any] = {
-        "kafka": {
-            "bootstrap_servers": bootstrap,
-            "partitions": PARTITIONS,
-            "session_timeout_s": plan.session_timeout,
-            "heartbeat_interval_s": 1.0,
-        },
-        "topics": {"prefix": f"rb-{tag}"},
-        "worker": {
-            "app_id": f"pairjudge-rb-{tag}",
-            "data_dir": run_dir / "data",
-            "concurrency": plan.concurrency,
-            "log_level": plan.log_level,
-        },
+    sections: dict[str, dict[str, Any]] = {
+        "kafka": {"partitions": PARTITIONS, "session_timeout_s": plan.session_timeout, "heartbeat_interval_s": 1.0},
+        "worker": {"concurrency": plan.concurrency, "log_level": plan.log_level},
         "telemetry": {"exporter": "file", "file_path": run_dir / "traces.jsonl"},
     }
     if judge_url is not None:
-        values["judge"] = _llm_judge_settings(judge_url, plan)
-    return Settings(**values)
+        sections["judge"] = _llm_judge_settings(judge_url, plan)
+    return run_settings(Settings(), bootstrap, run_dir, tag="rb", **sections)
 
 
 async def run_once(
@@ -811,7 +782,7 @@ async def run_once(
     await asyncio.to_thread(run_dir.mkdir, parents=True, exist_ok=True)
     timeline = Timeline()
     await create_topics(bootstrap, topic_specs(base))
-    raw = _many_pairs(plan.pairs, base.topics.prefix)
+    raw = many_pairs(plan.pairs, base.topics.prefix)
     run = Run(bootstrap, run_dir, base, plan, timeline, [(str(json.loads(r)["pair_id"]), r) for r in raw])
     expected = {pid for pid, _ in run.events}
     input_topics = [base.topics.name(k) for k in INPUT_KINDS]
@@ -1058,35 +1029,27 @@ async def _main(args: argparse.Namespace) -> int:
         flush=True,
     )
     plan = _plan(args)
-    broker: RunningBroker | None = None
     judge: JudgeServerProcess | None = None
     reports: list[RunReport] = []
-    try:
-        if args.bootstrap:
-            bootstrap = args.bootstrap
-            await wait_until_ready(bootstrap, timeout=30)
-        else:
-            broker = await asyncio.to_thread(start_kafka, workdir / "kafka")
-            bootstrap = broker.bootstrap
-            print(f"Apache Kafka on {bootstrap} (log {broker.log_path})", flush=True)
-        if plan.llm is not None:
-            judge = await asyncio.to_thread(_start_llm_judge, plan.llm, workdir / "judge-server.log")
-            print(f"LLM-like judge on {judge.base_url}: {plan.llm}", flush=True)
-        for n in range(1, args.runs + 1):
-            crash = plan.judge == "offline" and args.crash_every > 0 and n % args.crash_every == 0
-            run_dir = workdir / f"run-{n}"
-            what = "random SIGKILLs" if plan.judge == "llm" else f"{'with' if crash else 'no'} crash"
-            print(f"run {n}/{args.runs} ({plan.judge} judge, {what}) in {run_dir}", flush=True)
-            report = await run_once(bootstrap, run_dir, n, plan, crash=crash, judge=judge)
-            reports.append(report)
-            _print_run(report, run_dir)
-            if args.keep == "failed" and not report.failed:
-                shutil.rmtree(run_dir, ignore_errors=True)
-    finally:
-        if judge is not None:
-            await asyncio.to_thread(judge.stop)
-        if broker is not None:
-            await asyncio.to_thread(broker.stop)
+    async with bench_broker(workdir, bootstrap=args.bootstrap) as broker:
+        print(f"{broker.name} (bootstrap {broker.bootstrap})", flush=True)
+        try:
+            if plan.llm is not None:
+                judge = await asyncio.to_thread(_start_llm_judge, plan.llm, workdir / "judge-server.log")
+                print(f"LLM-like judge on {judge.base_url}: {plan.llm}", flush=True)
+            for n in range(1, args.runs + 1):
+                crash = plan.judge == "offline" and args.crash_every > 0 and n % args.crash_every == 0
+                run_dir = workdir / f"run-{n}"
+                what = "random SIGKILLs" if plan.judge == "llm" else f"{'with' if crash else 'no'} crash"
+                print(f"run {n}/{args.runs} ({plan.judge} judge, {what}) in {run_dir}", flush=True)
+                report = await run_once(broker.bootstrap, run_dir, n, plan, crash=crash, judge=judge)
+                reports.append(report)
+                _print_run(report, run_dir)
+                if args.keep == "failed" and not report.failed:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+        finally:
+            if judge is not None:
+                await asyncio.to_thread(judge.stop)
     print()
     _print_table(reports, print)
     if args.json:

@@ -26,6 +26,9 @@ ReviewReason = Literal[
     "audit_sample",  # an automatic verdict sampled for human audit
     "kappa_guard",  # auto-deciding is paused because agreement with humans fell
 ]
+#: Why an ordering carries an ``error``. The first three mean it has no usable reply; "unresolved" marks
+#: a schema-valid tie-break reply that still did not settle the tie (its ``error`` says why).
+ErrorKind = Literal["invalid_reply", "judge_unavailable", "judge_rejected", "unresolved"]
 
 
 class JudgeInfo(Contract):
@@ -61,7 +64,10 @@ class OrderingResult(Contract):
     input_tokens: int | None = None
     output_tokens: int | None = None
     answered_by_model: str | None = None
+    #: What went wrong, readable (a validation error, a scrubbed judge message); None when nothing did.
     error: str | None = None
+    #: The kind of ``error``, for code to decide on; set exactly when ``error`` is, by this service.
+    error_kind: ErrorKind | None = None
     #: US dollars over every call of this ordering, re-asks included; None when no call had a price.
     cost_usd: float | None = Field(default=None, ge=0.0)
     #: Calls of this ordering answered from the response cache instead of the judge.

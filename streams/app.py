@@ -20,12 +20,13 @@ from pydantic import TypeAdapter
 
 from agents.judge import Judge
 from schemas import InlineRubric
+from streams.control import PolicyHolder
 from streams.control import follow_control as follow_control_topic
 from streams.judges.factory import JudgeStack, build_judge_stack
 from streams.judges.preflight import JudgeAuthError, preflight_all
 from streams.offsets import install_commit_ledger, mark_done
 from streams.outcomes import OutcomeTables
-from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, PolicyHolder, Stage, StageResult
+from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
 from streams.settings import Settings
 from streams.telemetry import Telemetry
 
@@ -172,7 +173,6 @@ def create_app(
             outcomes.release(stage, result.pair_id)
 
     async def consume(stream: Any, stage: Stage) -> AsyncIterator[None]:
-        handler = pipeline.on_pair if stage == "primary" else pipeline.on_tiebreak
         # Manual acks: Faust acks in a ``finally`` when the body raises, which would make an input
         # committable with no outcome. Here an input is acked only after its outputs are on the broker.
         async for event in stream.noack().events():
@@ -180,7 +180,7 @@ def create_app(
             origin = Origin(topic=msg.topic, partition=msg.partition, offset=msg.offset, key=msg.key)
             result: StageResult | None = None
             try:
-                result = await handler(event.value, event.headers, origin)
+                result = await pipeline.handle(stage, event.value, event.headers, origin)
                 if msg.generation_id != app.consumer_generation_id:
                     # The partition was reassigned while this input was judged. Its new owner judges
                     # it again (or replays what was recorded); publishing now could race that.

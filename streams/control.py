@@ -7,6 +7,7 @@ groupless consumer, from the beginning, and keeps following it. ``pairjudge cont
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import get_args
@@ -14,12 +15,11 @@ from typing import get_args
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
 
-from agents.errors import InputRejected
+from agents import InputRejected, Policy
 from schemas import ControlUpdate
 from schemas.events import ControlKey
 from streams.brokers import topic_partitions
 from streams.codecs import decode, encode
-from streams.pipeline import PolicyHolder
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,36 @@ log = logging.getLogger(__name__)
 POLL_TIMEOUT_MS = 1000
 MAX_CONTROL_BYTES = 4096
 CONTROL_KEYS: tuple[str, ...] = get_args(ControlKey)
+
+
+class PolicyHolder:
+    """The live policy: the configured one with the control topic's overrides on top.
+
+    Overrides are kept per key, as the compacted control topic keeps them, so a tombstone (an
+    update deleted from the topic) returns that one setting to its configured value.
+    """
+
+    def __init__(self, policy: Policy, *, follows_control: bool = False) -> None:
+        self.base = policy
+        self.current = policy
+        self._overrides: dict[str, ControlUpdate] = {}
+        #: Set once the control topic has been read up to date; stages wait for it, so no pair is
+        #: judged under settings that were already changed before this worker started.
+        self.ready = asyncio.Event()
+        if not follows_control:
+            self.ready.set()
+
+    def apply(self, update: ControlUpdate) -> None:
+        """Apply one update; a bad value raises ``ValueError`` and changes nothing."""
+        self.current = self.current.apply(update)
+        self._overrides[update.key] = update
+
+    def clear(self, key: str) -> None:
+        self._overrides.pop(key, None)
+        policy = self.base
+        for update in self._overrides.values():
+            policy = policy.apply(update)
+        self.current = policy
 
 
 def apply_record(holder: PolicyHolder, key: bytes | None, value: bytes | None) -> None:

@@ -21,8 +21,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from streams.brokers import RunningBroker, create_topics, start_tansu, wait_until_ready
+from streams.brokers import create_topics, wait_until_ready
 from streams.collector import Outcomes, collect_outcomes
+from streams.embedded_broker import RunningBroker, start_tansu
 from streams.producer import key_of, read_lines, send_events
 from streams.settings import Settings, environ_for
 from streams.telemetry import Telemetry

@@ -18,10 +18,7 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from agents.core import check_pair, resolve_tiebreak
-from agents.errors import InputRejected
-from agents.judge import Judge
-from agents.policy import Policy
+from agents import InputRejected, Judge, Policy, resolve_tiebreak
 from agents.stats import agreement, cohen_kappa, flip_rate, position_a_win_rate, relative_label
 from schemas import TIE, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from streams.app import build_panel, load_catalog
@@ -200,11 +197,10 @@ async def evaluate_pair(
     lengths = (len(pair.candidates[0].output.strip()), len(pair.candidates[1].output.strip()))
     base = PairResult(pair_id=pair.pair_id, outcome="error", human=human, candidate_ids=ids, lengths=lengths)
     try:
-        check_pair(pair, policy, catalog)
+        decision = await panel.judge_primary(pair, policy, catalog)  # checks the pair before any call
     except InputRejected as exc:
         base.outcome, base.reason = "rejected", exc.reason
         return base
-    decision = await panel.judge_primary(pair, policy, catalog)
     outcome = decision.outcome
     if isinstance(outcome, TieBreakRequest):
         primary = outcome.primary

@@ -16,14 +16,19 @@ from typing import Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from agents.core import Decision, check_pair, judge_pair, resolve_tiebreak
-from agents.errors import InputRejected
-from agents.judge import Judge
-from agents.jury import judge_pair_jury
-from agents.outcomes import is_judge_rejected, rejected_detail
-from agents.policy import Policy
-from schemas import Alert, CandidatePair, ControlUpdate, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from agents import (
+    Decision,
+    InputRejected,
+    Judge,
+    Policy,
+    is_judge_rejected,
+    judge_pair,
+    rejected_detail,
+    resolve_tiebreak,
+)
+from schemas import Alert, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from streams.codecs import decode, encode
+from streams.control import PolicyHolder
 from streams.deadletter import build_dead_letter
 from streams.judges.breaker import CircuitBreaker
 from streams.telemetry import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
@@ -100,9 +105,8 @@ class JudgePanel:
 
     async def judge_primary(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
         """Both orders by the one judge, or by every juror."""
-        if len(self.primary) == 1:
-            return await judge_pair(pair, self.primary[0], policy, catalog)
-        return await judge_pair_jury(pair, self.primary, policy, catalog)
+        judges = self.primary[0] if len(self.primary) == 1 else self.primary
+        return await judge_pair(pair, judges, policy, catalog)
 
     def traced(self, telemetry: Telemetry) -> JudgePanel:
         """The same panel with every judge call recorded as a span."""
@@ -111,36 +115,6 @@ class JudgePanel:
             tiebreak=TracingJudge(self.tiebreak, telemetry, "tiebreak"),
             breakers=self.breakers,
         )
-
-
-class PolicyHolder:
-    """The live policy: the configured one with the control topic's overrides on top.
-
-    Overrides are kept per key, as the compacted control topic keeps them, so a tombstone (an
-    update deleted from the topic) returns that one setting to its configured value.
-    """
-
-    def __init__(self, policy: Policy, *, follows_control: bool = False) -> None:
-        self.base = policy
-        self.current = policy
-        self._overrides: dict[str, ControlUpdate] = {}
-        #: Set once the control topic has been read up to date; stages wait for it, so no pair is
-        #: judged under settings that were already changed before this worker started.
-        self.ready = asyncio.Event()
-        if not follows_control:
-            self.ready.set()
-
-    def apply(self, update: ControlUpdate) -> None:
-        """Apply one update; a bad value raises ``ValueError`` and changes nothing."""
-        self.current = self.current.apply(update)
-        self._overrides[update.key] = update
-
-    def clear(self, key: str) -> None:
-        self._overrides.pop(key, None)
-        policy = self.base
-        for update in self._overrides.values():
-            policy = policy.apply(update)
-        self.current = policy
 
 
 class Pipeline:
@@ -188,23 +162,31 @@ class Pipeline:
                 retries_left -= 1
             log.warning("judge unavailable while judging %s; judging it again when the judge is back", pair_id)
 
-    async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
-        async def judge(pair: CandidatePair) -> Decision:
-            check_pair(pair, self.policy.current, self.catalog)
-            return await self._with_backpressure(
-                lambda: self._panel.judge_primary(pair, self.policy.current, self.catalog), pair.pair_id
-            )
+    async def handle(self, stage: Stage, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
+        """One input of ``stage`` ("primary": a candidate pair; "tiebreak": a tie-break request)."""
+        if stage == "primary":
+            return await self._stage("primary", CandidatePair, self.max_event_bytes, self._judge, raw, headers, origin)
+        # A tie-break request carries the pair and both primary orderings, so it may be larger.
+        return await self._stage(
+            "tiebreak", TieBreakRequest, self.max_event_bytes * 4, self._resolve, raw, headers, origin
+        )
 
-        return await self._stage("primary", CandidatePair, self.max_event_bytes, judge, raw, headers, origin)
+    async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
+        return await self.handle("primary", raw, headers, origin)
 
     async def on_tiebreak(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
-        async def resolve(request: TieBreakRequest) -> Decision:
-            return await self._with_backpressure(
-                lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
-            )
+        return await self.handle("tiebreak", raw, headers, origin)
 
-        # A tie-break request carries the pair and both primary orderings, so it may be larger.
-        return await self._stage("tiebreak", TieBreakRequest, self.max_event_bytes * 4, resolve, raw, headers, origin)
+    async def _judge(self, pair: CandidatePair) -> Decision:
+        # The core checks the pair (InputRejected) before any judge call; nothing to check here.
+        return await self._with_backpressure(
+            lambda: self._panel.judge_primary(pair, self.policy.current, self.catalog), pair.pair_id
+        )
+
+    async def _resolve(self, request: TieBreakRequest) -> Decision:
+        return await self._with_backpressure(
+            lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
+        )
 
     async def _stage(
         self,

@@ -1,7 +1,7 @@
 """OpenTelemetry at the edge: providers, ``traceparent`` in Kafka headers, and spans for judge calls.
 
-What to record is decided by the core (``Decision.attributes``, ``Decision.evaluation``); this module
-owns how: the spans, their names, and the exporters. Stage names are the same in spans, logs and metrics.
+What to record is decided by the core (``Decision.facts``, ``Decision.evaluation``); this module
+owns how: the spans, their attribute names, and the exporters. Stage names are the same in spans, logs and metrics.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import IO, Any
 
 from opentelemetry import context as otel_context
@@ -21,14 +21,23 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from agents.core import Decision
-from agents.errors import JudgeError
-from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
+from agents import Decision, DecisionFacts, Judge, JudgeError, JudgeRequest, JudgeResponse, JudgeWrapper
 from streams.judges.files import open_private_append
 from streams.settings import TelemetrySettings
 
 Headers = Sequence[tuple[str, bytes]]
 INSTRUMENTATION = "pairjudge"
+AttributeValue = str | int | float | bool
+
+
+def decision_attributes(facts: DecisionFacts) -> dict[str, AttributeValue]:
+    """The decision span's ``pairjudge.*`` attributes: one per fact that applies (None is left out)."""
+    attributes: dict[str, AttributeValue] = {}
+    for field in fields(facts):
+        value = getattr(facts, field.name)
+        if value is not None:
+            attributes[f"pairjudge.{field.name}"] = value
+    return attributes
 
 
 def _compact_json(span: ReadableSpan) -> str:
@@ -147,13 +156,13 @@ class Telemetry:
 
     def record_decision(self, span: Span, decision: Decision) -> None:
         """Put the core's decision on the stage span, and count it."""
-        outcome = str(decision.attributes.get("pairjudge.outcome", "unknown"))
-        self.instruments.outcomes.add(1, {"pairjudge.stage": decision.stage, "pairjudge.outcome": outcome})
-        if decision.attributes.get("pairjudge.flip"):
-            self.instruments.flips.add(1, {"pairjudge.stage": decision.stage})
+        facts = decision.facts
+        self.instruments.outcomes.add(1, {"pairjudge.stage": facts.stage, "pairjudge.outcome": facts.outcome})
+        if facts.flip:
+            self.instruments.flips.add(1, {"pairjudge.stage": facts.stage})
         if not span.is_recording():
             return
-        span.set_attributes(decision.attributes)
+        span.set_attributes(decision_attributes(facts))
         ev = decision.evaluation
         if ev is not None:
             attrs: dict[str, Any] = {

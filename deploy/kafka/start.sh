@@ -5,7 +5,7 @@
 #
 # Formats DATA_DIR on first use (random cluster id), then `exec`s java so the caller owns the broker
 # process: stop it with SIGTERM to its pid. Broker logs go to DATA_DIR/kafka.log, not the terminal.
-# Needs the jars from deploy/kafka/fetch.sh (in $PAIRJUDGE_KAFKA_HOME/libs). streams/brokers.py
+# Needs the jars from deploy/kafka/fetch.sh (in $PAIRJUDGE_KAFKA_HOME/libs). pairjudge_dev/kafka.py
 # start_kafka() does the same from Python.
 set -euo pipefail
 

@@ -33,6 +33,19 @@ CACHE_WRITE_KEY = "cache_creation_input_tokens"
 _MTOK = 1_000_000
 
 
+def usage_count(mapping: object, key: str) -> int | None:
+    """A token count from a provider's ``usage`` object: a non-negative int, else ``None`` (unreported).
+
+    The single reading of usage counts for every adapter. A count that is missing, not an integer
+    (a bool, a float, a string) or negative is garbage, not a number to bill: ``None`` keeps the cost
+    unknown, where a negative count would price a call as a discount.
+    """
+    if not isinstance(mapping, dict):
+        return None
+    value = mapping.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 class ModelPrice(BaseModel):
     """One model's prices in US dollars per million tokens."""
 

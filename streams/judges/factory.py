@@ -14,19 +14,20 @@ edges need no special case.
 from __future__ import annotations
 
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.to_thread
+import httpx
 
 from agents.judge import Judge
 from agents.offline import OfflineJudge
 from streams.judges.breaker import BreakerJudge, CircuitBreaker
 from streams.judges.cache import CachingJudge, ResponseCache
 from streams.judges.cost import PricedJudge, PriceTable
+from streams.judges.http import public_url
 from streams.settings import JudgeSettings
 
 
@@ -94,14 +95,6 @@ class JudgeStack:
             await anyio.to_thread.run_sync(self.cache.close)
 
 
-def _endpoint(base_url: str) -> str:
-    """``base_url`` without credentials, query or fragment: the part of it that decides who answers."""
-    parts = urllib.parse.urlsplit(base_url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
-
-
 def cache_params(settings: JudgeSettings) -> dict[str, Any]:
     """The settings that shape a reply beyond model, version, temperature and prompt (see ``request_key``).
 
@@ -110,7 +103,8 @@ def cache_params(settings: JudgeSettings) -> dict[str, Any]:
     """
     return {
         "kind": settings.kind,
-        "endpoint": _endpoint(settings.base_url),
+        # The adapters' own cleaner (no userinfo, query, fragment or trailing slash; IPv6 kept in brackets).
+        "endpoint": public_url(httpx.URL(settings.base_url)),
         "response_format": settings.response_format,
         "seed": settings.seed,
         "max_tokens": settings.max_tokens,

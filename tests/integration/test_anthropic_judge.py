@@ -616,7 +616,7 @@ async def test_core_escalates_a_judge_that_stays_off_schema(
     requests = fake_anthropic_server.requests
     assert len(requests) == 2 * asks
     assert sorted(ordering_of(r) for r in requests) == ["AB"] * asks + ["BA"] * asks
-    assert all(o.error is not None and o.error.startswith("invalid_reply") for o in review.orderings)
+    assert all(o.error_kind == "invalid_reply" and o.error is not None for o in review.orderings)
     # Each re-ask is the first ask plus the rejected reply (as the assistant) and the validator's error.
     reasks = [r.json()["messages"] for r in requests if len(r.json()["messages"]) > 1]
     assert len(reasks) == 2 * (asks - 1)

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from pairjudge_dev.workers import kafka_run, running_worker
 from streams.collector import collect_outcomes
 from streams.producer import send_events
 from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
-from tests.integration.harness import kafka_run, running_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

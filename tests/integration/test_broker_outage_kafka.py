@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from streams.brokers import RunningBroker, start_kafka
+from pairjudge_dev.kafka import start_kafka
+from pairjudge_dev.pairgen import many_pairs
+from pairjudge_dev.workers import kafka_run, running_worker
 from streams.collector import Outcomes, collect_outcomes
+from streams.embedded_broker import RunningBroker
 from streams.producer import send_events
 from streams.settings import Settings
-from tests.integration.harness import kafka_run, running_worker
-from tests.integration.pairgen import many_pairs
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

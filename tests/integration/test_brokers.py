@@ -20,7 +20,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-u
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped,unused-ignore]
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # type: ignore[import-untyped,unused-ignore]
 
-from streams.brokers import KAFKA_VERSION, BrokerError, TopicSpec, create_topics, kafka_server_properties
+from pairjudge_dev.kafka import KAFKA_VERSION, kafka_server_properties, random_cluster_id
+from streams.brokers import BrokerError, TopicSpec, create_topics
 
 REPO = Path(__file__).resolve().parents[2]
 N_MESSAGES = 200
@@ -269,8 +270,6 @@ def _socket_inodes(pid: int) -> set[int]:
 
 def test_cluster_ids_never_look_like_an_option() -> None:
     # One id in 64 would start with "-" and make the storage tool fail to format (seen in a test run).
-    from streams.brokers import _random_cluster_id
-
-    ids = [_random_cluster_id() for _ in range(2000)]
+    ids = [random_cluster_id() for _ in range(2000)]
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(i) == 22 for i in ids)

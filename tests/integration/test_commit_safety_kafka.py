@@ -7,7 +7,7 @@ judge that answers one pair slowly and the next at once, later pairs are acked f
 moves past the slow pair while it is in flight. A crash then loses that pair for good.
 
 One real Apache Kafka, one worker with concurrency 16, and a real OpenAI-compatible judge on 127.0.0.1
-(``tests/fixtures/slow_judge_server.py``) that holds every call showing a marked output and answers the
+(``pairjudge_dev/slow_judge_server.py``) that holds every call showing a marked output and answers the
 rest at once. Each scenario has a partition of the pairs topic to itself:
 
 - **(a)** partition 0: the slow pair is at offset 0 of a fresh partition, ahead of 15 fast ones. The first
@@ -51,12 +51,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from pairjudge_dev.slow_judge_server import HOLD_MARKER, Behaviour, JudgeServer
+from pairjudge_dev.workers import kafka_run
 from streams.collector import collect_outcomes
 from streams.demo import start_worker, stop_process
 from streams.settings import Settings
 from streams.topics import FINAL_KINDS
-from tests.fixtures.slow_judge_server import HOLD_MARKER, Behaviour, JudgeServer
-from tests.integration.harness import kafka_run
 from tests.unit.factories import FIRST_OUTPUT, SECOND_OUTPUT, make_pair
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

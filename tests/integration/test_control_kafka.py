@@ -16,16 +16,16 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from agents.policy import Policy
+from pairjudge_dev.kafka import start_kafka
+from pairjudge_dev.pairgen import sample_dicts
+from pairjudge_dev.workers import kafka_run, running_worker
 from schemas import ControlUpdate
-from streams.brokers import RunningBroker, start_kafka
 from streams.codecs import encode
 from streams.collector import collect_outcomes
-from streams.control import follow_control, publish_control
-from streams.pipeline import PolicyHolder
+from streams.control import PolicyHolder, follow_control, publish_control
+from streams.embedded_broker import RunningBroker
 from streams.producer import send_events
 from streams.settings import Settings
-from tests.integration.harness import kafka_run, running_worker
-from tests.integration.pairgen import sample_dicts
 
 pytestmark = [pytest.mark.kafka]
 

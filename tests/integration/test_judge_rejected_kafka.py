@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pairjudge_dev.pairgen import many_pairs
+from pairjudge_dev.workers import kafka_run, running_worker
 from streams.brokers import topic_partitions
 from streams.collector import collect_outcomes
 from streams.producer import send_events
 from streams.settings import Settings
 from tests.fixtures.fake_judge_server import CONTEXT_LENGTH_EXCEEDED, FakeJudgeServer, model_list
-from tests.integration.harness import kafka_run, running_worker
-from tests.integration.pairgen import many_pairs
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

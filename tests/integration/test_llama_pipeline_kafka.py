@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from pairjudge_dev.pairgen import sample_dicts
+from pairjudge_dev.workers import kafka_run, running_worker
 from streams.collector import collect_outcomes
 from streams.producer import send_events
 from tests.fixtures.llama import LlamaServer
-from tests.integration.harness import kafka_run, running_worker
-from tests.integration.pairgen import sample_dicts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.llama, pytest.mark.slow]
 

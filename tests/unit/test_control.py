@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from aiokafka import TopicPartition
 
 from agents.policy import Policy
+from agents.scripted import ScriptedJudge
 from schemas import ControlUpdate
-from streams.control import apply_record, caught_up, parse_value
-from streams.pipeline import PolicyHolder
+from streams.control import PolicyHolder, apply_record, caught_up, parse_value
+from streams.pipeline import JudgePanel, Origin, Pipeline
+from streams.settings import Settings
+from streams.telemetry import Telemetry
+from tests.unit.factories import make_pair, per_order, tone_reply
 
 
 def _record(key: str, value: object) -> tuple[bytes, bytes]:
@@ -42,9 +48,24 @@ def test_a_bad_update_changes_nothing(value: bytes) -> None:
     assert holder.current == Policy()
 
 
-def test_holders_that_follow_control_are_not_ready_until_caught_up() -> None:
-    assert PolicyHolder(Policy()).ready.is_set()
-    assert not PolicyHolder(Policy(), follows_control=True).ready.is_set()
+async def test_a_worker_that_follows_control_judges_nothing_until_caught_up() -> None:
+    # A worker must not judge under settings that were changed before it started: the stage waits
+    # for the holder to be caught up, then judges under the updated policy.
+    pair = make_pair()
+    judge = ScriptedJudge(per_order(pair, tone_reply("A", confidence=0.85), tone_reply("B", confidence=0.85)))
+    holder = PolicyHolder(Policy(primary_confidence_threshold=0.7), follows_control=True)
+    settings = Settings()
+    pipeline = Pipeline(JudgePanel.single(judge), holder, Telemetry(settings.telemetry), {}, settings.max_event_bytes)
+    stage = asyncio.create_task(pipeline.on_pair(pair.model_dump_json().encode(), None, Origin()))
+    await asyncio.sleep(0.2)
+    assert not stage.done()
+    assert judge.requests == []
+    apply_record(holder, *_record("primary_confidence_threshold", 0.9))  # read from the control topic
+    holder.ready.set()  # ... up to the end offsets seen at start-up
+    result = await asyncio.wait_for(stage, 5)
+    kinds = [message.kind for message in result.outgoing]
+    assert kinds == ["tiebreak"]  # 0.85 is below the updated 0.9: not the verdict the old 0.7 gave
+    assert len(judge.requests) == 2
 
 
 def test_parse_value() -> None:

@@ -13,7 +13,6 @@ import pytest
 from agents.core import Decision, judge_pair, resolve_tiebreak
 from agents.errors import JudgeRejected, JudgeUnavailable
 from agents.judge import judge_info
-from agents.jury import judge_pair_jury
 from agents.outcomes import is_judge_rejected, rejected_detail, rejected_orderings, rejected_status
 from agents.policy import Policy
 from agents.prompts import render_primary
@@ -56,10 +55,10 @@ async def test_a_rejected_ordering_is_judge_rejected_and_not_reasked() -> None:
     assert isinstance(out, ReviewRequest)
     assert (out.reason, out.stage) == ("judge_rejected", "primary")
     assert judge.calls == 2  # one call per ordering: the refused one was neither retried nor re-asked
-    assert decision.attributes["pairjudge.reason"] == "judge_rejected"
-    assert decision.attributes["pairjudge.decided_by"] == "human"
+    assert decision.facts.reason == "judge_rejected"
+    assert decision.facts.decided_by == "human"
     ab = out.orderings[0]
-    assert (ab.valid, ab.retries, ab.error) == (False, 0, f"judge_rejected: {KEY_401}")
+    assert (ab.valid, ab.retries, ab.error_kind, ab.error) == (False, 0, "judge_rejected", KEY_401)
     assert rejected_detail(decision) == KEY_401
     assert rejected_status(decision) == 401
     assert is_judge_rejected(decision)
@@ -115,8 +114,8 @@ async def test_ask_validated_stops_at_once_on_a_rejection() -> None:
     judge = ScriptedJudge([JudgeRejected(KEY_401), tone_reply()])  # a second call would succeed
     result = await ask_validated(judge, request, ToneStyleReply, None, max_reasks=5)
     assert (result.ok, result.error_kind, result.retries, judge.calls) == (False, "judge_rejected", 0, 1)
-    assert result.coded_error == f"judge_rejected: {KEY_401}"
-    assert [c.error for c in result.calls] == [f"judge_rejected: {KEY_401}"]
+    assert result.error == KEY_401
+    assert [(c.error_kind, c.error) for c in result.calls] == [("judge_rejected", KEY_401)]
 
 
 def test_failure_reason() -> None:
@@ -200,13 +199,13 @@ async def test_a_jury_with_a_refused_juror_is_judge_rejected_even_with_a_majorit
     pair = make_pair(rubric=h2h_rubric())
     refused = ScriptedJudge(per_order(pair, JudgeRejected(KEY_401), JudgeRejected(KEY_401)), model="m3")
     # Without the refusal, m1 and m2 are a majority of three (the baseline proves it).
-    baseline = await judge_pair_jury(
+    baseline = await judge_pair(
         pair,
         [_votes_for_x("m1"), _votes_for_x("m2"), ScriptedJudge(per_order(pair, BAD, BAD), model="m3")],
         Policy(),
     )
     assert isinstance(baseline.outcome, PairVerdict)
-    decision = await judge_pair_jury(pair, [_votes_for_x("m1"), _votes_for_x("m2"), refused], Policy())
+    decision = await judge_pair(pair, [_votes_for_x("m1"), _votes_for_x("m2"), refused], Policy())
     out = decision.outcome
     assert isinstance(out, ReviewRequest)
     assert out.reason == "judge_rejected"
@@ -221,7 +220,7 @@ async def test_a_jury_reports_different_refusals_in_order() -> None:
     pair = make_pair(rubric=h2h_rubric())
     first = ScriptedJudge(per_order(pair, JudgeRejected(KEY_401), h2h_reply("B")), model="m1")
     second = ScriptedJudge(per_order(pair, JudgeUnavailable("down"), JudgeRejected(CONTEXT_400)), model="m2")
-    decision = await judge_pair_jury(pair, [first, second], Policy())
+    decision = await judge_pair(pair, [first, second], Policy())
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "judge_rejected"
     assert rejected_detail(decision) == f"{KEY_401} | {CONTEXT_400}"
@@ -232,7 +231,7 @@ async def test_a_jury_down_without_refusals_stays_judge_unavailable() -> None:
     pair = make_pair(rubric=h2h_rubric())
     down = ScriptedJudge(per_order(pair, JudgeUnavailable("down"), JudgeUnavailable("down")), model="m1")
     bad = ScriptedJudge(per_order(pair, BAD, BAD), model="m2")
-    decision = await judge_pair_jury(pair, [down, bad], Policy())
+    decision = await judge_pair(pair, [down, bad], Policy())
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "judge_unavailable"
     assert rejected_detail(decision) is None
@@ -257,7 +256,12 @@ async def test_rejected_detail_is_none_for_verdicts_and_their_audit_copies() -> 
 def test_rejected_detail_reads_an_outcome_built_by_hand() -> None:
     pair = make_pair()
     refused = _primary("AB", X).model_copy(
-        update={"valid": False, "mapped_winner": None, "error": "judge_rejected: HTTP 403: forbidden"}
+        update={
+            "valid": False,
+            "mapped_winner": None,
+            "error": "HTTP 403: forbidden",
+            "error_kind": "judge_rejected",
+        }
     )
     review = ReviewRequest(
         pair_id=pair.pair_id, reason="judge_rejected", stage="primary", pair=pair, orderings=(refused,)

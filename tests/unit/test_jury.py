@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +14,7 @@ import agents.validation
 from agents.core import Decision, judge_pair, resolve_tiebreak
 from agents.errors import InputRejected, JudgeRejected, JudgeUnavailable
 from agents.judge import Judge, JudgeRequest
-from agents.jury import JUROR_PROVIDER, judge_pair_jury, jury_info, position_lean, required_votes, tally
+from agents.jury import JUROR_PROVIDER, jury_info, position_lean, required_votes, tally
 from agents.policy import Policy
 from agents.prompts import template_hash
 from agents.scripted import ScriptedJudge
@@ -73,7 +74,7 @@ def _vote_summary(votes: tuple[JuryVote, ...]) -> list[tuple[str, str | None, bo
 async def test_unanimous_jury_gives_a_primary_verdict() -> None:
     pair = _pair()
     judges = [votes_for(pair, X, "m1"), votes_for(pair, X, "m2", (0.7, 0.7)), votes_for(pair, X, "m3", (1.0, 1.0))]
-    decision = await judge_pair_jury(pair, judges, Policy())
+    decision = await judge_pair(pair, judges, Policy())
     out = decision.outcome
     assert isinstance(out, PairVerdict)
     assert (out.winner, out.loser, out.decided_by, out.consistent) == (X, Y, "primary", True)
@@ -100,11 +101,11 @@ async def test_unanimous_jury_gives_a_primary_verdict() -> None:
     assert out.justification.count("[AB: A=") == 3
     assert len(decision.calls) == 6
     assert [c.requested_model for c in decision.calls] == ["m1", "m1", "m2", "m2", "m3", "m3"]
-    assert decision.attributes["pairjudge.jury_size"] == 3
-    assert decision.attributes["pairjudge.jury_abstentions"] == 0
-    assert decision.attributes["pairjudge.consistent"] is True
-    assert decision.attributes["pairjudge.flip"] is False
-    assert decision.attributes["pairjudge.decided_by"] == "primary"
+    assert decision.facts.jury_size == 3
+    assert decision.facts.jury_abstentions == 0
+    assert decision.facts.consistent is True
+    assert decision.facts.flip is False
+    assert decision.facts.decided_by == "primary"
     assert decision.evaluation is not None
     assert decision.evaluation.score_value == pytest.approx(out.confidence)
     assert all(j.calls == 2 for j in judges)
@@ -113,7 +114,7 @@ async def test_unanimous_jury_gives_a_primary_verdict() -> None:
 async def test_two_of_three_majority_records_the_flipping_jurors_abstention() -> None:
     pair = _pair()
     judges = [votes_for(pair, Y, "m1"), flips(pair, "m2"), votes_for(pair, Y, "m3", (0.7, 0.6))]
-    decision = await judge_pair_jury(pair, judges, Policy())
+    decision = await judge_pair(pair, judges, Policy())
     out = decision.outcome
     assert isinstance(out, PairVerdict)
     assert out.winner == Y
@@ -130,15 +131,15 @@ async def test_two_of_three_majority_records_the_flipping_jurors_abstention() ->
     assert len(out.orderings) == 6
     # The verdict is explained by the majority, not by the juror that flipped.
     assert out.justification.count("[AB: A=") == 2
-    assert decision.attributes["pairjudge.jury_abstentions"] == 1
-    assert decision.attributes["pairjudge.flip"] is True
-    assert decision.attributes["pairjudge.consistent"] is False
+    assert decision.facts.jury_abstentions == 1
+    assert decision.facts.flip is True
+    assert decision.facts.consistent is False
 
 
 async def test_a_dissenting_juror_disagrees_with_the_majority_without_abstaining() -> None:
     pair = _pair()
     judges = [votes_for(pair, X, "m1"), votes_for(pair, X, "m2"), votes_for(pair, Y, "m3")]
-    out = (await judge_pair_jury(pair, judges, Policy())).outcome
+    out = (await judge_pair(pair, judges, Policy())).outcome
     assert isinstance(out, PairVerdict)
     assert (out.winner, out.consistent) == (X, True)
     assert [v.agreed_with_majority for v in out.jury] == [True, True, False]
@@ -148,7 +149,7 @@ async def test_a_dissenting_juror_disagrees_with_the_majority_without_abstaining
 async def test_no_quorum_goes_to_tiebreak_carrying_the_votes() -> None:
     pair = _pair()
     judges = [votes_for(pair, X, "m1"), flips(pair, "m2", "A"), flips(pair, "m3", "B")]
-    decision = await judge_pair_jury(pair, judges, Policy())
+    decision = await judge_pair(pair, judges, Policy())
     out = decision.outcome
     assert isinstance(out, TieBreakRequest)
     assert out.reason == "position_inconsistent"
@@ -160,8 +161,8 @@ async def test_no_quorum_goes_to_tiebreak_carrying_the_votes() -> None:
         ("m3", None, True, "position_inconsistent", None),
     ]
     assert [v.lean for v in out.jury] == [None, "A", "B"]
-    assert decision.attributes["pairjudge.reason"] == "position_inconsistent"
-    assert decision.attributes["pairjudge.jury_abstentions"] == 2
+    assert decision.facts.reason == "position_inconsistent"
+    assert decision.facts.jury_abstentions == 2
     assert decision.evaluation is not None
     assert decision.evaluation.score_value == pytest.approx((0.85 + 0.9 + 0.9) / 3)
 
@@ -189,7 +190,7 @@ async def test_no_quorum_reason_names_what_kept_the_jury_from_deciding(
         "invalid": lambda m: invalid(pair, m),
     }
     judges = [make[b](f"m{i}") for i, b in enumerate(behaviours)]
-    out = (await judge_pair_jury(pair, judges, Policy())).outcome
+    out = (await judge_pair(pair, judges, Policy())).outcome
     assert isinstance(out, TieBreakRequest)
     assert out.reason == reason
     assert len(out.jury) == len(behaviours)
@@ -204,7 +205,7 @@ async def test_each_abstention_reason_is_recorded_with_its_vote_and_confidence()
         invalid(pair, "broken"),
         _juror(pair, JudgeUnavailable("down"), h2h_reply("B", 0.9), "down"),
     ]
-    out = (await judge_pair_jury(pair, judges, Policy())).outcome
+    out = (await judge_pair(pair, judges, Policy())).outcome
     assert isinstance(out, TieBreakRequest)  # 1 vote of 5: no quorum
     by_model = {v.judge.model: v for v in out.jury}
     assert [(m, v.vote, v.abstain_reason, v.lean) for m, v in by_model.items()] == [
@@ -223,9 +224,7 @@ async def test_each_abstention_reason_is_recorded_with_its_vote_and_confidence()
 async def test_a_tie_is_not_a_vote_towards_the_majority() -> None:
     pair = _pair()
     # Two of three would be a majority if the ties counted as anything; one vote of three is not.
-    out = (
-        await judge_pair_jury(pair, [votes_for(pair, X, "m1"), ties(pair, "m2"), ties(pair, "m3")], Policy())
-    ).outcome
+    out = (await judge_pair(pair, [votes_for(pair, X, "m1"), ties(pair, "m2"), ties(pair, "m3")], Policy())).outcome
     assert isinstance(out, TieBreakRequest)
     assert out.reason == "tie"
 
@@ -233,7 +232,7 @@ async def test_a_tie_is_not_a_vote_towards_the_majority() -> None:
 async def test_low_confidence_majority_goes_to_tiebreak_with_agreement_recorded() -> None:
     pair = _pair()
     judges = [votes_for(pair, X, "m1", (0.6, 0.7)), votes_for(pair, X, "m2", (0.7, 0.6)), votes_for(pair, Y, "m3")]
-    decision = await judge_pair_jury(pair, judges, Policy())
+    decision = await judge_pair(pair, judges, Policy())
     out = decision.outcome
     assert isinstance(out, TieBreakRequest)
     assert out.reason == "low_confidence"
@@ -245,22 +244,22 @@ async def test_low_confidence_majority_goes_to_tiebreak_with_agreement_recorded(
 async def test_majority_confidence_exactly_at_the_threshold_is_a_verdict() -> None:
     pair = _pair()
     judges = [votes_for(pair, X, "m1", (0.65, 0.75)), votes_for(pair, X, "m2", (0.7, 0.7)), flips(pair, "m3")]
-    out = (await judge_pair_jury(pair, judges, Policy())).outcome
+    out = (await judge_pair(pair, judges, Policy())).outcome
     assert isinstance(out, PairVerdict)
     assert out.confidence == pytest.approx(0.7)
 
 
 async def test_all_jurors_invalid_goes_to_review() -> None:
     pair = _pair()
-    decision = await judge_pair_jury(pair, [invalid(pair, "m1"), invalid(pair, "m2")], Policy())
+    decision = await judge_pair(pair, [invalid(pair, "m1"), invalid(pair, "m2")], Policy())
     out = decision.outcome
     assert isinstance(out, ReviewRequest)
     assert (out.reason, out.stage) == ("ordering_invalid", "primary")
     assert len(out.orderings) == 4
     assert out.judge is not None
     assert out.judge.model == "m1+m2"
-    assert decision.attributes["pairjudge.jury_abstentions"] == 2
-    assert decision.attributes["pairjudge.invalid_replies"] == 6
+    assert decision.facts.jury_abstentions == 2
+    assert decision.facts.invalid_replies == 6
 
 
 @pytest.mark.parametrize(
@@ -270,7 +269,7 @@ async def test_all_jurors_invalid_goes_to_review() -> None:
 async def test_all_invalid_with_a_juror_down_or_refused_says_which(exc: Exception, reason: str) -> None:
     pair = _pair()
     judges = [invalid(pair, "m1"), _juror(pair, exc, h2h_reply("A"), "m2")]
-    out = (await judge_pair_jury(pair, judges, Policy())).outcome
+    out = (await judge_pair(pair, judges, Policy())).outcome
     assert isinstance(out, ReviewRequest)
     assert out.reason == reason
 
@@ -278,7 +277,7 @@ async def test_all_invalid_with_a_juror_down_or_refused_says_which(exc: Exceptio
 async def test_a_majority_survives_a_broken_juror() -> None:
     pair = _pair()
     judges = [votes_for(pair, X, "m1"), votes_for(pair, X, "m2"), _juror(pair, JudgeUnavailable("x"), BAD, "m3")]
-    out = (await judge_pair_jury(pair, judges, Policy())).outcome
+    out = (await judge_pair(pair, judges, Policy())).outcome
     assert isinstance(out, PairVerdict)
     assert (out.winner, out.consistent) == (X, False)
     assert out.jury[2].abstain_reason == "invalid"
@@ -314,9 +313,9 @@ def test_tally_needs_the_quorum_and_an_outright_lead() -> None:
 async def test_configured_quorum_lets_a_plurality_of_a_large_jury_decide() -> None:
     pair = _pair()
     judges = [votes_for(pair, X, "m1"), votes_for(pair, X, "m2"), flips(pair, "m3"), flips(pair, "m4")]
-    default = (await judge_pair_jury(pair, judges, Policy())).outcome
+    default = (await judge_pair(pair, judges, Policy())).outcome
     assert isinstance(default, TieBreakRequest)  # 2 of 4 is not a strict majority
-    lowered = (await judge_pair_jury(pair, judges, Policy(jury_quorum=2))).outcome
+    lowered = (await judge_pair(pair, judges, Policy(jury_quorum=2))).outcome
     assert isinstance(lowered, PairVerdict)
     assert lowered.winner == X
 
@@ -325,9 +324,9 @@ async def test_unreachable_quorum_or_empty_jury_fails_before_any_call() -> None:
     pair = _pair()
     judge = votes_for(pair, X, "m1")
     with pytest.raises(ValueError, match="cannot be reached"):
-        await judge_pair_jury(pair, [judge], Policy(jury_quorum=2))
+        await judge_pair(pair, [judge], Policy(jury_quorum=2))
     with pytest.raises(ValueError, match="at least one judge"):
-        await judge_pair_jury(pair, [], Policy())
+        await judge_pair(pair, [], Policy())
     assert judge.calls == 0
 
 
@@ -335,7 +334,7 @@ async def test_rejected_pair_never_reaches_any_juror() -> None:
     pair = make_pair(outputs=("x" * 50, "y"), rubric=h2h_rubric())
     judges = [votes_for(pair, X, "m1"), votes_for(pair, X, "m2")]
     with pytest.raises(InputRejected):
-        await judge_pair_jury(pair, judges, Policy(max_output_chars=10))
+        await judge_pair(pair, judges, Policy(max_output_chars=10))
     assert [j.calls for j in judges] == [0, 0]
 
 
@@ -386,7 +385,7 @@ def test_a_jury_vote_must_give_its_abstention_a_reason() -> None:
 async def test_jury_votes_survive_the_wire() -> None:
     pair = _pair()
     out = (
-        await judge_pair_jury(pair, [votes_for(pair, X, "m1"), flips(pair, "m2"), votes_for(pair, X, "m3")], Policy())
+        await judge_pair(pair, [votes_for(pair, X, "m1"), flips(pair, "m2"), votes_for(pair, X, "m3")], Policy())
     ).outcome
     assert isinstance(out, PairVerdict)
     assert PairVerdict.model_validate_json(out.model_dump_json()) == out
@@ -414,7 +413,7 @@ async def test_every_juror_and_order_is_in_flight_at_once() -> None:
         return wait
 
     judges = [_juror(pair, h2h_reply("A"), h2h_reply("B"), f"m{i}", on_request=barrier(f"m{i}")) for i in range(size)]
-    decision = await judge_pair_jury(pair, judges, Policy())
+    decision = await judge_pair(pair, judges, Policy())
     assert isinstance(decision.outcome, PairVerdict)
     assert len(arrived) == 2 * size
     # Results come back in jury order whatever order the calls finished in.
@@ -442,7 +441,7 @@ async def test_a_bug_in_one_juror_cancels_the_rest_and_is_reraised_unwrapped() -
     hanging = [_juror(pair, h2h_reply("A"), h2h_reply("B"), f"m{i}", on_request=hang) for i in range(2)]
     judges: list[Judge] = [*hanging, Broken([])]
     with anyio.fail_after(5), pytest.raises(RuntimeError, match="bug in a judge adapter"):
-        await judge_pair_jury(pair, judges, Policy())
+        await judge_pair(pair, judges, Policy())
     assert cancelled.is_set()
 
 
@@ -452,23 +451,21 @@ async def test_a_bug_in_one_juror_cancels_the_rest_and_is_reraised_unwrapped() -
 async def test_kappa_guard_and_disabled_tiebreak_apply_to_juries_as_to_one_judge() -> None:
     pair = _pair()
     unanimous = [votes_for(pair, X, "m1"), votes_for(pair, X, "m2")]
-    guarded = await judge_pair_jury(pair, unanimous, Policy(kappa_guard_tripped=True))
+    guarded = await judge_pair(pair, unanimous, Policy(kappa_guard_tripped=True))
     assert isinstance(guarded.outcome, ReviewRequest)
     assert guarded.outcome.reason == "kappa_guard"
     assert len(guarded.outcome.orderings) == 4
-    assert guarded.attributes["pairjudge.policy_overrode"] == "verdict"
+    assert guarded.facts.policy_overrode == "verdict"
     split = [votes_for(pair, X, "m1"), votes_for(pair, Y, "m2")]
-    disabled = await judge_pair_jury(pair, split, Policy(tiebreak_enabled=False))
+    disabled = await judge_pair(pair, split, Policy(tiebreak_enabled=False))
     assert isinstance(disabled.outcome, ReviewRequest)
     assert disabled.outcome.reason == "tiebreak_disabled"
-    assert disabled.attributes["pairjudge.policy_overrode"] == "tiebreak"
+    assert disabled.facts.policy_overrode == "tiebreak"
 
 
 async def test_audit_sampling_copies_a_jury_verdict() -> None:
     pair = _pair()
-    decision = await judge_pair_jury(
-        pair, [votes_for(pair, X, "m1"), votes_for(pair, X, "m2")], Policy(audit_share=1.0)
-    )
+    decision = await judge_pair(pair, [votes_for(pair, X, "m1"), votes_for(pair, X, "m2")], Policy(audit_share=1.0))
     assert decision.audit_copy is not None
     assert decision.audit_copy.reason == "audit_sample"
     assert len(decision.audit_copy.orderings) == 4
@@ -476,7 +473,7 @@ async def test_audit_sampling_copies_a_jury_verdict() -> None:
 
 async def test_the_resolver_settles_a_jury_tiebreak_request() -> None:
     pair = _pair()
-    primary = await judge_pair_jury(pair, [votes_for(pair, X, "m1"), votes_for(pair, Y, "m2")], Policy())
+    primary = await judge_pair(pair, [votes_for(pair, X, "m1"), votes_for(pair, Y, "m2")], Policy())
     request = primary.outcome
     assert isinstance(request, TieBreakRequest)
     resolver = ScriptedJudge(per_order(pair, tiebreak_reply(ALL_B), tiebreak_reply()))
@@ -491,7 +488,6 @@ async def test_the_resolver_settles_a_jury_tiebreak_request() -> None:
 
 LETTERS = ("A", "B", "TIE")
 _STAMPS = {"decided_at", "requested_at"}
-_JURY_ATTRIBUTES = {"pairjudge.jury_size", "pairjudge.jury_abstentions"}
 
 
 def _comparable(decision: Decision) -> dict[str, Any]:
@@ -500,7 +496,7 @@ def _comparable(decision: Decision) -> dict[str, Any]:
         "outcome": (type(outcome).__name__, outcome.model_dump(exclude=_STAMPS | {"jury"})),
         "audit": None if decision.audit_copy is None else decision.audit_copy.model_dump(exclude=_STAMPS),
         "calls": decision.calls,
-        "attributes": {k: v for k, v in decision.attributes.items() if k not in _JURY_ATTRIBUTES},
+        "facts": dataclasses.replace(decision.facts, jury_size=None, jury_abstentions=None),
         "evaluation": decision.evaluation,
         "stage": decision.stage,
     }
@@ -508,7 +504,7 @@ def _comparable(decision: Decision) -> dict[str, Any]:
 
 async def _both_ways(pair: CandidatePair, ab: Answer, ba: Answer, policy: Policy) -> tuple[Decision, Decision]:
     single = await judge_pair(pair, _juror(pair, ab, ba, "solo"), policy)
-    jury = await judge_pair_jury(pair, [_juror(pair, ab, ba, "solo")], policy)
+    jury = await judge_pair(pair, [_juror(pair, ab, ba, "solo")], policy)
     return single, jury
 
 
@@ -519,10 +515,10 @@ async def test_a_jury_of_one_decides_exactly_like_judge_pair(ab: str, ba: str, c
     pair = _pair()
     single, jury = await _both_ways(pair, h2h_reply(ab, confidence), h2h_reply(ba, confidence), Policy())
     assert _comparable(jury) == _comparable(single)
-    assert jury.attributes["pairjudge.jury_size"] == 1
+    assert jury.facts.jury_size == 1
     vote = jury.outcome.jury[0] if isinstance(jury.outcome, PairVerdict | TieBreakRequest) else None
     assert vote is not None  # the 3x3 table never produces a review
-    assert vote.abstained == (jury.attributes["pairjudge.jury_abstentions"] == 1)
+    assert vote.abstained == (jury.facts.jury_abstentions == 1)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,21 @@ def test_import_linter_contracts_are_kept() -> None:
     assert lint_imports, "import-linter is not installed in this environment (pip install -e '.[dev]')"
     result = subprocess.run([lint_imports], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 kept, 0 broken" in result.stdout
+    assert "4 kept, 0 broken" in result.stdout
+
+
+def test_the_wheel_ships_only_the_runtime_packages() -> None:
+    """The packages list names every runtime package and nothing of the checkout's development rooms."""
+    import tomllib
+
+    packages = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    runtime = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("schemas", "agents", "streams")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert packages == runtime
+    assert not {p for p in packages if p.split(".")[0] in {"pairjudge_dev", "tests", "bench"}}
 
 
 @pytest.mark.parametrize("package", ["agents", "schemas", "streams"])

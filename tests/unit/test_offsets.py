@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agents.scripted import ScriptedJudge
+from streams.app import create_app
 from streams.offsets import OffsetLedger
+from streams.settings import Settings
 
 TP = "pairs/0"
 
@@ -116,3 +121,20 @@ def test_random_interleavings_never_commit_past_unfinished_work(seed: int) -> No
     for offset, m in list(in_flight.items()):
         ledger.finished(TP, offset, m)
     assert ledger.committable(TP) == offsets[-1] + 1
+
+
+async def test_resuming_the_flow_keeps_what_the_stream_buffers_hold(tmp_path: Path) -> None:
+    # After an assignment Faust resumes the flow twice (table restore, then streams). Records fetched
+    # in between sit in the agents' buffers; emptying them on the second resume left a pair pending
+    # and unjudged until the next rebalance. A revocation still empties the buffers.
+    wired = create_app(Settings(worker={"data_dir": tmp_path}), judge=ScriptedJudge([]), follow_control=False)
+    app = wired.faust_app
+    buffer: Any = app.FlowControlQueue(maxsize=8, clear_on_resume=True)  # what agents' channels use
+    app.flow_control.suspend()
+    buffer.put_nowait("fetched between the two resumes")
+    app.flow_control.resume()
+    assert buffer.qsize() == 1
+    app.flow_control.suspend()
+    app.flow_control.clear()  # Faust's explicit clear when partitions are revoked
+    assert buffer.qsize() == 0
+    app.flow_control.resume()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from agents.judge import judge_info
 from agents.policy import Policy
 from agents.reconcile import (
+    Outcome,
     Reconciliation,
     apply_policy,
     audit_copy,
@@ -20,8 +19,8 @@ from agents.reconcile import (
 )
 from agents.scripted import ScriptedJudge
 from agents.validation import parse_reply
-from schemas import TIE, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
-from schemas.events import Order
+from schemas import TIE, CandidatePair, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
+from schemas.events import ErrorKind, Order
 from schemas.replies import HeadToHeadReply, PairwiseReply, ToneStyleReply
 from tests.unit.factories import (
     FIRST_ID,
@@ -38,7 +37,9 @@ X, Y = FIRST_ID, SECOND_ID
 INFO = judge_info(ScriptedJudge([]), "0123456789abcdef")
 
 
-def _ordering(order: Order, winner: str | None, confidence: float = 0.9, error: str | None = None) -> OrderingResult:
+def _ordering(
+    order: Order, winner: str | None, confidence: float = 0.9, kind: ErrorKind = "invalid_reply"
+) -> OrderingResult:
     """An OrderingResult with an already-mapped winner (None = invalid)."""
     a, b = (X, Y) if order == "AB" else (Y, X)
     if winner is None:
@@ -48,7 +49,8 @@ def _ordering(order: Order, winner: str | None, confidence: float = 0.9, error: 
             shown_as_a=a,
             shown_as_b=b,
             valid=False,
-            error=error or "invalid_reply: bad JSON",
+            error=f"{kind} detail",
+            error_kind=kind,
         )
     raw = "TIE" if winner == TIE else ("A" if winner == a else "B")
     return OrderingResult(
@@ -123,19 +125,19 @@ def test_flip_outranks_low_confidence_and_tie_outranks_low_confidence() -> None:
         (_ordering("AB", None), _ordering("BA", X), "ordering_invalid"),
         (_ordering("AB", X), _ordering("BA", None), "ordering_invalid"),
         (_ordering("AB", None), _ordering("BA", None), "ordering_invalid"),
-        (_ordering("AB", None, error="judge_unavailable: timeout"), _ordering("BA", X), "judge_unavailable"),
-        (_ordering("AB", X), _ordering("BA", None, error="judge_rejected: 401"), "judge_rejected"),
+        (_ordering("AB", None, kind="judge_unavailable"), _ordering("BA", X), "judge_unavailable"),
+        (_ordering("AB", X), _ordering("BA", None, kind="judge_rejected"), "judge_rejected"),
         (
-            _ordering("AB", None, error="judge_unavailable: 503"),
-            _ordering("BA", None, error="judge_rejected: 401"),
+            _ordering("AB", None, kind="judge_unavailable"),
+            _ordering("BA", None, kind="judge_rejected"),
             "judge_rejected",
         ),
         (
-            _ordering("AB", None, error="invalid_reply: bad"),
-            _ordering("BA", None, error="judge_rejected: 400"),
+            _ordering("AB", None, kind="invalid_reply"),
+            _ordering("BA", None, kind="judge_rejected"),
             "judge_rejected",
         ),
-        (_ordering("AB", None), _ordering("BA", None, error="judge_unavailable: 503"), "judge_unavailable"),
+        (_ordering("AB", None), _ordering("BA", None, kind="judge_unavailable"), "judge_unavailable"),
     ],
 )
 def test_invalid_orderings_go_to_review(ab: OrderingResult, ba: OrderingResult, reason: str) -> None:
@@ -189,7 +191,9 @@ def test_map_winner() -> None:
 def test_tone_reply_is_mapped_back_in_the_swapped_order() -> None:
     pair = make_pair()
     reply = parse_reply(tone_reply("A", 0.8), ToneStyleReply)
-    result = build_ordering(pair, "BA", reply=reply, calls=(), retries=1, answered_model="m", error=None)
+    result = build_ordering(
+        pair, "BA", reply=reply, calls=(), retries=1, answered_model="m", error=None, error_kind=None
+    )
     assert (result.shown_as_a, result.shown_as_b, result.swapped) == (Y, X, True)
     assert (result.raw_winner, result.mapped_winner, result.confidence) == ("A", Y, 0.8)
     assert result.dimension_scores["tone_match"] == {Y: 4.0, X: 3.0}
@@ -205,7 +209,9 @@ def test_head_to_head_criteria_become_win_scores() -> None:
     reply = parse_reply(
         h2h_reply("B", criteria_winners={"accuracy": "A", "clarity": "B", "safety": "TIE"}), HeadToHeadReply
     )
-    result = build_ordering(pair, "AB", reply=reply, calls=(), retries=0, answered_model=None, error=None)
+    result = build_ordering(
+        pair, "AB", reply=reply, calls=(), retries=0, answered_model=None, error=None, error_kind=None
+    )
     assert result.mapped_winner == Y
     assert result.dimension_scores == {
         "accuracy": {X: 1.0, Y: 0.0},
@@ -217,7 +223,9 @@ def test_head_to_head_criteria_become_win_scores() -> None:
 def test_pairwise_reply_is_mapped() -> None:
     pair = make_pair()
     reply = parse_reply(pairwise_reply("TIE", 0.5, criteria_winners={"accuracy": "A"}), PairwiseReply)
-    result = build_ordering(pair, "BA", reply=reply, calls=(), retries=0, answered_model=None, error=None)
+    result = build_ordering(
+        pair, "BA", reply=reply, calls=(), retries=0, answered_model=None, error=None, error_kind=None
+    )
     assert (result.raw_winner, result.mapped_winner) == ("TIE", TIE)
     assert result.dimension_scores["accuracy"] == {Y: 1.0, X: 0.0}  # A is the second candidate in BA
     assert result.dimension_scores["specificity"] == {Y: 0.5, X: 0.5}
@@ -226,21 +234,25 @@ def test_pairwise_reply_is_mapped() -> None:
 
 def test_invalid_ordering_keeps_who_sat_where_and_the_error() -> None:
     result = build_ordering(
-        make_pair(), "BA", reply=None, calls=(), retries=2, answered_model=None, error="invalid_reply: x"
+        make_pair(), "BA", reply=None, calls=(), retries=2, answered_model=None, error="x", error_kind="invalid_reply"
     )
     assert not result.valid
     assert result.mapped_winner is None
-    assert result.error == "invalid_reply: x"
+    assert (result.error_kind, result.error) == ("invalid_reply", "x")
     assert (result.shown_as_a, result.retries) == (Y, 2)
 
 
 # --- events -----------------------------------------------------------------------------------
 
 
+def _primary(pair: CandidatePair, ab: OrderingResult, ba: OrderingResult) -> Outcome:
+    return primary_outcome(pair, tone_rubric(), reconcile(ab, ba, 0.7), INFO, orderings=(ab, ba), judged=(ab, ba))
+
+
 def test_verdict_event() -> None:
     pair = make_pair()
     ab, ba = _ordering("AB", Y, 0.8), _ordering("BA", Y, 0.6)
-    out = primary_outcome(pair, tone_rubric(), ab, ba, reconcile(ab, ba, 0.7), INFO)
+    out = _primary(pair, ab, ba)
     assert isinstance(out, PairVerdict)
     assert (out.winner, out.loser, out.winner_role) == (Y, X, "challenger")
     assert out.confidence == pytest.approx(0.7)
@@ -254,11 +266,11 @@ def test_verdict_event() -> None:
 def test_tiebreak_and_review_events() -> None:
     pair = make_pair()
     ab, ba = _ordering("AB", X), _ordering("BA", Y)
-    out = primary_outcome(pair, tone_rubric(), ab, ba, reconcile(ab, ba, 0.7), INFO)
+    out = _primary(pair, ab, ba)
     assert isinstance(out, TieBreakRequest)
     assert (out.reason, out.primary, out.primary_judge, out.pair) == ("position_inconsistent", (ab, ba), INFO, pair)
     bad = _ordering("BA", None)
-    review = primary_outcome(pair, tone_rubric(), ab, bad, reconcile(ab, bad, 0.7), INFO)
+    review = _primary(pair, ab, bad)
     assert isinstance(review, ReviewRequest)
     assert (review.reason, review.stage, review.audit) == ("ordering_invalid", "primary", False)
     assert review.last_justification == "AB says A"
@@ -278,7 +290,7 @@ def test_audit_fraction_is_deterministic_and_uniformish() -> None:
 def test_audit_copy_follows_the_share() -> None:
     pair = make_pair()
     ab, ba = _ordering("AB", X), _ordering("BA", X)
-    verdict = primary_outcome(pair, tone_rubric(), ab, ba, reconcile(ab, ba, 0.7), INFO)
+    verdict = _primary(pair, ab, ba)
     assert isinstance(verdict, PairVerdict)
     fraction = audit_fraction(pair.pair_id)
     assert audit_copy(verdict, pair, "primary", 0.0) is None
@@ -287,12 +299,5 @@ def test_audit_copy_follows_the_share() -> None:
     assert isinstance(copy, ReviewRequest)
     assert (copy.reason, copy.audit, copy.stage, copy.orderings) == ("audit_sample", True, "primary", (ab, ba))
     assert copy.last_justification == verdict.justification
-    tiebreak = primary_outcome(
-        pair, tone_rubric(), ab, _ordering("BA", Y), reconcile(ab, _ordering("BA", Y), 0.7), INFO
-    )
+    tiebreak = _primary(pair, ab, _ordering("BA", Y))
     assert audit_copy(tiebreak, pair, "primary", 1.0) is None  # only verdicts are audited
-
-
-def test_reconciliation_is_frozen() -> None:
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        VERDICT.winner = Y  # type: ignore[misc]

@@ -151,7 +151,7 @@ async def test_orders_agree_gives_a_tiebreak_verdict() -> None:
     assert out.weighted_scores == pytest.approx({X: 1.0, Y: 0.0})
     assert out.trace_id == TRACE
     assert out.judge.model == "tb-model"
-    assert out.judge.prompt_template_hash == decision.attributes["pairjudge.prompt_hash"]
+    assert out.judge.prompt_template_hash == decision.facts.prompt_hash
     # Primary orderings first, then the two tie-break orderings.
     assert [o.justification for o in out.orderings[:2]] == ["primary AB", "primary BA"]
     tb_ab, tb_ba = out.orderings[2:]
@@ -162,8 +162,8 @@ async def test_orders_agree_gives_a_tiebreak_verdict() -> None:
     assert len(decision.calls) == 2
     assert all(c.stage == "tiebreak" for c in decision.calls)
     assert decision.stage == "tiebreak"
-    assert decision.attributes["pairjudge.outcome"] == "verdict"
-    assert decision.attributes["pairjudge.decided_by"] == "tiebreak"
+    assert decision.facts.outcome == "verdict"
+    assert decision.facts.decided_by == "tiebreak"
 
 
 async def test_low_confidence_forces_exactly_one_choice_and_can_then_resolve() -> None:
@@ -187,7 +187,7 @@ async def test_low_confidence_forces_exactly_one_choice_and_can_then_resolve() -
     assert tb_ab.forced_choice
     assert tb_ab.retries == 1
     assert tb_ab.confidence == 0.7
-    assert decision.attributes["pairjudge.forced_choice"] is True
+    assert decision.facts.forced_choice is True
 
 
 async def test_still_unsettled_after_the_forced_choice_goes_to_review() -> None:
@@ -203,11 +203,14 @@ async def test_still_unsettled_after_the_forced_choice_goes_to_review() -> None:
     assert judge.calls == 4
     assert sum(r.forced_choice for r in judge.requests) == 2
     assert len(out.orderings) == 4
+    assert out.orderings[2].error_kind == "unresolved"
     assert out.orderings[2].error is not None
-    assert out.orderings[2].error.startswith("unresolved: ")
+    assert "below the required" in out.orderings[2].error
 
 
-async def test_equal_weighted_scores_go_to_review_after_the_forced_choice() -> None:
+async def test_equal_weighted_scores_go_to_review_without_a_forced_choice() -> None:
+    # Seed 002: exactly equal weighted scores are a true tie for a human. Forcing a pick would be the
+    # arbitrary choice the seed rules out, so neither ordering is re-asked.
     request = _request()
     judge = ScriptedJudge(
         per_order(
@@ -219,19 +222,38 @@ async def test_equal_weighted_scores_go_to_review_after_the_forced_choice() -> N
     decision = await resolve_tiebreak(request, judge, Policy())
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "tiebreak_equal_scores"
-    assert sum(r.forced_choice for r in judge.requests) == 2
+    assert judge.calls == 2
+    assert not any(r.forced_choice for r in judge.requests)
+    assert [o.error_kind for o in decision.outcome.orderings[2:]] == ["unresolved", "unresolved"]
 
 
-async def test_a_judge_that_keeps_escalating_sends_a_true_tie_to_review() -> None:
-    # Unequal scores, but the judge applies seed 002's escalation rule even when forced: a tie for a human,
-    # not a malformed reply.
+async def test_a_judge_that_escalates_sends_the_pair_to_review_at_once() -> None:
+    # The judge applies seed 002's escalation rule (it cannot break the tie): a tie for a human, not a
+    # malformed reply, and not something to force.
     request = _request()
     escalating = tiebreak_reply(ALL_A, escalation=True)
     judge = ScriptedJudge(per_order(request.pair, escalating, escalating))
     decision = await resolve_tiebreak(request, judge, Policy())
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "tiebreak_equal_scores"
-    assert sum(r.forced_choice for r in judge.requests) == 2
+    assert judge.calls == 2
+    assert not any(r.forced_choice for r in judge.requests)
+
+
+async def test_a_forced_choice_that_ends_in_equal_scores_goes_to_review() -> None:
+    # Low confidence is forced once; if the forced reply finds the scores equal, a human decides.
+    request = _request()
+    judge = ScriptedJudge(
+        per_order(
+            request.pair,
+            [tiebreak_reply(ALL_A, confidence=0.3), tiebreak_reply(SPLIT)],
+            tiebreak_reply(ALL_B),
+        )
+    )
+    decision = await resolve_tiebreak(request, judge, Policy())
+    assert isinstance(decision.outcome, ReviewRequest)
+    assert decision.outcome.reason == "tiebreak_equal_scores"
+    assert sum(r.forced_choice for r in judge.requests) == 1
 
 
 async def test_disagreeing_orders_go_to_review() -> None:
@@ -242,7 +264,7 @@ async def test_disagreeing_orders_go_to_review() -> None:
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "tiebreak_disagreement"
     assert judge.calls == 2  # both settled; nothing to force
-    assert decision.attributes["pairjudge.flip"] is True
+    assert decision.facts.flip is True
 
 
 async def test_winner_contradicting_the_scores_is_forced_once() -> None:
@@ -336,7 +358,7 @@ async def test_wrong_judge_arithmetic_is_overruled_and_noted() -> None:
     assert out.weighted_scores == pytest.approx({X: 1.0, Y: 0.0})
     assert "differ from the recomputed scores (A 1, B 0); the recomputed scores were used" in out.justification
     assert out.orderings[2].dimension_scores[JUDGE_KEY] == {X: 0.2, Y: 0.8}
-    assert decision.attributes["pairjudge.arithmetic_mismatch"] == 1
+    assert decision.facts.arithmetic_mismatch == 1
 
 
 async def test_pair_weights_override_the_default() -> None:

@@ -210,8 +210,8 @@ async def test_reask_carries_the_validation_error_and_the_previous_reply() -> No
     assert "winner: Input should be 'A' or 'B'" in second.messages[-1].content
     assert "Return only the corrected JSON object" in second.messages[-1].content
     assert [c.valid for c in result.calls] == [False, True]
+    assert result.calls[0].error_kind == "invalid_reply"
     assert result.calls[0].error is not None
-    assert result.calls[0].error.startswith("invalid_reply: ")
 
 
 async def test_context_problems_are_reasked_too() -> None:
@@ -234,8 +234,6 @@ async def test_gives_up_after_two_reasks_three_asks_in_total() -> None:
     assert result.error_kind == "invalid_reply"
     assert result.error is not None
     assert "Field required" in result.error
-    assert result.coded_error is not None
-    assert result.coded_error.startswith("invalid_reply: ")
     assert [c.attempt for c in result.calls] == [0, 1, 2]
     assert result.text == '{"winner": "A"}'
     # Each re-ask is built on the base request, so the conversation does not grow.
@@ -264,7 +262,7 @@ async def test_judge_failures_are_not_reasked(exc: Exception, kind: str) -> None
     assert result.error == str(exc)
     (call,) = result.calls
     assert not call.valid
-    assert call.error == f"{kind}: {exc}"
+    assert (call.error_kind, call.error) == (kind, str(exc))
     assert call.answered_model is None
 
 

@@ -1,0 +1,68 @@
+"""What every end-to-end run on Kafka sets up: its own topics and group, raw input, workers that get stopped.
+
+Shared by the integration tests and the benchmarks (``pairjudge_dev.bench``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from streams.brokers import create_topics
+from streams.demo import start_worker, stop_process
+from streams.producer import key_of
+from streams.settings import Settings
+from streams.topics import topic_specs
+
+
+def run_settings(base: Settings, bootstrap: str, work: Path, *, tag: str, **sections: dict[str, Any]) -> Settings:
+    """``base`` for one run on ``bootstrap``: a topic prefix and consumer group of its own (``<tag>-<id>``),
+    4 partitions, worker data under ``work``. ``sections`` add to (or override) those settings."""
+    run = f"{tag}-{uuid.uuid4().hex[:8]}"
+    values: dict[str, dict[str, Any]] = {
+        "kafka": {"bootstrap_servers": bootstrap, "partitions": 4},
+        "topics": {"prefix": run},
+        "worker": {"app_id": f"pairjudge-{run}", "data_dir": work / "data"},
+    }
+    for name, section in sections.items():
+        values[name] = {**values.get(name, {}), **section}
+    merged = base.model_dump()
+    for name, section in values.items():
+        merged[name] = {**merged[name], **section}
+    # Validated again (model_copy would not): sections may carry strings for URLs and paths.
+    return Settings.model_validate(merged)
+
+
+async def kafka_run(bootstrap: str, tmp_path: Path, tag: str, **sections: dict[str, Any]) -> Settings:
+    """Settings for one test run (``run_settings`` over the defaults), with its topics created."""
+    settings = run_settings(Settings(), bootstrap, tmp_path, tag=tag, **sections)
+    await create_topics(bootstrap, topic_specs(settings))
+    return settings
+
+
+async def produce_raw(bootstrap: str, topic: str, raws: Sequence[bytes], *, keyed: bool) -> None:
+    """The bytes as they are, keyed by ``key_of`` or with no key, the way any producer might send them."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value=raw, key=key_of(raw) if keyed else None) for raw in raws]
+        for fut in futures:
+            await fut
+    finally:
+        await producer.stop()
+
+
+@contextlib.contextmanager
+def running_worker(settings: Settings, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A ``pairjudge worker`` process, stopped gracefully (which flushes its spans) however the test ends."""
+    worker = start_worker(settings, log_path)
+    try:
+        yield worker
+    finally:
+        stop_process(worker)
