@@ -22,7 +22,7 @@ from agents.core import (
     resolve_tiebreak,
 )
 from agents.errors import InputRejected, InvalidReply, JudgeError, JudgeRejected, JudgeUnavailable, PairjudgeError
-from agents.judge import ChatMessage, Judge, JudgeRequest, JudgeResponse, JudgeWrapper, judge_info
+from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, JudgeResponse, JudgeWrapper, judge_info
 from agents.outcomes import is_judge_rejected, rejected_detail, rejected_status
 from agents.policy import Policy
 from agents.reconcile import Outcome, OutcomeKind
@@ -38,6 +38,7 @@ __all__ = [
     "Judge",
     "JudgeCall",
     "JudgeError",
+    "JudgeIdentity",
     "JudgeRejected",
     "JudgeRequest",
     "JudgeResponse",

@@ -32,6 +32,7 @@ from pydantic import SecretStr
 
 from agents.errors import JudgeRejected, JudgeUnavailable
 from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
+from streams.judges.cost import usage_count
 from streams.judges.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     RETRIABLE_STATUSES,
@@ -100,13 +101,6 @@ def _error_detail(head: bytes) -> str | None:
     if isinstance(kind, str) and isinstance(message, str):
         return f"{kind}: {message}"
     return None
-
-
-def _int_or_none(mapping: object, key: str) -> int | None:
-    if not isinstance(mapping, dict):
-        return None
-    value = mapping.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 class AnthropicJudge(EndpointJudge):
@@ -313,9 +307,9 @@ class AnthropicJudge(EndpointJudge):
             text = "".join(texts)
 
         usage = data.get("usage")
-        uncached = _int_or_none(usage, "input_tokens")
-        cache_write = _int_or_none(usage, "cache_creation_input_tokens") or 0
-        cache_read = _int_or_none(usage, "cache_read_input_tokens") or 0
+        uncached = usage_count(usage, "input_tokens")
+        cache_write = usage_count(usage, "cache_creation_input_tokens") or 0
+        cache_read = usage_count(usage, "cache_read_input_tokens") or 0
         answered = data.get("model")
         response_id = data.get("id")
         return JudgeResponse(
@@ -324,7 +318,7 @@ class AnthropicJudge(EndpointJudge):
             # All input the prompt consumed, cached or not (the GenAI conventions' input_tokens); the
             # split is in ``extra`` for cost accounting, since cached tokens are priced differently.
             input_tokens=None if uncached is None else uncached + cache_write + cache_read,
-            output_tokens=_int_or_none(usage, "output_tokens"),
+            output_tokens=usage_count(usage, "output_tokens"),
             latency_s=result.latency_s,
             extra={
                 **result.extra(),

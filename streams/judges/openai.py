@@ -34,7 +34,7 @@ from pydantic import SecretStr
 
 from agents.errors import JudgeUnavailable
 from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
-from streams.judges.cost import CACHED_INPUT_TOKENS
+from streams.judges.cost import CACHED_INPUT_TOKENS, usage_count
 from streams.judges.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     EndpointJudge,
@@ -459,8 +459,8 @@ class OpenAICompatibleJudge(EndpointJudge):
         return JudgeResponse(
             text=text,
             model=answered if isinstance(answered, str) and answered else self._model,
-            input_tokens=_int_or_none(usage, "prompt_tokens"),
-            output_tokens=_int_or_none(usage, "completion_tokens"),
+            input_tokens=usage_count(usage, "prompt_tokens"),
+            output_tokens=usage_count(usage, "completion_tokens"),
             latency_s=result.latency_s,
             extra={
                 **result.extra(),
@@ -495,16 +495,9 @@ def _content_text(content: object) -> str | None:
     return None
 
 
-def _int_or_none(mapping: object, key: str) -> int | None:
-    if not isinstance(mapping, dict):
-        return None
-    value = mapping.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _cached_input_tokens(usage: object) -> int | None:
     """``usage.prompt_tokens_details.cached_tokens``: prompt tokens read from the provider's prompt cache."""
     details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
-    cached = _int_or_none(details, "cached_tokens")
+    cached = usage_count(details, "cached_tokens")
     # A negative count is garbage, not a discount: treat it as unreported.
     return cached if cached is not None and cached >= 0 else None

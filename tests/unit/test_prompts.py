@@ -283,12 +283,12 @@ PINNED_HASHES = {
     "tone_style": "c02241af224c5199",
     "head_to_head": "3c1bd433baf5a8ef",
     "pairwise": "6287db1b3143ae85",
-    "tiebreak": "6912e217f68f52a4",
+    "tiebreak": "f0a715c206957759",
 }
 
 
 #: sha256 of each text as it was when the templates were Python strings: moving them to package data
-#: (agents/templates/) changed no byte of what a judge is shown.
+#: (agents/templates/) changed no byte of what a judge is shown (the forced choice was reworded after).
 TEXT_SHA256 = {
     "SYSTEM_PROMPT": "9acfe942a535551babb10500c82707d85a19920a508ef0b187f7a23338d37b2f",
     "TONE_STYLE_TEMPLATE": "d0bae80185fd529f84e795c32f6ce56554ae3ed8a28f9f2a951bde7b45cd62e4",
@@ -296,7 +296,9 @@ TEXT_SHA256 = {
     "PAIRWISE_TEMPLATE": "6a89de3b55bf5ba822eba0a91d1c22a901d1f13008af4b084c9c92e4dddeab8e",
     "TIEBREAK_TEMPLATE": "49971362842e00502a7846fc35e331d7c7bc0da0a1f5a9c403bf214cf1411770",
     "REASK_INSTRUCTION": "93b8cd5ab9765a5145519cbccf0c93ce2b5faee0c28d2b7bebdcf10a22d8ede2",
-    "FORCED_CHOICE_INSTRUCTION": "7e9aa85d2467f8d5c364d8b4d7d5eaa58ea0786b19f783455d8e9d3aa183869c",
+    # Reworded in issue 7: the forced choice no longer says "do not escalate", since seed 002 sends
+    # exactly equal weighted scores to a human.
+    "FORCED_CHOICE_INSTRUCTION": "85bb85632c62582636a2199574a1b4a65168aab905adce83e19bfce638730d85",
 }
 
 
