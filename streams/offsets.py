@@ -87,10 +87,11 @@ class BuffersKeptOnResume(FlowControlEvent):
 
     Faust empties every agent's buffer when the flow resumes after a rebalance. With changelog-backed
     tables the flow is resumed twice after an assignment: once to restore the tables, then again
-    after the stream partitions were sought to their committed offsets. Records of the new
-    assignment fetched in between were emptied by the second resume, while Faust's read-offset check
-    dropped their second fetch as already read: a pair stuck unjudged (and pending in the ledger,
-    so never committed past) until the next rebalance (seen in bench/rebalance_loss.py). Kept, they
+    after the stream partitions were sought to their committed offsets. A record of the new
+    assignment fetched in between is emptied by the second resume, while Faust's read-offset check
+    drops its second fetch as already read: a pair stuck unjudged (and pending in the ledger, so
+    never committed past) until the next rebalance. That was seen once in bench/rebalance_loss.py;
+    this is the path in Faust's code that explains it. Kept, they
     are judged; records of an earlier assignment left in a buffer are skipped by the stream anyway
     (their generation is stale), and the explicit clear at a revocation still empties everything.
     """
