@@ -786,8 +786,9 @@ async def test_auto_mode_concurrent_calls_during_the_first_refusal_downgrade_onc
     make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     calls = 8
-    # Refusals held back 0.3 s, so every call is in flight with json_schema before the first refusal lands.
-    fake_judge_server.set_responder(refusing_forms({"json_schema": JSON_SCHEMA_REFUSED}, delay=0.3))
+    # Refusals held back 1.5 s, so every call is in flight with json_schema before the first refusal lands,
+    # even on a loaded CI machine (0.3 s once let the eighth call arrive after the first refusal).
+    fake_judge_server.set_responder(refusing_forms({"json_schema": JSON_SCHEMA_REFUSED}, delay=1.5))
     judge = make_judge(response_format="auto")
     formats: list[tuple[str, bool]] = []
 
