@@ -18,6 +18,8 @@ schemas_app = typer.Typer(no_args_is_help=True, help="Event contracts.")
 app.add_typer(schemas_app, name="schemas")
 control_app = typer.Typer(no_args_is_help=True, help="Live settings on pairjudge.control, applied by every worker.")
 app.add_typer(control_app, name="control")
+labels_app = typer.Typer(no_args_is_help=True, help="Human labels on pairjudge.labels.")
+app.add_typer(labels_app, name="labels")
 console = Console(stderr=True)
 
 Bootstrap = Annotated[
@@ -135,6 +137,82 @@ def control_clear(key: Annotated[str, typer.Argument()], bootstrap: Bootstrap = 
     settings = _settings(bootstrap)
     asyncio.run(publish_control(settings, key, None, ""))
     console.print(f"{settings.topics.name('control')}: {key} cleared")
+
+
+@labels_app.command("import")
+def labels_import(
+    file: Annotated[Path, typer.Argument(help="Labels: JSONL (one HumanLabel per line) or CSV with a header row.")],
+    file_format: Annotated[
+        str | None,
+        typer.Option("--format", help="jsonl or csv (default: from the extension: .jsonl, .ndjson, .csv)."),
+    ] = None,
+    bootstrap: Bootstrap = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and count; no broker needed.")] = False,
+    allow_bad: Annotated[bool, typer.Option("--allow-bad", help="Exit 0 even when lines were dead-lettered.")] = False,
+) -> None:
+    """Publish human labels to the labels topic, keyed by pair_id; malformed lines go to the dead-letter topic.
+
+    The formats are in the README ("Importing human labels"). Exit codes:
+
+    0: every line was a valid label, or --allow-bad was given.
+
+    1: some lines were dead-lettered, with a reason each; the valid labels were still published.
+
+    2: the file cannot be read, or its format or CSV header is wrong; nothing was published.
+
+    3: the broker failed or the topics are missing; some labels may have been published.
+    """
+    from aiokafka.errors import KafkaError
+    from rich.markup import escape
+
+    from streams.brokers import BrokerError
+    from streams.labels import LabelFileError, LabelFormat, detect_format, parse_labels
+    from streams.labels_import import publish, summarise
+
+    out = Console()
+    formats: dict[str, LabelFormat] = {"jsonl": "jsonl", "csv": "csv"}
+    if file_format is not None and file_format not in formats:
+        console.print(f"[red]error:[/red] --format is jsonl or csv, not {escape(repr(file_format))}")
+        raise typer.Exit(code=2)
+    try:
+        fmt = detect_format(file, formats[file_format] if file_format else None)
+        data = file.read_bytes()
+        parsed = parse_labels(data, fmt)
+    except OSError as exc:
+        console.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(str(exc.strerror or exc))}")
+        raise typer.Exit(code=2) from None
+    except LabelFileError as exc:
+        console.print(f"[red]error:[/red] {escape(str(file))}: {escape(str(exc))}")
+        raise typer.Exit(code=2) from None
+    settings = _settings(bootstrap)
+    labels_topic, letters_topic = settings.topics.name("labels"), settings.topics.name("deadletter")
+    if dry_run:
+        report = summarise(parsed)
+        out.print(f"dry run: {report.labels} labels would be published to {labels_topic}")
+    else:
+        try:
+            report = asyncio.run(publish(settings, parsed, file.name))
+        except (BrokerError, KafkaError, OSError) as exc:  # OSError covers timeouts
+            where = settings.kafka.bootstrap_servers
+            console.print(f"[red]error:[/red] publishing to {escape(where)} failed: {escape(str(exc))}")
+            raise typer.Exit(code=3) from None
+        out.print(f"published {report.published} labels to {labels_topic}")
+    verb = "would be dead-lettered" if dry_run else "dead-lettered"
+    out.print(f"{report.dead_lettered} lines {verb} to {letters_topic}")
+    for reason, count in report.reasons.items():
+        out.print(f"  {reason}: {count}")
+    # The first few, so a user can fix the file; details never quote a line's content.
+    for item in parsed.rejected[:_SHOWN_REJECTS]:
+        out.print(f"  {item.where}: {item.reason}: {item.detail}", markup=False, highlight=False)
+    if len(parsed.rejected) > _SHOWN_REJECTS:
+        out.print(f"  ... and {len(parsed.rejected) - _SHOWN_REJECTS} more (see {letters_topic})")
+    out.print(f"{report.duplicate_pair_ids} pair ids labelled more than once (every label kept)")
+    if report.dead_lettered and not allow_bad:
+        raise typer.Exit(code=1)
+
+
+#: Rejected lines listed by ``labels import``; the rest are counted.
+_SHOWN_REJECTS = 10
 
 
 @schemas_app.command("export")
