@@ -305,7 +305,7 @@ async def judge_pair(
         judged=majority,
         votes=votes if is_jury else (),
     )
-    audit = audit_copy(outcome, judged_pair, "primary", policy.audit_share)
+    audit = audit_copy(outcome, judged_pair, "primary", policy.audit_share, policy.audit_seed)
     calls = tuple(c for j in jurors for c in j.calls)
     facts = _facts(
         judged_pair,
@@ -368,7 +368,7 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
     ab, ba = await both_orders(lambda order: judge_tiebreak_ordering(pair, weights, order, judge, policy))
     outcome = decide_tiebreak(request, ab, ba, policy, judge_info(judge, prompt_hash))
     calls = ab.calls + ba.calls
-    audit = audit_copy(outcome, pair, "tiebreak", policy.audit_share)
+    audit = audit_copy(outcome, pair, "tiebreak", policy.audit_share, policy.audit_seed)
     both_valid = ab.result.valid and ba.result.valid
     winners = (ab.result.mapped_winner, ba.result.mapped_winner)
     mean = (

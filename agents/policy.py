@@ -19,7 +19,10 @@ class Policy:
     tiebreak_enabled: bool = True  # live-switchable via control topic later
     tiebreak_confidence_threshold: float = 0.6  # seed 002 forced-choice re-ask threshold
     max_reasks: int = 2  # re-asks after the first ask, carrying the validation error
-    audit_share: float = 0.0  # 0..1 share of automatic verdicts also sent to review as audit
+    #: Share of automatic verdicts also sent to review as an audit sample (seed 001: 5-10 %).
+    audit_share: float = 0.05
+    #: Mixed into the audit sample's hash (``agents.reconcile.audit_fraction``): a new seed, a new sample.
+    audit_seed: str = ""
     max_output_chars: int = 20_000  # per candidate output; larger -> InputRejected("oversized_output", ...)
     max_prompt_chars: int = 20_000
     default_tiebreak: TieBreakWeights = DEFAULT_TIEBREAK_WEIGHTS

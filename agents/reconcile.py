@@ -447,18 +447,23 @@ def primary_outcome(
 # --- audit sampling ---------------------------------------------------------------------------
 
 
-def audit_fraction(pair_id: str) -> float:
-    """A stable number in [0, 1) per pair: sha256 of the pair id, first 8 bytes, over 2**64.
+def audit_fraction(pair_id: str, seed: str = "") -> float:
+    """A stable number in [0, 1) per pair: sha256 of the seed and the pair id, first 8 bytes, over 2**64.
 
-    Deterministic so a pair redelivered after a rebalance is sampled (or not) the same way again.
+    Deterministic so every worker, and a pair redelivered after a rebalance, samples it (or not) the
+    same way. The seed lets an operator draw a fresh sample (say, per audit campaign) without anyone
+    being able to tell from a pair id alone whether it will be audited.
     """
-    digest = hashlib.sha256(pair_id.encode("utf-8")).digest()
+    key = f"{seed}\x1f{pair_id}" if seed else pair_id
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def audit_copy(outcome: Outcome, pair: CandidatePair, stage: Stage, audit_share: float) -> ReviewRequest | None:
+def audit_copy(
+    outcome: Outcome, pair: CandidatePair, stage: Stage, audit_share: float, seed: str = ""
+) -> ReviewRequest | None:
     """A review copy of an automatic verdict when the pair falls in the audit sample; otherwise None."""
-    if not isinstance(outcome, PairVerdict) or audit_fraction(pair.pair_id) >= audit_share:
+    if not isinstance(outcome, PairVerdict) or audit_fraction(pair.pair_id, seed) >= audit_share:
         return None
     return ReviewRequest(
         pair_id=pair.pair_id,

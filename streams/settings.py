@@ -119,7 +119,8 @@ class PolicySettings(_Section):
     tiebreak_enabled: bool = True
     tiebreak_confidence_threshold: float = Field(default=0.6, ge=0, le=1)
     max_reasks: int = Field(default=2, ge=0, le=5)
-    audit_share: float = Field(default=0.0, ge=0, le=1)
+    audit_share: float = Field(default=0.05, ge=0, le=1)
+    audit_seed: str = Field(default="", max_length=200)
     max_output_chars: int = Field(default=20_000, ge=1)
     max_prompt_chars: int = Field(default=20_000, ge=1)
 
@@ -130,6 +131,7 @@ class PolicySettings(_Section):
             tiebreak_confidence_threshold=self.tiebreak_confidence_threshold,
             max_reasks=self.max_reasks,
             audit_share=self.audit_share,
+            audit_seed=self.audit_seed,
             max_output_chars=self.max_output_chars,
             max_prompt_chars=self.max_prompt_chars,
         )

@@ -301,3 +301,17 @@ def test_audit_copy_follows_the_share() -> None:
     assert copy.last_justification == verdict.justification
     tiebreak = _primary(pair, ab, _ordering("BA", Y))
     assert audit_copy(tiebreak, pair, "primary", 1.0) is None  # only verdicts are audited
+
+
+def test_the_audit_seed_draws_another_sample_the_same_way_everywhere() -> None:
+    ids = [f"pair-{i}" for i in range(4000)]
+    default = {i for i in ids if audit_fraction(i) < 0.05}
+    seeded = {i for i in ids if audit_fraction(i, "campaign-7") < 0.05}
+    assert seeded == {i for i in ids if audit_fraction(i, "campaign-7") < 0.05}  # every worker, every redelivery
+    assert 0.04 < len(seeded) / len(ids) < 0.06
+    # A new seed is a new sample, not the old one shifted: the two overlap about as chance would have it.
+    assert len(default & seeded) < 0.25 * len(seeded)
+
+
+def test_policy_audits_five_percent_by_default_as_seed_001_asks() -> None:
+    assert 0.05 <= Policy().audit_share <= 0.10
