@@ -19,7 +19,15 @@ from rich.console import Console
 from rich.table import Table
 
 from agents import InputRejected, Judge, Policy, resolve_tiebreak
-from agents.stats import agreement, cohen_kappa, flip_rate, position_a_win_rate, relative_label
+from agents.stats import (
+    KappaEstimate,
+    agreement,
+    cohen_kappa,
+    flip_rate,
+    kappa_interval,
+    position_a_win_rate,
+    relative_label,
+)
 from schemas import TIE, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from streams.app import build_panel, load_catalog
 from streams.codecs import decode
@@ -147,6 +155,13 @@ class EvaluateReport:
     def kappa(self) -> float | None:
         judge, human = self.judge_labels()
         return cohen_kappa(judge, human)
+
+    @property
+    def kappa_estimate(self) -> KappaEstimate | None:
+        """Kappa with its 95% interval: on a set of a hundred pairs the point value alone overstates
+        what is known (see ``agents.stats.kappa_interval`` for the method and its limits)."""
+        judge, human = self.judge_labels()
+        return kappa_interval(judge, human)
 
     @property
     def flip_rate(self) -> float | None:
@@ -302,6 +317,8 @@ def print_report(console: Console, report: EvaluateReport, judge: Judge) -> None
     table.add_row("human-labelled pairs", str(len(report.labelled)))
     table.add_row("agreement with humans", _fmt(report.agreement))
     table.add_row("Cohen's kappa", _fmt(report.kappa))
+    est = report.kappa_estimate
+    table.add_row("  95% interval", "n/a" if est is None else f"{est.low:.3f} to {est.high:.3f}")
     console.print(table)
 
 

@@ -41,6 +41,11 @@ async def test_agreement_and_kappa_against_human_labels(tmp_path: Path) -> None:
     assert report.agreement == pytest.approx(0.75)
     # Judge says "first" every time: p_e = 1 * 0.75, p_o = 0.75, so kappa = 0 (no better than chance).
     assert report.kappa == pytest.approx(0.0)
+    # A judge that never varies has kappa 0 whatever the sample, so its large-sample interval is [0, 0].
+    est = report.kappa_estimate
+    assert est is not None
+    assert (est.kappa, est.n) == (report.kappa, 4)
+    assert (est.low, est.high) == pytest.approx((0.0, 0.0))
     assert report.flip_rate == pytest.approx(0.0)
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [r["human"] for r in rows] == humans
@@ -70,6 +75,7 @@ def test_evaluate_command_runs_the_offline_judge_over_the_sample_set(tmp_path: P
     assert outcomes["bad-oversized-output"] == "rejected"
     assert outcomes["email-card-delay"] == "verdict"
     assert "Cohen's kappa" in result.output
+    assert "95% interval" in result.output
 
 
 def test_schemas_export_writes_valid_json_schemas(tmp_path: Path) -> None:
