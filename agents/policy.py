@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from schemas.events import ControlUpdate
+from schemas.events import SWITCH_KEYS, ControlUpdate
 from schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
 
 
@@ -45,9 +45,11 @@ class Policy:
 
     def apply(self, update: ControlUpdate) -> Policy:
         """This policy with one live setting from ``pairjudge.control`` changed (validated like the rest)."""
-        if update.key == "tiebreak_enabled":
+        if update.key in SWITCH_KEYS:
             if not isinstance(update.value, bool):
-                raise ValueError(f"tiebreak_enabled needs a boolean, got {update.value!r}")
+                raise ValueError(f"{update.key} needs a boolean, got {update.value!r}")
+            if update.key == "kappa_guard_tripped":
+                return dataclasses.replace(self, kappa_guard_tripped=update.value)
             return dataclasses.replace(self, tiebreak_enabled=update.value)
         if isinstance(update.value, bool):
             # bool is an int subclass; "threshold = true" is a mistake, not 1.0.

@@ -236,7 +236,17 @@ class Alert(Event):
     raised_at: datetime = Field(default_factory=utc_now)
 
 
-ControlKey = Literal["tiebreak_enabled", "tiebreak_confidence_threshold", "primary_confidence_threshold", "audit_share"]
+ControlKey = Literal[
+    "tiebreak_enabled",
+    "tiebreak_confidence_threshold",
+    "primary_confidence_threshold",
+    "audit_share",
+    #: Seed 001's kappa guard: true pauses automatic decisions on every worker (every pair goes to
+    #: review "kappa_guard"); only a person sets it back (``pairjudge control resume``).
+    "kappa_guard_tripped",
+]
+#: The control keys whose value is a switch rather than a number.
+SWITCH_KEYS: tuple[ControlKey, ...] = ("tiebreak_enabled", "kappa_guard_tripped")
 
 
 class ControlUpdate(Event):

@@ -129,6 +129,33 @@ def control_set(
     console.print(f"{settings.topics.name('control')}: {key} = {value}")
 
 
+@control_app.command("pause")
+def control_pause(
+    by: Annotated[str, typer.Option(help="Who paused, and why: kept on the control topic.")],
+    bootstrap: Bootstrap = None,
+) -> None:
+    """Pause automatic decisions on every worker (the kappa guard): every pair goes to human review."""
+    from streams.control import publish_control
+
+    settings = _settings(bootstrap)
+    asyncio.run(publish_control(settings, "kappa_guard_tripped", True, by))
+    console.print(f"{settings.topics.name('control')}: automatic decisions paused by {by}")
+
+
+@control_app.command("resume")
+def control_resume(
+    by: Annotated[str, typer.Option(help="Who resumed: a person, kept on the control topic.")],
+    bootstrap: Bootstrap = None,
+) -> None:
+    """Resume automatic decisions after the kappa guard paused them (seed 001: only a person does this)."""
+    from streams.control import publish_control
+
+    settings = _settings(bootstrap)
+    # An explicit false, not a tombstone: the record of who resumed stays on the compacted topic.
+    asyncio.run(publish_control(settings, "kappa_guard_tripped", False, by))
+    console.print(f"{settings.topics.name('control')}: automatic decisions resumed by {by}")
+
+
 @control_app.command("clear")
 def control_clear(key: Annotated[str, typer.Argument()], bootstrap: Bootstrap = None) -> None:
     """Return a setting to its configured value on every worker (writes a tombstone)."""

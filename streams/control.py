@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from agents import InputRejected, Policy
 from schemas import ControlUpdate
-from schemas.events import ControlKey
+from schemas.events import SWITCH_KEYS, ControlKey
 from streams.brokers import topic_partitions
 from streams.codecs import decode, encode
 from streams.settings import Settings
@@ -130,10 +130,10 @@ def _offsets_text(offsets: Mapping[TopicPartition, int]) -> str:
 
 
 def parse_value(key: str, raw: str) -> float | bool:
-    if key == "tiebreak_enabled":
+    if key in SWITCH_KEYS:
         lowered = raw.strip().lower()
         if lowered not in ("true", "false"):
-            raise ValueError(f"tiebreak_enabled takes true or false, not {raw!r}")
+            raise ValueError(f"{key} takes true or false, not {raw!r}")
         return lowered == "true"
     return float(raw)
 

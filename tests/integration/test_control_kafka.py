@@ -8,6 +8,8 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -63,6 +65,57 @@ async def test_the_tiebreak_switch_reaches_a_running_worker(kafka_bootstrap: str
     assert kind == "verdicts" or event["stage"] == "tiebreak"
     assert n <= 4, f"the change took {n - 1} pairs to arrive"
     assert "control: tiebreak_enabled cleared" in log
+
+
+def _decisive(prefix: str, n: int) -> bytes:
+    # A pair the offline judge decides on its own (both orders agree, confidently): a verdict unless paused.
+    pair = next(p for p in sample_dicts() if p["pair_id"] == "email-card-delay")
+    pair["pair_id"] = f"{prefix}-{n}"
+    return json.dumps(pair).encode()
+
+
+def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAIRJUDGE_TOPICS__PREFIX": settings.topics.prefix}
+    command = [sys.executable, "-m", "streams.cli", "control", *args, "--bootstrap", settings.kafka.bootstrap_servers]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+async def test_the_kappa_guard_pauses_every_decision_until_a_person_resumes(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = await kafka_run(kafka_bootstrap, tmp_path, "kg")
+    prefix = settings.topics.prefix
+    with running_worker(settings, tmp_path / "worker.log"):
+        await send_events(settings, [_decisive(prefix, 0)])
+        before = await collect_outcomes(settings, {f"{prefix}-0"}, timeout=60)
+
+        # What the audit agent does when kappa falls below 0.7 (seed 001): trip the guard on every worker.
+        await publish_control(settings, "kappa_guard_tripped", True, "audit: kappa 0.41 < 0.7")
+        for n in range(1, 11):
+            await send_events(settings, [_decisive(prefix, n)])
+            paused = await collect_outcomes(settings, {f"{prefix}-{n}"}, timeout=60)
+            if paused.final[f"{prefix}-{n}"][1].get("reason") == "kappa_guard":
+                break
+        paused_at = n
+        # Paused means paused: later pairs keep going to humans, however clear-cut they are.
+        await send_events(settings, [_decisive(prefix, 100 + i) for i in range(3)])
+        held = await collect_outcomes(settings, {f"{prefix}-{100 + i}" for i in range(3)}, timeout=60)
+
+        resumed = _cli(settings, "resume", "--by", "alice (reviewed the drift)")
+        assert resumed.returncode == 0, resumed.stderr
+        for n in range(200, 210):
+            await send_events(settings, [_decisive(prefix, n)])
+            after = await collect_outcomes(settings, {f"{prefix}-{n}"}, timeout=60)
+            if after.final[f"{prefix}-{n}"][0] == "verdicts":
+                break
+    log = (tmp_path / "worker.log").read_text(errors="replace")
+    assert before.final[f"{prefix}-0"][0] == "verdicts", log[-3000:]
+    assert paused_at <= 3, f"the pause took {paused_at} pairs to arrive"
+    assert paused.final[f"{prefix}-{paused_at}"][0] == "review"
+    assert held.complete
+    assert {(kind, event["reason"]) for kind, event in held.final.values()} == {("review", "kappa_guard")}
+    assert after.final[f"{prefix}-{n}"][0] == "verdicts", "automatic decisions never resumed"
+    assert n <= 202, f"the resume took {n - 199} pairs to arrive"
 
 
 # --- catching up at start-up ---------------------------------------------------------------------

@@ -94,3 +94,16 @@ def test_caught_up_means_every_position_reached_its_start_up_end_offset(
     positions: dict[TopicPartition, int], targets: dict[TopicPartition, int], expected: bool
 ) -> None:
     assert caught_up(positions, targets) is expected
+
+
+def test_the_kappa_guard_is_a_live_switch() -> None:
+    holder = PolicyHolder(Policy())
+    apply_record(holder, *_record("kappa_guard_tripped", True))
+    assert holder.current.kappa_guard_tripped
+    apply_record(holder, b"kappa_guard_tripped", b'{"key": "kappa_guard_tripped", "value": 1}')  # not a switch
+    assert holder.current.kappa_guard_tripped
+    apply_record(holder, *_record("kappa_guard_tripped", False))
+    assert not holder.current.kappa_guard_tripped
+    assert parse_value("kappa_guard_tripped", "true") is True
+    with pytest.raises(ValueError, match="true or false"):
+        parse_value("kappa_guard_tripped", "1")
