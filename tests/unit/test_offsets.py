@@ -10,7 +10,7 @@ import pytest
 
 from agents.scripted import ScriptedJudge
 from streams.app import create_app
-from streams.offsets import OffsetLedger
+from streams.offsets import LedgerConsumer, OffsetLedger
 from streams.settings import Settings
 
 TP = "pairs/0"
@@ -138,3 +138,19 @@ async def test_resuming_the_flow_keeps_what_the_stream_buffers_hold(tmp_path: Pa
     app.flow_control.clear()  # Faust's explicit clear when partitions are revoked
     assert buffer.qsize() == 0
     app.flow_control.resume()
+
+
+def test_the_ledger_tracks_the_agents_topics_and_never_a_changelog(tmp_path: Path) -> None:
+    # Changelog records go to the table manager, never to an agent: tracked, they would stay pending for
+    # ever, the group would commit changelog offsets, and a seek to those moved a changelog partition
+    # away from where table recovery was reading it (recovery then hung).
+    wired = create_app(Settings(worker={"data_dir": tmp_path}), judge=ScriptedJudge([]), follow_control=False)
+    app = wired.faust_app
+    pairs = wired.settings.topics.name("pairs")
+    changelogs = sorted(app.tables.changelog_topics)
+    assert changelogs  # the outcome tables have changelogs
+    app.topics.acking_topics.update([pairs, *changelogs])  # as Faust marks every subscribed topic
+    consumer = app.consumer
+    assert isinstance(consumer, LedgerConsumer)
+    assert consumer._tracks(pairs)
+    assert not any(consumer._tracks(name) for name in changelogs)
