@@ -119,6 +119,10 @@ class DecisionFacts:
     reason: str | None = None
     #: What the orderings alone led to, when the policy (kappa guard, tie-break switch) overrode it.
     policy_overrode: OutcomeKind | None = None
+    #: The winner and mean confidence the orderings reached with enough confidence to decide, even
+    #: when the policy overrode the verdict (the kappa guard): the drift audit still compares them.
+    judged_winner: str | None = None
+    judged_confidence: float | None = None
     jury_size: int | None = None
     jury_abstentions: int | None = None
     #: Tie-break stage only: why the pair came, whether a forced choice was asked, and how many
@@ -317,6 +321,7 @@ async def judge_pair(
         calls=calls,
         audit=audit is not None,
         policy_overrode=raw.outcome if rec is not raw else None,
+        judged=raw,
         jury=votes if is_jury else None,
     )
     return Decision(
@@ -429,12 +434,14 @@ def _facts(
     consistent: bool | None = None,
     flip: bool | None = None,
     policy_overrode: OutcomeKind | None = None,
+    judged: Reconciliation | None = None,
     jury: Sequence[JuryVote] | None = None,
     tiebreak_reason: TieBreakReason | None = None,
     forced_choice: bool | None = None,
     arithmetic_mismatch: int | None = None,
 ) -> DecisionFacts:
-    """The decision's facts; ``consistent``/``flip`` come from ``rec`` unless given."""
+    """The decision's facts; ``consistent``/``flip`` come from ``rec`` unless given; ``judged`` is what
+    the orderings reached before the policy was applied (the primary stage)."""
     decided_by: DecidedBy
     reason: str | None
     if isinstance(outcome, PairVerdict):
@@ -459,6 +466,8 @@ def _facts(
         confidence=confidence,
         reason=reason,
         policy_overrode=policy_overrode,
+        judged_winner=judged.winner if judged is not None and judged.outcome == "verdict" else winner,
+        judged_confidence=judged.mean_confidence if judged is not None and judged.outcome == "verdict" else confidence,
         jury_size=len(jury) if jury is not None else None,
         jury_abstentions=sum(1 for v in jury if v.abstained) if jury is not None else None,
         tiebreak_reason=tiebreak_reason,

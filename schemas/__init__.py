@@ -1,9 +1,16 @@
 """pairjudge contracts: pure pydantic models, no I/O. Every event is frozen and forbids unknown fields."""
 
 from schemas._base import SCHEMA_VERSION, Contract, Event
-from schemas.events import (
+from schemas.audit import (
     Alert,
+    AlertKind,
+    AuditObservation,
+    AuditSeries,
     AuditSnapshot,
+    DecisionRecord,
+    RelativeWinner,
+)
+from schemas.events import (
     ControlUpdate,
     DeadLetter,
     ErrorKind,
@@ -36,6 +43,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "TIE",
     "Alert",
+    "AlertKind",
+    "AuditObservation",
+    "AuditSeries",
     "AuditSnapshot",
     "Candidate",
     "CandidatePair",
@@ -44,6 +54,7 @@ __all__ = [
     "ControlUpdate",
     "Criterion",
     "DeadLetter",
+    "DecisionRecord",
     "ErrorKind",
     "Event",
     "HeadToHeadRubric",
@@ -56,6 +67,7 @@ __all__ = [
     "PairMetadata",
     "PairVerdict",
     "PairwiseRubric",
+    "RelativeWinner",
     "ReviewReason",
     "ReviewRequest",
     "Rubric",

@@ -207,35 +207,6 @@ class DeadLetter(Event):
         return self
 
 
-class AuditSnapshot(Event):
-    """Windowed drift statistics for one series (judge model+version, rubric kind, experiment)."""
-
-    series: str
-    window_start: datetime
-    window_end: datetime
-    pairs: int
-    verdicts: int
-    flips: int
-    tiebreaks: int
-    reviews: int
-    invalid_replies: int
-    position_a_wins: int
-    human_labels: int
-    agreement: float | None = None
-    cohen_kappa: float | None = None
-    ece: float | None = None
-    brier: float | None = None
-
-
-class Alert(Event):
-    kind: Literal["kappa_below_threshold", "tiebreak_rate_high", "judge_unavailable", "judge_rejected"]
-    series: str
-    message: str
-    value: float
-    threshold: float
-    raised_at: datetime = Field(default_factory=utc_now)
-
-
 ControlKey = Literal[
     "tiebreak_enabled",
     "tiebreak_confidence_threshold",

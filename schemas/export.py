@@ -7,9 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from schemas.audit import Alert, AuditObservation, AuditSnapshot, DecisionRecord
 from schemas.events import (
-    Alert,
-    AuditSnapshot,
     ControlUpdate,
     DeadLetter,
     HumanLabel,
@@ -27,6 +26,8 @@ EXPORTED: tuple[type[BaseModel], ...] = (
     ReviewRequest,
     HumanLabel,
     DeadLetter,
+    DecisionRecord,
+    AuditObservation,
     AuditSnapshot,
     Alert,
     ControlUpdate,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import tomllib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,8 @@ from pydantic import TypeAdapter
 
 from agents.judge import Judge
 from schemas import InlineRubric
+from streams.alerting import AlertWebhook
+from streams.audit import Audit, wire_audit
 from streams.control import PolicyHolder
 from streams.control import follow_control as follow_control_topic
 from streams.judges.factory import JudgeStack, build_judge_stack
@@ -29,6 +31,7 @@ from streams.outcomes import OutcomeTables
 from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
 from streams.settings import Settings
 from streams.telemetry import Telemetry
+from streams.topics import KINDS
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +47,15 @@ class PairjudgeApp:
     settings: Settings
     outcomes: OutcomeTables
     stacks: tuple[JudgeStack, ...] = ()
+    #: The drift audit's tables and handlers; None when ``settings.audit.enabled`` is off.
+    audit: Audit | None = None
+    webhook: AlertWebhook | None = None
 
     async def aclose(self) -> None:
         for stack in self.stacks:
             await stack.aclose()
+        if self.webhook is not None:
+            await self.webhook.aclose()
 
 
 def _broker_url(bootstrap_servers: str) -> str:
@@ -144,7 +152,7 @@ def create_app(
             partitions=kafka.partitions,
         )
 
-    topics = {kind: raw_topic(kind) for kind in ("pairs", "verdicts", "tiebreak", "review", "deadletter", "audit")}
+    topics = {kind: raw_topic(kind) for kind in KINDS}
 
     async def publish(messages: list[Outgoing]) -> None:
         # Wait for the broker's ack of every output before the input may count as done: at-least-once.
@@ -172,28 +180,18 @@ def create_app(
         if result.pair_id is not None and not result.replayed:
             outcomes.release(stage, result.pair_id)
 
-    async def consume(stream: Any, stage: Stage) -> AsyncIterator[None]:
+    async def consume(stream: Any, what: str, process: Callable[[Any, Origin], Awaitable[None]]) -> AsyncIterator[None]:
         # Manual acks: Faust acks in a ``finally`` when the body raises, which would make an input
         # committable with no outcome. Here an input is acked only after its outputs are on the broker.
         async for event in stream.noack().events():
             msg = event.message
             origin = Origin(topic=msg.topic, partition=msg.partition, offset=msg.offset, key=msg.key)
-            result: StageResult | None = None
             try:
-                result = await pipeline.handle(stage, event.value, event.headers, origin)
-                if msg.generation_id != app.consumer_generation_id:
-                    # The partition was reassigned while this input was judged. Its new owner judges
-                    # it again (or replays what was recorded); publishing now could race that.
-                    log.info("dropping a stale %s result for %s:%s", stage, msg.topic, msg.offset)
-                    release(stage, result)
-                else:
-                    await deliver(stage, result, event.value, origin)
+                await process(event, origin)
             except Exception as exc:
-                if result is not None:
-                    release(stage, result)
                 log.critical(
                     "could not deliver the %s outcome for %s[%s]@%s; stopping without committing it",
-                    stage,
+                    what,
                     msg.topic,
                     msg.partition,
                     msg.offset,
@@ -205,15 +203,53 @@ def create_app(
             await stream.ack(event)
             yield None
 
+    def stage_processor(stage: Stage) -> Callable[[Any, Origin], Awaitable[None]]:
+        async def process(event: Any, origin: Origin) -> None:
+            result: StageResult | None = None
+            try:
+                result = await pipeline.handle(stage, event.value, event.headers, origin)
+                if event.message.generation_id != app.consumer_generation_id:
+                    # The partition was reassigned while this input was judged. Its new owner judges
+                    # it again (or replays what was recorded); publishing now could race that.
+                    log.info("dropping a stale %s result for %s:%s", stage, origin.topic, origin.offset)
+                    release(stage, result)
+                else:
+                    await deliver(stage, result, event.value, origin)
+            except Exception:
+                if result is not None:
+                    release(stage, result)
+                raise
+
+        return process
+
     @app.agent(topics["pairs"], name="pairjudge.judge", concurrency=settings.worker.concurrency)
     async def judge_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in consume(stream, "primary"):
+        async for _ in consume(stream, "primary", stage_processor("primary")):
             yield None
 
     @app.agent(topics["tiebreak"], name="pairjudge.tiebreak", concurrency=settings.worker.concurrency)
     async def tiebreak_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in consume(stream, "tiebreak"):
+        async for _ in consume(stream, "tiebreak", stage_processor("tiebreak")):
             yield None
+
+    audit: Audit | None = None
+    webhook_url = settings.audit.resolved_webhook_url()
+    webhook = AlertWebhook(webhook_url, attempts=settings.audit.webhook_attempts) if webhook_url else None
+    if webhook is not None:
+        pipeline.alert_sink = webhook.submit
+        log.info("alerts also go to the webhook at %s", webhook.where)
+    if settings.audit.enabled:
+        audit = Audit(
+            app,
+            settings=settings.audit,
+            partitions=kafka.partitions,
+            policy=holder,
+            telemetry=telemetry,
+            publish=publish,
+            topic_names={kind: settings.topics.name(kind) for kind in ("decisions", "labels", "observations")},
+            alert_sink=webhook.submit if webhook is not None else None,
+        )
+        wire_audit(app, audit, topics, consume)
 
     async def expire_outcomes() -> None:
         await outcomes.sweep()
@@ -255,4 +291,6 @@ def create_app(
         settings=settings,
         outcomes=outcomes,
         stacks=stacks,
+        audit=audit,
+        webhook=webhook,
     )

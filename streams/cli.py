@@ -20,6 +20,8 @@ control_app = typer.Typer(no_args_is_help=True, help="Live settings on pairjudge
 app.add_typer(control_app, name="control")
 labels_app = typer.Typer(no_args_is_help=True, help="Human labels on pairjudge.labels.")
 app.add_typer(labels_app, name="labels")
+canary_app = typer.Typer(no_args_is_help=True, help="Canary pairs: human-labelled pairs judged on a schedule.")
+app.add_typer(canary_app, name="canary")
 console = Console(stderr=True)
 
 Bootstrap = Annotated[
@@ -249,6 +251,31 @@ def schemas_export(directory: Annotated[Path, typer.Argument(help="Directory to 
 
     for path in export_json_schemas(directory):
         console.print(str(path))
+
+
+@canary_app.command("send")
+def canary_send(
+    file: Annotated[Path, typer.Argument(help="Canary pairs: JSONL, one CandidatePair with a human_label a line.")],
+    every: Annotated[
+        float | None, typer.Option(help="Seconds between rounds; without it, one round and exit.", min=1.0)
+    ] = None,
+    rounds: Annotated[int, typer.Option(help="Rounds to send with --every (0: until stopped).", min=0)] = 0,
+    bootstrap: Bootstrap = None,
+) -> None:
+    """Send every canary pair under a fresh id, marked as canary traffic; the drift audit scores them
+    against their labels (canary_accuracy, and an alert when it drops)."""
+    from rich.markup import escape
+
+    from streams.canary import CanaryFileError, load_canaries, send_rounds
+
+    try:
+        pairs = load_canaries(file)
+    except (OSError, CanaryFileError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(code=2) from None
+    settings = _settings(bootstrap)
+    sent = asyncio.run(send_rounds(settings, pairs, every_s=every, rounds=rounds))
+    Console().print(f"sent {sent} canary pairs to {settings.topics.name('pairs')}")
 
 
 def main() -> None:

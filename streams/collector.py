@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,8 @@ class Outcomes:
     duplicates: int = 0
     audits: int = 0
     unexpected: int = 0
+    #: Dead letters of what is not a pair (a malformed label, say): not any pair's outcome.
+    other_letters: int = 0
     #: pair_id -> every distinct final outcome seen (see ``outcome_signature``).
     seen: dict[str, set[str]] = field(default_factory=dict)
 
@@ -84,6 +86,9 @@ async def collect_outcomes(
     """
     outcomes = Outcomes(expected=set(expected))
     topic_by_kind = {settings.topics.name(kind): kind for kind in FINAL_KINDS}
+    # Dead letters name the topic they were read from; only these carry pairs (or a letter without a
+    # topic: a producer-side rejection).
+    pair_topics = {settings.topics.name("pairs"), settings.topics.name("tiebreak"), None}
     # No consumer group: an observer must not steal partitions from anyone, nor commit offsets.
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
     await consumer.start()
@@ -104,11 +109,45 @@ async def collect_outcomes(
                         outcomes.unexpected += 1
                         continue
                     key = record.key.decode("utf-8", "replace") if record.key else None
-                    outcomes.add(topic_by_kind[tp.topic], event, key)
+                    kind = topic_by_kind[tp.topic]
+                    if kind == "deadletter" and event.get("topic") not in pair_topics:
+                        outcomes.other_letters += 1  # e.g. a malformed human label
+                        continue
+                    outcomes.add(kind, event, key)
             if outcomes.complete:
                 done_at = done_at or time.monotonic()
                 if time.monotonic() - done_at >= settle:
                     break
         return outcomes
+    finally:
+        await consumer.stop()
+
+
+async def read_topic(
+    settings: Settings,
+    kind: str,
+    *,
+    timeout: float,
+    until: Callable[[list[tuple[bytes | None, bytes | None]]], bool] | None = None,
+) -> list[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) on the ``kind`` topic, read from the start without a group, until ``until``
+    holds for what was read (or, without ``until``, until ``timeout`` has passed)."""
+    topic = settings.topics.name(kind)
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
+    await consumer.start()
+    records: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        by_topic = await topic_partitions(settings.kafka.bootstrap_servers, [topic])
+        partitions = [TopicPartition(topic, p) for p in by_topic[topic]]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=200, max_records=1000)
+            for batch in batches.values():
+                records.extend((r.key, r.value) for r in batch)
+            if until is not None and until(records):
+                break
+        return records
     finally:
         await consumer.stop()

@@ -14,16 +14,20 @@ import sys
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from schemas.audit import Alert, AuditSnapshot
 from streams.brokers import create_topics, wait_until_ready
-from streams.collector import Outcomes, collect_outcomes
+from streams.collector import Outcomes, collect_outcomes, read_topic
 from streams.embedded_broker import RunningBroker, start_tansu
+from streams.labels import Accepted, parse_labels
+from streams.labels_import import publish as publish_labels
 from streams.producer import key_of, read_lines, send_events
 from streams.settings import Settings, environ_for
 from streams.telemetry import Telemetry
@@ -34,6 +38,9 @@ from streams.topics import topic_specs
 class DemoResult:
     outcomes: Outcomes
     wall_seconds: float
+    #: The drift audit's latest snapshot per series, and every alert, from this run.
+    snapshots: list[AuditSnapshot] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -44,6 +51,18 @@ class DemoResult:
 def sample_pairs() -> list[bytes]:
     text = resources.files("streams").joinpath("data/sample_pairs.jsonl").read_bytes()
     return [line for line in text.splitlines() if line.strip()]
+
+
+def sample_labels() -> list[bytes]:
+    """Human labels for the sample pairs, written for the demo by the maintainers (not evidence)."""
+    text = resources.files("streams").joinpath("data/sample_labels.jsonl").read_bytes()
+    return [line for line in text.splitlines() if line.strip()]
+
+
+#: The demo's audit: every snapshot soon, one window for the whole run, and rate alerts from 5 pairs a
+#: series (production needs 20) so the sample's dozen pairs can show them. The kappa guard keeps its
+#: production minimum of labels, so a demo never pauses automation on a shared cluster.
+DEMO_AUDIT = {"snapshot_interval_s": 0.5, "window_s": 86_400.0, "min_pairs": 5}
 
 
 def _tag_run(raw: bytes, run_id: str) -> bytes:
@@ -94,6 +113,7 @@ async def run_demo(
 ) -> DemoResult:
     console = console or Console()
     started = time.monotonic()
+    started_at = datetime.now(UTC)
     run_id = uuid.uuid4().hex[:8]
     out_dir = out_path.parent
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -121,6 +141,7 @@ async def run_demo(
                     update={"data_dir": out_dir / f"worker-{run_id}", "app_id": f"pairjudge-demo-{run_id}"}
                 ),
                 "telemetry": telemetry_settings,
+                "audit": settings.audit.model_copy(update=DEMO_AUDIT),
             }
         )
         await wait_until_ready(bootstrap, timeout=30)
@@ -137,15 +158,96 @@ async def run_demo(
         outcomes = await collect_outcomes(settings, expected, timeout=timeout)
         if worker.poll() is not None:
             console.print(f"[red]the worker exited with {worker.returncode}; see {out_dir / 'demo-worker.log'}[/red]")
-        result = DemoResult(outcomes=outcomes, wall_seconds=time.monotonic() - started)
+        snapshots, alerts = await _audit_loop(settings, run_id, outcomes, started_at, console)
+        result = DemoResult(
+            outcomes=outcomes, wall_seconds=time.monotonic() - started, snapshots=snapshots, alerts=alerts
+        )
         _write_outcomes(out_path, outcomes)
+        _write_audit(out_dir / "demo-audit.jsonl", snapshots, alerts)
         _print_summary(console, result, out_path, settings)
+        _print_audit(console, result, settings)
         return result
     finally:
         if worker is not None:
             stop_process(worker)
         if broker is not None:
             broker.stop()
+
+
+async def _audit_loop(
+    settings: Settings, run_id: str, outcomes: Outcomes, started_at: datetime, console: Console
+) -> tuple[list[AuditSnapshot], list[Alert]]:
+    """Publish the sample labels, then read the audit until every label that can join has been counted."""
+    parsed = parse_labels(b"\n".join(_tag_run(raw, run_id) for raw in sample_labels()), "jsonl")
+    report = await publish_labels(settings, parsed, source="sample_labels.jsonl")
+    labelled = {item.label.pair_id for item in parsed.items if isinstance(item, Accepted)}
+    # Only automatic verdicts are compared with humans; escalated pairs are the humans' to decide.
+    joinable = sum(1 for pid in labelled if outcomes.final.get(pid, ("", {}))[0] == "verdicts")
+    console.print(f"[bold]labels[/bold] {report.published} human labels sent; {joinable} label automatic verdicts")
+    latest: dict[str, AuditSnapshot] = {}
+    alerts: list[Alert] = []
+
+    def counted(records: list[tuple[bytes | None, bytes | None]]) -> bool:
+        latest.clear()
+        alerts.clear()
+        for _, value in records:
+            body = json.loads(value or b"{}")
+            if "window_end" in body:
+                snapshot = AuditSnapshot.model_validate(body)
+                if snapshot.published_at >= started_at and (
+                    snapshot.series not in latest or snapshot.published_at >= latest[snapshot.series].published_at
+                ):
+                    latest[snapshot.series] = snapshot
+            elif "kind" in body:
+                alert = Alert.model_validate(body)
+                if alert.raised_at >= started_at:
+                    alerts.append(alert)
+        decided = sum(1 for _, (kind, event) in outcomes.final.items() if kind != "deadletter")
+        return (
+            sum(s.human_labels for s in latest.values()) >= joinable
+            and sum(s.pairs for s in latest.values()) >= decided
+        )
+
+    await read_topic(settings, "audit", timeout=30, until=counted)
+    return sorted(latest.values(), key=lambda s: s.series), alerts
+
+
+def _write_audit(path: Path, snapshots: list[AuditSnapshot], alerts: list[Alert]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for event in (*snapshots, *alerts):
+            fh.write(event.model_dump_json() + "\n")
+
+
+def _print_audit(console: Console, result: DemoResult, settings: Settings) -> None:
+    table = Table(title="drift audit: this run's window, per series")
+    for column in ("judge | rubric | experiment", "pairs", "tie-break rate", "labels", "agreement", "kappa (95% CI)"):
+        table.add_column(column)
+    for snapshot in result.snapshots:
+        info = snapshot.series_info
+        name = f"{info.judge_model} | {info.rubric} | {info.experiment_id or '-'}" if info else snapshot.series
+        kappa = (
+            f"{snapshot.cohen_kappa:.2f} ({snapshot.kappa_low:.2f}..{snapshot.kappa_high:.2f})"
+            if snapshot.cohen_kappa is not None and snapshot.kappa_low is not None and snapshot.kappa_high is not None
+            else "n/a"
+        )
+        table.add_row(
+            name,
+            str(snapshot.pairs),
+            f"{snapshot.tiebreak_rate:.0%}" if snapshot.tiebreak_rate is not None else "n/a",
+            str(snapshot.human_labels),
+            f"{snapshot.agreement:.0%}" if snapshot.agreement is not None else "n/a",
+            kappa,
+        )
+    console.print(table)
+    for alert in result.alerts:
+        console.print(f"[yellow]alert {alert.kind}[/yellow] ({alert.series}): {alert.message}")
+    if not result.alerts:
+        console.print("no audit alert fired")
+    audit = settings.audit
+    console.print(
+        f"the kappa guard acts from {audit.min_labels} labels in a window; rate alerts here from "
+        f"{audit.min_pairs} pairs a series (demo setting; 20 by default)"
+    )
 
 
 def _write_outcomes(path: Path, outcomes: Outcomes) -> None:

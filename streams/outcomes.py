@@ -71,7 +71,7 @@ def unpack(stored: bytes) -> list[Outgoing]:
 
 
 def _topic_kind(kind: str) -> TopicKind:
-    if kind not in ("verdicts", "tiebreak", "review", "deadletter"):
+    if kind not in ("verdicts", "tiebreak", "review", "deadletter", "decisions"):
         raise ValueError(f"stored outcome has an unknown topic kind {kind!r}")
     return kind  # type: ignore[return-value]
 

@@ -26,6 +26,7 @@ from agents import (
     rejected_detail,
     resolve_tiebreak,
 )
+from agents.audit import record_for
 from schemas import Alert, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from streams.codecs import decode, encode
 from streams.control import PolicyHolder
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 #: Extra attempts for a pair that failed for lack of a judge while no breaker was open yet.
 OUTAGE_RETRIES = 2
 
-TopicKind = Literal["verdicts", "tiebreak", "review", "deadletter", "audit"]
+TopicKind = Literal["verdicts", "tiebreak", "review", "deadletter", "audit", "decisions", "observations", "control"]
 #: At most one alert per judge series this often while its requests keep being refused.
 ALERT_EVERY_S = 60.0
 HeadersIn = Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None
@@ -132,6 +133,8 @@ class Pipeline:
         self.judges_checked = asyncio.Event()
         self.judges_checked.set()  # create_app clears it while a worker checks its judges' keys
         self._rejections: dict[str, tuple[int, float]] = {}
+        #: Also told of every alert the stages raise (the alert webhook), without waiting.
+        self.alert_sink: Callable[[Alert], None] | None = None
         self.policy = policy
         self.telemetry = telemetry
         self.catalog = catalog
@@ -244,7 +247,7 @@ class Pipeline:
                 detail = rejected_detail(decision) or "the judge refused the request"
                 letter = self._dead_letter(span, where, "judge_rejected", detail, raw, origin)
                 return StageResult([letter], pair_id=pair_id, alerts=self._rejection_alert(decision, detail))
-            return StageResult(self._publish(span, decision), pair_id=pair_id)
+            return StageResult(self._publish(span, decision, item), pair_id=pair_id)
 
     def _rejection_alert(self, decision: Decision, detail: str) -> list[Outgoing]:
         """An ``Alert`` for a refused judge request, at most one per judge per ``ALERT_EVERY_S``."""
@@ -265,6 +268,8 @@ class Pipeline:
             threshold=0.0,
         )
         log.error("judge %s refused a request: %s", series, detail)
+        if self.alert_sink is not None:
+            self.alert_sink(alert)
         return [Outgoing("audit", series.encode(), encode(alert), inject_headers())]
 
     def undeliverable(self, stage: Stage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
@@ -273,7 +278,12 @@ class Pipeline:
             where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
             return self._dead_letter(span, where, "outcome_undeliverable", detail, raw, origin)
 
-    def _publish(self, span: Span, decision: Decision) -> list[Outgoing]:
+    def _publish(self, span: Span, decision: Decision, judged: CandidatePair | TieBreakRequest) -> list[Outgoing]:
+        """The outcome, its audit copy if sampled, and the decision's record for the drift audit.
+
+        The record travels with the outcome (recorded and replayed with it): the audit join counts
+        each pair's stage once, so a replay is harmless and a crash loses no record.
+        """
         trace_id = trace_id_of(span)
         self.telemetry.record_decision(span, decision)
         headers = inject_headers()
@@ -282,6 +292,9 @@ class Pipeline:
         if decision.audit_copy is not None:
             audit = decision.audit_copy.model_copy(update={"trace_id": trace_id})
             out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers))
+        record = record_for(decision, judged)
+        if record is not None:
+            out.append(Outgoing("decisions", record.pair_id.encode(), encode(record), headers))
         return out
 
     def _dead_letter(
@@ -295,21 +308,28 @@ class Pipeline:
     ) -> Outgoing:
         span.set_status(Status(StatusCode.ERROR, reason))
         span.set_attributes({"pairjudge.outcome": "deadletter", "pairjudge.reason": reason})
-        self.telemetry.instruments.dead_letters.add(1, {"pairjudge.stage": stage, "pairjudge.reason": reason})
-        # Bounded whatever the input: the pair-id guess cannot recurse or raise, and the letter (a head
-        # of the original when the whole would not fit) stays under the producer's request limit.
-        letter = build_dead_letter(
-            stage=stage,
-            reason=reason,
-            detail=detail,
-            raw=raw,
-            topic=origin.topic,
-            partition=origin.partition,
-            offset=origin.offset,
-            key=origin.key,
-        )
-        log.warning("dead-lettered %s at %s: %s", letter.pair_id or "an event", stage, reason)
-        return Outgoing("deadletter", letter.key, letter.value, inject_headers())
+        return dead_letter(self.telemetry, stage, reason, detail, raw, origin)
+
+
+def dead_letter(
+    telemetry: Telemetry, stage: DeadLetterStage, reason: str, detail: str, raw: bytes | None, origin: Origin
+) -> Outgoing:
+    """The dead letter for ``raw`` read at ``origin``, counted and logged, ready to publish."""
+    telemetry.instruments.dead_letters.add(1, {"pairjudge.stage": stage, "pairjudge.reason": reason})
+    # Bounded whatever the input: the pair-id guess cannot recurse or raise, and the letter (a head
+    # of the original when the whole would not fit) stays under the producer's request limit.
+    letter = build_dead_letter(
+        stage=stage,
+        reason=reason,
+        detail=detail,
+        raw=raw,
+        topic=origin.topic,
+        partition=origin.partition,
+        offset=origin.offset,
+        key=origin.key,
+    )
+    log.warning("dead-lettered %s at %s from %s: %s", letter.pair_id or "an event", stage, origin.topic, reason)
+    return Outgoing("deadletter", letter.key, letter.value, inject_headers())
 
 
 def _kind_of(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> TopicKind:

@@ -25,6 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agents.audit import GuardBounds
 from agents.policy import Policy
 from schemas import InlineRubric
 from streams.judges.cost import ModelPrice
@@ -103,15 +104,18 @@ class JudgeSettings(_Section):
     anthropic_version: str = "2023-06-01"
 
     def resolved_api_key(self) -> SecretStr | None:
-        if self.api_key_file is not None:
-            try:
-                return SecretStr(self.api_key_file.read_text().strip())
-            except OSError as exc:
-                # Name the setting and the path, never a value.
-                raise ValueError(
-                    f"PAIRJUDGE_JUDGE__API_KEY_FILE: cannot read {self.api_key_file}: {exc.strerror}"
-                ) from None
-        return self.api_key
+        return read_secret(self.api_key, self.api_key_file, "PAIRJUDGE_JUDGE__API_KEY_FILE")
+
+
+def read_secret(value: SecretStr | None, path: Path | None, setting: str) -> SecretStr | None:
+    """The secret in the file at ``path`` when one is given, else ``value``."""
+    if path is None:
+        return value
+    try:
+        return SecretStr(path.read_text().strip())
+    except OSError as exc:
+        # Name the setting and the path, never a value.
+        raise ValueError(f"{setting}: cannot read {path}: {exc.strerror}") from None
 
 
 class PolicySettings(_Section):
@@ -134,6 +138,58 @@ class PolicySettings(_Section):
             audit_seed=self.audit_seed,
             max_output_chars=self.max_output_chars,
             max_prompt_chars=self.max_prompt_chars,
+        )
+
+
+class AuditSettings(_Section):
+    """The drift audit (streams.audit): windows, the label join's retention, and the guards' bounds."""
+
+    #: Run the audit join and series agents on this worker.
+    enabled: bool = True
+    #: Tumbling window size. Statistics, guards and alerts are per series and window.
+    window_s: float = Field(default=3600.0, ge=1.0)
+    #: How often the open windows' running snapshots are published (only those that changed).
+    snapshot_interval_s: float = Field(default=30.0, ge=0.1)
+    #: How long a pair waits in the join for its label (or its decision). The bound on the join
+    #: table: about (pairs per second on a worker's partitions) x this x 1 KB.
+    join_retention_s: float = Field(default=3 * 86_400.0, ge=1.0)
+    kappa_min: float = Field(default=0.7, ge=-1, le=1)
+    #: Labels a window needs before the kappa guard (and the ECE bound) may act.
+    min_labels: int = Field(default=50, ge=1)
+    tiebreak_rate_max: float = Field(default=0.2, ge=0, le=1)
+    flip_rate_max: float = Field(default=0.3, ge=0, le=1)
+    invalid_reply_rate_max: float = Field(default=0.1, ge=0, le=1)
+    ece_max: float = Field(default=0.2, ge=0, le=1)
+    canary_accuracy_min: float = Field(default=0.7, ge=0, le=1)
+    min_canaries: int = Field(default=20, ge=1)
+    #: Pairs (or judge calls) a window needs before the rate bounds may act.
+    min_pairs: int = Field(default=20, ge=1)
+    #: Labels needed before an auto-decision threshold is calibrated; the configured one applies until then.
+    calibration_min_labels: int = Field(default=100, ge=1)
+    #: The calibrated threshold's promise: auto-decided pairs agree with humans at ``calibration_target``
+    #: or better, with probability at least 1 - ``calibration_risk`` (agents.stats.calibrate_threshold).
+    calibration_target: float = Field(default=0.9, gt=0, lt=1)
+    calibration_risk: float = Field(default=0.1, gt=0, lt=1)
+    #: Where alerts are also POSTed (Slack- or Alertmanager-style receivers; streams.alerting). The URL
+    #: often carries a token: give it here from the environment, or in a secret file.
+    webhook_url: SecretStr | None = None
+    webhook_url_file: Path | None = None
+    webhook_attempts: int = Field(default=5, ge=1, le=20)
+
+    def resolved_webhook_url(self) -> SecretStr | None:
+        return read_secret(self.webhook_url, self.webhook_url_file, "PAIRJUDGE_AUDIT__WEBHOOK_URL_FILE")
+
+    def bounds(self) -> GuardBounds:
+        return GuardBounds(
+            kappa_min=self.kappa_min,
+            min_labels=self.min_labels,
+            tiebreak_rate_max=self.tiebreak_rate_max,
+            flip_rate_max=self.flip_rate_max,
+            invalid_reply_rate_max=self.invalid_reply_rate_max,
+            ece_max=self.ece_max,
+            canary_accuracy_min=self.canary_accuracy_min,
+            min_canaries=self.min_canaries,
+            min_pairs=self.min_pairs,
         )
 
 
@@ -162,6 +218,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = WorkerSettings()
     judge: JudgeSettings = JudgeSettings()
     policy: PolicySettings = PolicySettings()
+    audit: AuditSettings = AuditSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     #: Maximum bytes of one incoming event; larger ones are dead-lettered unread.
     max_event_bytes: int = Field(default=256_000, ge=1024)

@@ -113,6 +113,7 @@ class Instruments:
     cache_hits: metrics.Counter
     dead_letters: metrics.Counter
     replays: metrics.Counter
+    alerts: metrics.Counter
 
     @classmethod
     def create(cls, meter: metrics.Meter) -> Instruments:
@@ -128,6 +129,7 @@ class Instruments:
             replays=meter.create_counter(
                 "pairjudge.replays", description="Redelivered inputs answered with their recorded outcome, unjudged"
             ),
+            alerts=meter.create_counter("pairjudge.alerts", description="Drift-audit alerts raised, by kind"),
         )
 
 

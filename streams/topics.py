@@ -12,7 +12,20 @@ from streams.brokers import TopicSpec
 from streams.settings import Settings
 
 #: Topic kinds. ``control`` is compacted: the latest value per key is the live setting.
-KINDS = ("pairs", "verdicts", "tiebreak", "review", "labels", "deadletter", "audit", "control")
+KINDS = (
+    "pairs",
+    "verdicts",
+    "tiebreak",
+    "review",
+    "labels",
+    "deadletter",
+    "audit",
+    "control",
+    # The drift audit's internal topics: each stage's decision records (keyed by pair id, beside the
+    # outcomes) and the joined observations (keyed by series). See streams.audit.
+    "decisions",
+    "observations",
+)
 #: Where a pair's story ends. ``tiebreak`` is a way-station, not an outcome.
 FINAL_KINDS = ("verdicts", "review", "deadletter")
 #: The stages that record their outcomes in a table of their own (streams.outcomes).
@@ -23,9 +36,19 @@ def outcome_table_name(stage: str) -> str:
     return f"outcomes-{stage}"
 
 
-def changelog_topic(app_id: str, stage: str) -> str:
-    """The changelog topic of a stage's outcome table, named as Faust names it (``<app id>-<table>-changelog``)."""
-    return f"{app_id}-{outcome_table_name(stage)}-changelog"
+#: The drift audit's tables (streams.audit): the label join by pair id, the window sums by series.
+AUDIT_JOIN_TABLE = "audit-join"
+AUDIT_WINDOWS_TABLE = "audit-windows"
+
+
+def table_names() -> tuple[str, ...]:
+    """Every changelog-backed table a worker keeps."""
+    return (*(outcome_table_name(stage) for stage in STAGES), AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE)
+
+
+def changelog_topic(app_id: str, table: str) -> str:
+    """A table's changelog topic, named as Faust names it (``<app id>-<table>-changelog``)."""
+    return f"{app_id}-{table}-changelog"
 
 
 def topic_specs(settings: Settings) -> dict[str, TopicSpec]:
@@ -40,8 +63,8 @@ def topic_specs(settings: Settings) -> dict[str, TopicSpec]:
         )
     # Faust declares nothing here (topic_allow_declare=False), so the tables' changelogs are created
     # with the same partition count as their source topics, compacted.
-    for stage in STAGES:
-        specs[changelog_topic(settings.worker.app_id, stage)] = TopicSpec(
+    for table in table_names():
+        specs[changelog_topic(settings.worker.app_id, table)] = TopicSpec(
             partitions=partitions, compacted=True, replication=replication
         )
     return specs

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.demo import sample_pairs
+from streams.demo import sample_labels, sample_pairs
 
 pytestmark = [pytest.mark.slow]
 
@@ -53,3 +53,19 @@ def test_demo_decides_or_routes_every_sample_pair(tmp_path: Path) -> None:
     traces = (out.parent / "demo-traces.jsonl").read_text().splitlines()
     assert any(json.loads(line)["name"] == "pairjudge.primary" for line in traces)
     assert "pairs decided or routed" in result.stdout
+    # The loop: the sample labels joined the automatic verdicts, and the audit counted each exactly once.
+    audit = [json.loads(line) for line in (out.parent / "demo-audit.jsonl").read_text().splitlines()]
+    snapshots = [a for a in audit if "window_end" in a]
+    alerts = [a for a in audit if "window_end" not in a]
+    labels = {json.loads(raw)["pair_id"]: json.loads(raw)["winner"] for raw in sample_labels()}
+    verdicts = {pid: row["event"]["winner"] for pid, row in by_id.items() if row["outcome"] == "verdicts"}
+    labelled = {pid: (verdicts[pid], labels[pid]) for pid in verdicts if pid in labels}
+    assert sum(s["human_labels"] for s in snapshots) == len(labelled)
+    agreeing = sum(1 for judge, human in labelled.values() if judge == human)
+    assert sum(round(s["agreement"] * s["human_labels"]) for s in snapshots if s["human_labels"]) == agreeing
+    assert 0 < agreeing < len(labelled), "the sample labels should agree with the judge on some pairs, not all"
+    judged = sum(1 for row in rows if row["outcome"] != "deadletter")
+    assert sum(s["pairs"] for s in snapshots) == judged
+    # Today's sample sends most brand-voice pairs through the tie-break: seed 002's 20% alert fires.
+    assert "tiebreak_rate_high" in {a["kind"] for a in alerts}
+    assert "drift audit" in result.stdout

@@ -64,7 +64,8 @@ async def test_a_worker_that_follows_control_judges_nothing_until_caught_up() ->
     holder.ready.set()  # ... up to the end offsets seen at start-up
     result = await asyncio.wait_for(stage, 5)
     kinds = [message.kind for message in result.outgoing]
-    assert kinds == ["tiebreak"]  # 0.85 is below the updated 0.9: not the verdict the old 0.7 gave
+    # 0.85 is below the updated 0.9: not the verdict the old 0.7 gave (and the decision's audit record).
+    assert kinds == ["tiebreak", "decisions"]
     assert len(judge.requests) == 2
 
 

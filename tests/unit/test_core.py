@@ -154,6 +154,8 @@ async def test_consistent_confident_orders_give_a_primary_verdict() -> None:
         invalid_replies=0,
         winner=X,
         confidence=decision.facts.confidence,
+        judged_winner=X,
+        judged_confidence=decision.facts.confidence,
     )
     assert decision.facts.confidence == pytest.approx(0.85)
     assert decision.evaluation is not None

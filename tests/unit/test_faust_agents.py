@@ -167,9 +167,10 @@ async def test_a_redelivered_pair_replays_its_recorded_outcome_without_judging_i
     assert verdicts[0] == verdicts[1], "the redelivery published a different outcome"
     assert PairVerdict.model_validate_json(verdicts[0]).winner == pair.candidates[0].candidate_id
     assert len(calls) == 2, f"the judge was asked again on redelivery: {calls}"
-    # Recorded once, on the primary stage's changelog, before it was published.
+    # Recorded once, on the primary stage's changelog, before it was published; the decision's audit
+    # record travels with the verdict and is replayed with it (the audit join counts it once).
     kinds = [kind for kind, _, _, _ in captured.sent]
-    assert kinds == ["changelog-primary", "verdicts", "verdicts"]
+    assert kinds == ["changelog-primary", "verdicts", "decisions", "verdicts", "decisions"]
     wired.telemetry.tracer_provider.force_flush()
     replayed = [s for s in exporter.get_finished_spans() if (s.attributes or {}).get("pairjudge.replayed")]
     assert len(replayed) == 1

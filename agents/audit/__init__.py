@@ -1,0 +1,56 @@
+"""The drift audit as pure logic (DESIGN §3): decision records, the label join, window sums, the guards.
+
+Three steps, each a pure function or a small value type, so the Faust agents in ``streams.audit`` only
+move bytes and the arithmetic is tested without a broker:
+
+1. :func:`decision_record` turns a stage's ``Decision`` into a ``DecisionRecord``: facts, no text.
+2. :class:`JoinEntry` pairs a pair's records with its human label, whichever comes first, and says
+   what to count: each stage's decision once, and the automatic decision joined with its label once.
+3. :class:`WindowStats` sums observations for one series and one tumbling window. Every field is a
+   count or a sum, so two workers' sums could be added, and a snapshot is computed from them alone:
+   agreement and Cohen's kappa (with its interval) from the 3x3 confusion counts, calibration from
+   per-bin counts and sums, the Brier score from a sum of squares. :func:`findings` applies the guards
+   of seeds 001 and 002 and the configured bounds to a window.
+"""
+
+from agents.audit.calibration import (
+    CALIBRATION_SUFFIX,
+    HISTOGRAM_BINS,
+    ConfidenceHistogram,
+    calibration_key,
+    grid_bin,
+    threshold_snapshot,
+)
+from agents.audit.guards import Finding, GuardBounds, findings
+from agents.audit.join import KNOWN_LABEL_REVIEWER, JoinEntry, LabelOutcome, known_label, on_label, on_record
+from agents.audit.records import decision_record, longer_candidate, record_for, series_of
+from agents.audit.sums import CALIBRATION_BINS, WindowStats
+from agents.audit.windows import SeriesWindow, snapshot, window_key, window_start
+
+__all__ = [
+    "CALIBRATION_BINS",
+    "CALIBRATION_SUFFIX",
+    "HISTOGRAM_BINS",
+    "KNOWN_LABEL_REVIEWER",
+    "ConfidenceHistogram",
+    "Finding",
+    "GuardBounds",
+    "JoinEntry",
+    "LabelOutcome",
+    "SeriesWindow",
+    "WindowStats",
+    "calibration_key",
+    "decision_record",
+    "findings",
+    "grid_bin",
+    "known_label",
+    "longer_candidate",
+    "on_label",
+    "on_record",
+    "record_for",
+    "series_of",
+    "snapshot",
+    "threshold_snapshot",
+    "window_key",
+    "window_start",
+]

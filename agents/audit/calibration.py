@@ -1,0 +1,116 @@
+"""The auto-decision threshold with a guarantee, calibrated per series from a confidence histogram."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+from agents.stats import Guarantee, calibrate_threshold
+from schemas.audit import (
+    AuditObservation,
+    ThresholdSnapshot,
+)
+
+#: Confidence resolution of the calibration histogram: one bin per point of the default threshold grid.
+HISTOGRAM_BINS = 100
+
+
+@dataclass
+class ConfidenceHistogram:
+    """Labelled automatic decisions of one series, all windows together: per confidence bin of width
+    0.01, how many and how many agreed with the humans.
+
+    Enough to calibrate the auto-decision threshold exactly on the default grid (0.00, 0.01, ..., 1.00):
+    a confidence c is at or above the grid point k/100 exactly when its bin floor(100 c) is at or above
+    k, so the walk sees the same counts as on the raw confidences, in constant memory.
+    """
+
+    counts: list[int] = field(default_factory=lambda: [0] * (HISTOGRAM_BINS + 1))
+    agrees: list[int] = field(default_factory=lambda: [0] * (HISTOGRAM_BINS + 1))
+    #: The input offset of the last observation taken in (the edge skips anything at or below it).
+    last_offset: int = -1
+
+    def add(self, observation: AuditObservation) -> None:
+        record, label = observation.record, observation.label
+        if observation.kind != "labelled" or label is None or record.canary:
+            return
+        if record.judge_winner is None or record.confidence is None:
+            return
+        index = grid_bin(record.confidence)
+        self.counts[index] += 1
+        self.agrees[index] += record.judge_winner == label.winner
+
+    @property
+    def labels(self) -> int:
+        return sum(self.counts)
+
+    def guarantee(self, *, target: float, risk: float, min_labels: int) -> Guarantee:
+        confidences: list[float] = []
+        agreeing: list[bool] = []
+        for index, (count, agree) in enumerate(zip(self.counts, self.agrees, strict=True)):
+            confidences.extend([index / HISTOGRAM_BINS] * count)
+            agreeing.extend([True] * agree + [False] * (count - agree))
+        return calibrate_threshold(confidences, agreeing, target=target, risk=risk, min_labels=min_labels)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | None) -> ConfidenceHistogram:
+        return cls(**json.loads(raw)) if raw else cls()
+
+
+def grid_bin(confidence: float) -> int:
+    """The largest k with ``confidence >= k / 100`` in float arithmetic: the comparison the threshold
+    walk makes, so the histogram and the raw confidences can never disagree about a grid point."""
+    k = min(math.floor(confidence * HISTOGRAM_BINS), HISTOGRAM_BINS)
+    if k < HISTOGRAM_BINS and confidence >= (k + 1) / HISTOGRAM_BINS:
+        k += 1
+    while k > 0 and confidence < k / HISTOGRAM_BINS:
+        k -= 1
+    return k
+
+
+def threshold_snapshot(
+    histogram: ConfidenceHistogram,
+    *,
+    configured: float,
+    target: float,
+    risk: float,
+    min_labels: int,
+) -> ThresholdSnapshot:
+    """The threshold a series' snapshot reports: the calibrated one when it carries the guarantee,
+    else the configured one, saying why."""
+    found = histogram.guarantee(target=target, risk=risk, min_labels=min_labels)
+    if found.threshold is None:
+        return ThresholdSnapshot(
+            source="configured",
+            threshold=configured,
+            target=target,
+            risk=risk,
+            labels=found.n_labels,
+            note=f"configured threshold in force: {found.reason}",
+        )
+    return ThresholdSnapshot(
+        source="calibrated",
+        threshold=found.threshold,
+        coverage=found.coverage,
+        target=target,
+        risk=risk,
+        labels=found.n_labels,
+        note=(
+            f"auto-decided pairs at confidence >= {found.threshold:.2f} agree with humans at >= {target:g} "
+            f"with probability >= {1 - risk:g} ({found.n_used} of {found.n_labels} labelled pairs above it, "
+            f"{found.realised_agreement:.1%} agreeing); labels come from automatic verdicts only, so it can "
+            "raise the configured threshold, never certify one below it"
+        ),
+    )
+
+
+#: How a series' calibration histogram is keyed beside its windows (``calibration_key``).
+CALIBRATION_SUFFIX = b"#calibration"
+
+
+def calibration_key(series_key: str) -> bytes:
+    return series_key.encode() + CALIBRATION_SUFFIX

@@ -1,0 +1,103 @@
+"""What one stage decided about one pair, as the audit counts it: a ``DecisionRecord``, facts and no text."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agents.core import Decision
+from agents.validation import JudgeCall
+from schemas import JudgeInfo, PairVerdict, ReviewRequest, TieBreakRequest
+from schemas.audit import (
+    AuditSeries,
+    DecisionRecord,
+    RelativeWinner,
+)
+from schemas.events import OrderingResult
+from schemas.pair import CandidatePair
+from schemas.rubric import RubricRef
+
+
+def series_of(judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:
+    """The series a pair's decisions count in: the primary judge's identity and template, the rubric, the experiment."""
+    rubric = pair.rubric
+    return AuditSeries(
+        judge_provider=judge.provider,
+        judge_model=judge.model,
+        judge_version=judge.version,
+        prompt_template_hash=judge.prompt_template_hash,
+        rubric=f"named:{rubric.name}" if isinstance(rubric, RubricRef) else rubric.kind,
+        experiment_id=pair.metadata.experiment_id,
+    )
+
+
+def record_for(decision: Decision, judged: CandidatePair | TieBreakRequest) -> DecisionRecord | None:
+    """The record of a stage's decision on ``judged`` (a pair, or a tie-break request), in the series
+    of the pair's primary judge; None when no judge was involved (nothing for the audit to follow)."""
+    if isinstance(judged, TieBreakRequest):
+        return decision_record(decision, judged.pair, series_of(judged.primary_judge, judged.pair))
+    outcome = decision.outcome
+    judge = outcome.primary_judge if isinstance(outcome, TieBreakRequest) else outcome.judge
+    if judge is None:
+        return None
+    return decision_record(decision, judged, series_of(judge, judged))
+
+
+def _orderings(decision: Decision) -> tuple[OrderingResult, ...]:
+    outcome = decision.outcome
+    if isinstance(outcome, TieBreakRequest):
+        return outcome.primary
+    return outcome.orderings
+
+
+def _model_mismatch(calls: Iterable[JudgeCall]) -> str | None:
+    """A model a judge answered with other than the one requested; None when every answer matches.
+
+    Providers answer with a dated snapshot of the requested alias ("gpt-4o" -> "gpt-4o-2024-08-06"),
+    so an answer that starts with the requested name counts as that model.
+    """
+    for call in calls:
+        if call.answered_model and not call.answered_model.startswith(call.requested_model):
+            return call.answered_model
+    return None
+
+
+def longer_candidate(pair: CandidatePair) -> RelativeWinner | None:
+    first, second = (len(c.output) for c in pair.candidates)
+    if first == second:
+        return None
+    return "first" if first > second else "second"
+
+
+def decision_record(decision: Decision, pair: CandidatePair, series: AuditSeries) -> DecisionRecord:
+    """What the audit counts about one stage's decision on ``pair``.
+
+    Position statistics (decisive orderings, position-A wins) come from the primary stage only: they
+    describe the primary judge. ``judge_winner`` is the candidate the orderings decided on, even when
+    the kappa guard held the pair for review.
+    """
+    facts = decision.facts
+    primary = decision.stage == "primary"
+    orderings = _orderings(decision) if primary else ()
+    decisive = [o for o in orderings if o.valid and o.raw_winner in ("A", "B")]
+    outcome = decision.outcome
+    return DecisionRecord(
+        pair_id=pair.pair_id,
+        series=series,
+        stage=decision.stage,
+        outcome=facts.outcome,
+        reason=outcome.reason if isinstance(outcome, TieBreakRequest | ReviewRequest) else None,
+        auto_decided=isinstance(outcome, PairVerdict),
+        candidates=(pair.candidates[0].candidate_id, pair.candidates[1].candidate_id),
+        judge_winner=facts.judged_winner,
+        confidence=facts.judged_confidence,
+        flip=facts.flip,
+        both_valid=facts.consistent or facts.flip,
+        calls=facts.calls,
+        invalid_replies=facts.invalid_replies,
+        decisive_orderings=len(decisive),
+        position_a_wins=sum(1 for o in decisive if o.raw_winner == "A"),
+        longer=longer_candidate(pair),
+        model_mismatch=_model_mismatch(decision.calls),
+        canary=pair.metadata.traffic == "canary",
+        known_label=pair.human_label.winner if pair.human_label is not None else None,
+    )

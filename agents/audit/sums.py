@@ -1,0 +1,150 @@
+"""The window sums: counts and sums only, so every statistic of a snapshot is computed from them alone."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+from agents.stats import relative_label
+from schemas.audit import (
+    AuditObservation,
+    DecisionRecord,
+)
+from schemas.events import HumanLabel
+from schemas.pair import TIE
+
+#: Equal-width reliability bins over [0, 1].
+CALIBRATION_BINS = 10
+
+
+@dataclass
+class WindowStats:
+    """Sums for one series over one tumbling window. Counts and sums only (see the module docstring)."""
+
+    pairs: int = 0  # primary-stage decisions
+    primary_verdicts: int = 0
+    tiebreaks: int = 0  # primary decisions that sent the pair to the tie-break
+    tiebreak_verdicts: int = 0
+    reviews: int = 0  # final reviews, at either stage (audit copies are not outcomes)
+    flips: int = 0
+    both_valid: int = 0
+    calls: int = 0
+    invalid_replies: int = 0
+    decisive_orderings: int = 0
+    position_a_wins: int = 0
+    model_mismatches: int = 0
+    last_mismatched_model: str | None = None
+    #: "judge|human" (relative labels) -> count, for human-labelled automatic decisions (not canaries).
+    confusion: dict[str, int] = field(default_factory=dict)
+    #: Per calibration bin: [count, sum of confidence, count agreeing].
+    bins: list[list[float]] = field(default_factory=lambda: [[0, 0.0, 0] for _ in range(CALIBRATION_BINS)])
+    brier_sum: float = 0.0
+    judge_longer: int = 0
+    human_longer: int = 0
+    length_decided: int = 0  # labelled pairs of unequal length where neither side said TIE
+    canary_labels: int = 0
+    canary_correct: int = 0
+    alerts_raised: list[str] = field(default_factory=list)
+    final_published: bool = False
+
+    # -- adding ---------------------------------------------------------------------------------------
+
+    def add(self, observation: AuditObservation) -> None:
+        record = observation.record
+        if observation.kind == "decision":
+            self._add_decision(record)
+        elif observation.label is not None:
+            self._add_labelled(record, observation.label)
+
+    def _add_decision(self, record: DecisionRecord) -> None:
+        if record.stage == "primary":
+            self.pairs += 1
+            self.primary_verdicts += record.outcome == "verdict"
+            self.tiebreaks += record.outcome == "tiebreak"
+            self.flips += record.flip
+            self.both_valid += record.both_valid
+            self.decisive_orderings += record.decisive_orderings
+            self.position_a_wins += record.position_a_wins
+        else:
+            self.tiebreak_verdicts += record.outcome == "verdict"
+        self.reviews += record.outcome == "review"
+        self.calls += record.calls
+        self.invalid_replies += record.invalid_replies
+        if record.model_mismatch is not None:
+            self.model_mismatches += 1
+            self.last_mismatched_model = record.model_mismatch
+
+    def _add_labelled(self, record: DecisionRecord, label: HumanLabel) -> None:
+        if record.judge_winner is None:
+            return
+        agrees = record.judge_winner == label.winner
+        if record.canary:
+            # Canaries measure the judge against known answers, in their own series of figures.
+            self.canary_labels += 1
+            self.canary_correct += agrees
+            return
+        judge = relative_label(record.candidates, record.judge_winner)
+        human = relative_label(record.candidates, label.winner)
+        cell = f"{judge}|{human}"
+        self.confusion[cell] = self.confusion.get(cell, 0) + 1
+        if record.confidence is not None:
+            row = self.bins[min(int(record.confidence * CALIBRATION_BINS), CALIBRATION_BINS - 1)]
+            row[0] += 1
+            row[1] += record.confidence
+            row[2] += agrees
+            self.brier_sum += (record.confidence - (1.0 if agrees else 0.0)) ** 2
+        if record.longer is not None and human != TIE:
+            self.length_decided += 1
+            self.judge_longer += judge == record.longer
+            self.human_longer += human == record.longer
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    @property
+    def labels(self) -> int:
+        return sum(self.confusion.values())
+
+    @property
+    def verdicts(self) -> int:
+        return self.primary_verdicts + self.tiebreak_verdicts
+
+    def label_lists(self) -> tuple[list[str], list[str]]:
+        """The (judge, human) relative labels the confusion counts stand for, for kappa."""
+        judge: list[str] = []
+        human: list[str] = []
+        for cell, count in sorted(self.confusion.items()):
+            j, h = cell.split("|")
+            judge.extend([j] * count)
+            human.extend([h] * count)
+        return judge, human
+
+    def agreement(self) -> float | None:
+        agreeing = sum(count for cell, count in self.confusion.items() if len(set(cell.split("|"))) == 1)
+        return rate_of(agreeing, self.labels)
+
+    def calibrated_count(self) -> int:
+        return int(sum(row[0] for row in self.bins))
+
+    def ece(self) -> float | None:
+        n = self.calibrated_count()
+        if n == 0:
+            return None
+        return math.fsum(row[0] / n * abs(row[2] / row[0] - row[1] / row[0]) for row in self.bins if row[0])
+
+    def brier(self) -> float | None:
+        n = self.calibrated_count()
+        return self.brier_sum / n if n else None
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | None) -> WindowStats:
+        if not raw:
+            return cls()
+        return cls(**json.loads(raw))
+
+
+def rate_of(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None

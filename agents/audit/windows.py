@@ -1,0 +1,147 @@
+"""One series' tumbling window: its sums, where it is stored, and the snapshot published from it."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+from agents.audit.guards import Finding, GuardBounds, findings
+from agents.audit.sums import CALIBRATION_BINS, WindowStats, rate_of
+from agents.stats import kappa_interval
+from schemas.audit import (
+    AuditSeries,
+    AuditSnapshot,
+    ReliabilityBinSnapshot,
+    ThresholdSnapshot,
+)
+
+
+@dataclass
+class SeriesWindow:
+    """A series' sums over one window, with what the series agent needs to publish them."""
+
+    series: AuditSeries
+    start: float  # Unix seconds
+    size: float
+    #: The partition of the observations topic this window's series is read from (its owner).
+    partition: int
+    stats: WindowStats = field(default_factory=WindowStats)
+    #: The input offset of the last observation taken in (the edge skips anything at or below it).
+    last_offset: int = -1
+
+    @property
+    def end(self) -> float:
+        return self.start + self.size
+
+    def table_key(self) -> bytes:
+        return window_key(self.series.key, self.start)
+
+    def to_bytes(self) -> bytes:
+        body = {
+            "series": self.series.model_dump(mode="json"),
+            "start": self.start,
+            "size": self.size,
+            "partition": self.partition,
+            "stats": asdict(self.stats),
+            "last_offset": self.last_offset,
+        }
+        return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> SeriesWindow:
+        body = json.loads(raw)
+        return cls(
+            series=AuditSeries.model_validate(body["series"]),
+            start=body["start"],
+            size=body["size"],
+            partition=body["partition"],
+            stats=WindowStats(**body["stats"]),
+            last_offset=body["last_offset"],
+        )
+
+    def snapshot(self, *, final: bool, threshold: ThresholdSnapshot | None = None) -> AuditSnapshot:
+        return snapshot(
+            self.stats,
+            self.series,
+            datetime.fromtimestamp(self.start, UTC),
+            datetime.fromtimestamp(self.end, UTC),
+            final=final,
+            threshold=threshold,
+        )
+
+    def new_findings(self, bounds: GuardBounds) -> list[Finding]:
+        """Findings not yet raised in this window; they are marked raised (one alert per kind and window)."""
+        fresh = [f for f in findings(self.stats, bounds) if f.kind not in self.stats.alerts_raised]
+        self.stats.alerts_raised.extend(f.kind for f in fresh)
+        return fresh
+
+
+def window_key(series_key: str, start: float) -> bytes:
+    return f"{series_key}#{int(start)}".encode()
+
+
+def window_start(at: datetime, size_s: float) -> float:
+    """The start (Unix seconds) of the tumbling window of ``size_s`` holding ``at``, aligned to the epoch."""
+    return math.floor(at.timestamp() / size_s) * size_s
+
+
+def snapshot(
+    stats: WindowStats,
+    series: AuditSeries,
+    window_start: datetime,
+    window_end: datetime,
+    *,
+    final: bool,
+    threshold: ThresholdSnapshot | None = None,
+    kappa_confidence: float = 0.95,
+) -> AuditSnapshot:
+    """The published statistics of one window."""
+    judge, human = stats.label_lists()
+    kappa = kappa_interval(judge, human, kappa_confidence) if judge else None
+    bins = tuple(
+        ReliabilityBinSnapshot(
+            lower=i / CALIBRATION_BINS,
+            upper=(i + 1) / CALIBRATION_BINS,
+            count=int(row[0]),
+            mean_confidence=row[1] / row[0] if row[0] else None,
+            accuracy=row[2] / row[0] if row[0] else None,
+        )
+        for i, row in enumerate(stats.bins)
+    )
+    return AuditSnapshot(
+        series=series.key,
+        series_info=series,
+        window_start=window_start,
+        window_end=window_end,
+        final=final,
+        pairs=stats.pairs,
+        verdicts=stats.verdicts,
+        flips=stats.flips,
+        tiebreaks=stats.tiebreaks,
+        reviews=stats.reviews,
+        invalid_replies=stats.invalid_replies,
+        position_a_wins=stats.position_a_wins,
+        human_labels=stats.labels,
+        calls=stats.calls,
+        decisive_orderings=stats.decisive_orderings,
+        flip_rate=rate_of(stats.flips, stats.both_valid),
+        tiebreak_rate=rate_of(stats.tiebreaks, stats.pairs),
+        escalation_rate=rate_of(stats.reviews, stats.pairs),
+        invalid_reply_rate=rate_of(stats.invalid_replies, stats.calls),
+        position_a_win_rate=rate_of(stats.position_a_wins, stats.decisive_orderings),
+        agreement=stats.agreement(),
+        cohen_kappa=kappa.kappa if kappa is not None else None,
+        kappa_low=kappa.low if kappa is not None else None,
+        kappa_high=kappa.high if kappa is not None else None,
+        kappa_confidence=kappa_confidence if kappa is not None else None,
+        ece=stats.ece(),
+        brier=stats.brier(),
+        reliability=bins,
+        judge_longer_win_rate=rate_of(stats.judge_longer, stats.length_decided),
+        human_longer_win_rate=rate_of(stats.human_longer, stats.length_decided),
+        canary_labels=stats.canary_labels,
+        canary_accuracy=rate_of(stats.canary_correct, stats.canary_labels),
+        threshold=threshold,
+    )

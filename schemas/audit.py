@@ -1,0 +1,176 @@
+"""The drift audit's contracts (DESIGN §3): what each stage decided, joined with human labels, per series.
+
+The flow: every stage publishes a ``DecisionRecord`` (keyed by pair id) beside its outcome; the audit
+join agent pairs each record with the pair's human label and forwards ``AuditObservation``s keyed by
+series; the series agent sums them into tumbling windows and publishes ``AuditSnapshot``s and
+``Alert``s on ``pairjudge.audit``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from schemas._base import Contract, Event
+from schemas.events import HumanLabel, ReviewReason, Stage, TieBreakReason
+from schemas.pair import CandidateId, LabelWinner, PairId, utc_now
+
+#: A winner as the audit compares it across pairs: the pair's first or second candidate, or a tie.
+RelativeWinner = Literal["first", "second", "TIE"]
+OutcomeKind = Literal["verdict", "tiebreak", "review"]
+
+
+class AuditSeries(Contract):
+    """What must stay the same for statistics to be comparable: a change of any of it opens a new series."""
+
+    judge_provider: str
+    judge_model: str
+    judge_version: str = ""
+    prompt_template_hash: str
+    #: The rubric's kind, or ``named:<name>`` for a catalog rubric.
+    rubric: str
+    experiment_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        """A stable, readable key: the Kafka key of the series' observations and snapshots."""
+        judge = f"{self.judge_provider}:{self.judge_model}" + (f"@{self.judge_version}" if self.judge_version else "")
+        return f"{judge}|{self.prompt_template_hash}|{self.rubric}|{self.experiment_id or '-'}"
+
+
+class DecisionRecord(Event):
+    """What one stage decided about one pair, in the terms the audit counts. Pure facts, no text.
+
+    ``judge_winner`` is the candidate the judge's orders agreed on with enough confidence to decide:
+    the verdict's winner, or, while the kappa guard holds every pair for review, the winner it would
+    have had (so agreement with humans is still measured while automation is paused).
+    """
+
+    pair_id: PairId
+    series: AuditSeries
+    stage: Stage
+    outcome: OutcomeKind
+    #: The tie-break or review reason; None for a verdict.
+    reason: TieBreakReason | ReviewReason | None = None
+    #: Decided without a human: a verdict of this stage.
+    auto_decided: bool
+    candidates: tuple[CandidateId, CandidateId]
+    judge_winner: CandidateId | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: Some judge's two orders were valid, decisive and named different candidates.
+    flip: bool = False
+    #: Both orders valid (the flip rate's denominator).
+    both_valid: bool = False
+    calls: int = Field(default=0, ge=0)
+    invalid_replies: int = Field(default=0, ge=0)
+    #: Decisive orderings, and those won by whatever sat in position A.
+    decisive_orderings: int = Field(default=0, ge=0)
+    position_a_wins: int = Field(default=0, ge=0)
+    #: Which candidate's output is longer (characters); None when they are equally long.
+    longer: RelativeWinner | None = None
+    #: A model answered other than the one requested (``OrderingResult.answered_by_model``).
+    model_mismatch: str | None = None
+    canary: bool = False
+    #: A label the pair carried in (canaries, labelled evaluation sets).
+    known_label: LabelWinner | None = None
+    decided_at: datetime = Field(default_factory=utc_now)
+
+
+ObservationKind = Literal["decision", "labelled"]
+
+
+class AuditObservation(Event):
+    """One thing the series agent counts: a stage's decision, or an automatic decision joined with its label."""
+
+    kind: ObservationKind
+    series: AuditSeries
+    record: DecisionRecord
+    #: Set for ``labelled``: the human label (or the pair's known label, as a label by "known_label").
+    label: HumanLabel | None = None
+    observed_at: datetime = Field(default_factory=utc_now)
+
+
+class ReliabilityBinSnapshot(Contract):
+    lower: float
+    upper: float
+    count: int
+    mean_confidence: float | None = None
+    accuracy: float | None = None
+
+
+class ThresholdSnapshot(Contract):
+    """The auto-decision threshold in force for the series, and where it came from."""
+
+    source: Literal["configured", "calibrated"]
+    threshold: float | None
+    coverage: float | None = None
+    target: float | None = None
+    risk: float | None = None
+    labels: int = 0
+    note: str | None = None
+
+
+class AuditSnapshot(Event):
+    """Windowed drift statistics for one series. Rates are None when their denominator is 0."""
+
+    series: str
+    series_info: AuditSeries | None = None
+    window_start: datetime
+    window_end: datetime
+    #: False while the window is still open (a running snapshot); True once it has closed.
+    final: bool = False
+    pairs: int
+    verdicts: int
+    flips: int
+    tiebreaks: int
+    reviews: int
+    invalid_replies: int
+    position_a_wins: int
+    human_labels: int
+    calls: int = 0
+    decisive_orderings: int = 0
+    flip_rate: float | None = None
+    tiebreak_rate: float | None = None
+    escalation_rate: float | None = None
+    invalid_reply_rate: float | None = None
+    position_a_win_rate: float | None = None
+    agreement: float | None = None
+    cohen_kappa: float | None = None
+    kappa_low: float | None = None
+    kappa_high: float | None = None
+    kappa_confidence: float | None = None
+    ece: float | None = None
+    brier: float | None = None
+    reliability: tuple[ReliabilityBinSnapshot, ...] = ()
+    #: How often the judge's winner was the longer output, and how often the humans' was, on labelled pairs.
+    judge_longer_win_rate: float | None = None
+    human_longer_win_rate: float | None = None
+    canary_labels: int = 0
+    canary_accuracy: float | None = None
+    threshold: ThresholdSnapshot | None = None
+    published_at: datetime = Field(default_factory=utc_now)
+
+
+AlertKind = Literal[
+    "kappa_below_threshold",
+    "tiebreak_rate_high",
+    "flip_rate_high",
+    "invalid_reply_rate_high",
+    "ece_high",
+    "judge_model_mismatch",
+    "canary_accuracy_low",
+    "judge_unavailable",
+    "judge_rejected",
+]
+
+
+class Alert(Event):
+    kind: AlertKind
+    series: str
+    message: str
+    value: float
+    threshold: float
+    window_start: datetime | None = None
+    raised_at: datetime = Field(default_factory=utc_now)

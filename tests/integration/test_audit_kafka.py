@@ -1,0 +1,217 @@
+"""The trust loop on real Kafka (seed 001): human labels join the verdicts, the audit finds the judge
+disagreeing with the humans, automatic decisions stop on every worker, and only a person resumes them.
+Every pair still gets exactly one final outcome throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pairjudge_dev.pairgen import sample_dicts
+from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
+from schemas import HumanLabel
+from schemas.audit import Alert, AuditSnapshot
+from streams.codecs import encode
+from streams.collector import Outcomes, collect_outcomes, read_topic
+from streams.demo import sample_labels
+from streams.producer import send_events
+from streams.settings import Settings
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+#: Labels a window needs before the kappa guard may act (small, so the test stays quick).
+MIN_LABELS = 16
+FIRST_BATCH = 24
+
+
+def _decisive(pair_id: str) -> bytes:
+    # A pair the offline judge decides on its own, confidently: a verdict unless automation is paused.
+    pair = next(p for p in sample_dicts() if p["pair_id"] == "email-card-delay")
+    pair["pair_id"] = pair_id
+    return json.dumps(pair).encode()
+
+
+def _label(pair_id: str, winner: str, reviewer: str = "ana") -> bytes:
+    return encode(HumanLabel(pair_id=pair_id, winner=winner, reviewer=reviewer, from_audit=True))
+
+
+def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAIRJUDGE_TOPICS__PREFIX": settings.topics.prefix}
+    command = [sys.executable, "-m", "streams.cli", *args, "--bootstrap", settings.kafka.bootstrap_servers]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+async def _one_by_one(settings: Settings, ids: list[str], stop: str | None = None) -> Outcomes:
+    """Send pairs one at a time until one's final outcome has reason ``stop`` (or is a verdict for None)."""
+    outcomes = Outcomes(expected=set())
+    for pair_id in ids:
+        await send_events(settings, [_decisive(pair_id)])
+        got = await collect_outcomes(settings, {pair_id}, timeout=60)
+        outcomes.final.update(got.final)
+        kind, event = got.final[pair_id]
+        if (stop is None and kind == "verdicts") or (stop is not None and event.get("reason") == stop):
+            break
+    return outcomes
+
+
+async def _audit_events(settings: Settings, until: Any, timeout: float = 90) -> tuple[list[Alert], list[AuditSnapshot]]:
+    def parse(records: list[tuple[bytes | None, bytes | None]]) -> tuple[list[Alert], list[AuditSnapshot]]:
+        alerts, snapshots = [], []
+        for _, value in records:
+            body = json.loads(value or b"{}")
+            if "window_end" in body:
+                snapshots.append(AuditSnapshot.model_validate(body))
+            elif "kind" in body:
+                alerts.append(Alert.model_validate(body))
+        return alerts, snapshots
+
+    records = await read_topic(settings, "audit", timeout=timeout, until=lambda r: until(*parse(r)))
+    return parse(records)
+
+
+async def test_labels_that_disagree_trip_the_kappa_guard_on_every_worker_until_a_person_resumes(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = await kafka_run(
+        kafka_bootstrap,
+        tmp_path,
+        "audit",
+        # One window for the whole test (a window boundary inside it would split the labels).
+        audit={"min_labels": MIN_LABELS, "snapshot_interval_s": 0.5, "window_s": 10_000_000.0},
+        policy={"audit_share": 0.0},
+    )
+    prefix = settings.topics.prefix
+    labels_topic = settings.topics.name("labels")
+    ids = [f"{prefix}-p{i}" for i in range(FIRST_BATCH)]
+    with (
+        running_worker(settings, tmp_path / "worker-1.log"),
+        running_worker(settings, tmp_path / "worker-2.log"),
+    ):
+        # Labels before their verdicts (kept and joined later), for a pair that never comes, and malformed.
+        early = [_label(pair_id, "champion") for pair_id in ids[:4]]
+        malformed = [b"{not json", json.dumps({"pair_id": ids[5], "reviewer": "ana"}).encode()]
+        ghost = _label(f"{prefix}-ghost", "champion")
+        await produce_raw(kafka_bootstrap, labels_topic, [*early, ghost, *malformed], keyed=True)
+
+        await send_events(settings, [_decisive(pair_id) for pair_id in ids])
+        first = await collect_outcomes(settings, set(ids), timeout=120)
+        assert first.complete, "the first pairs were not all judged"
+        assert {kind for kind, _ in first.final.values()} == {"verdicts"}
+        winner, loser = (first.final[ids[0]][1][k] for k in ("winner", "loser"))
+
+        # The humans agree with the judge on every other pair: kappa 0, far below 0.7.
+        late = [_label(pair_id, winner if i % 2 else loser) for i, pair_id in enumerate(ids) if i >= 4]
+        duplicates = [_label(pair_id, winner if i % 2 else loser, "bo") for i, pair_id in enumerate(ids[4:8], 4)]
+        await produce_raw(kafka_bootstrap, labels_topic, [*late, *duplicates], keyed=True)
+
+        alerts, snapshots = await _audit_events(
+            settings,
+            lambda a, s: (
+                any(x.kind == "kappa_below_threshold" for x in a) and any(x.human_labels >= FIRST_BATCH for x in s)
+            ),
+        )
+        paused = await _one_by_one(settings, [f"{prefix}-q{i}" for i in range(10)], stop="kappa_guard")
+        # Paused means paused, on every partition (two workers hold them): every later pair goes to humans.
+        held_ids = [f"{prefix}-h{i}" for i in range(12)]
+        await send_events(settings, [_decisive(pair_id) for pair_id in held_ids])
+        held = await collect_outcomes(settings, set(held_ids), timeout=60)
+
+        resumed = _cli(settings, "control", "resume", "--by", "alice (retrained the judge)")
+        assert resumed.returncode == 0, resumed.stderr
+        after = await _one_by_one(settings, [f"{prefix}-r{i}" for i in range(10)])
+
+        everything = {*ids, *paused.final, *held_ids, *after.final}
+        final = await collect_outcomes(settings, everything, timeout=60, settle=3)
+        letters = await read_topic(settings, "deadletter", timeout=30, until=lambda r: len(r) >= len(malformed))
+    logs = [(tmp_path / f"worker-{n}.log").read_text(errors="replace") for n in (1, 2)]
+
+    # The audit saw each label once (duplicates and redeliveries are not counted again), and measured kappa.
+    latest = max((s for s in snapshots if s.human_labels), key=lambda s: (s.human_labels, s.published_at))
+    assert latest.human_labels == FIRST_BATCH
+    assert latest.cohen_kappa is not None
+    assert latest.cohen_kappa < 0.7
+    assert latest.kappa_low is not None
+    assert latest.kappa_high is not None
+    assert latest.kappa_low <= latest.cohen_kappa <= latest.kappa_high
+    # The judge named one winner throughout: the 4 early labels said "champion", then every other one agreed.
+    assert latest.agreement == pytest.approx((4 * (winner == "champion") + 10) / FIRST_BATCH)
+    assert latest.pairs >= FIRST_BATCH
+    assert latest.threshold is not None
+    assert latest.threshold.source == "configured"
+    kappa_alerts = [a for a in alerts if a.kind == "kappa_below_threshold"]
+    assert len(kappa_alerts) == 1, kappa_alerts
+    assert kappa_alerts[0].series == latest.series
+
+    # Every worker applied the pause, and every pair after it went to review "kappa_guard".
+    for log in logs:
+        assert "control: kappa_guard_tripped = True (by audit:" in log, log[-3000:]
+    assert len(paused.final) <= 3, f"the pause took {len(paused.final)} pairs to arrive"
+    assert held.complete
+    assert {(kind, event["reason"]) for kind, event in held.final.values()} == {("review", "kappa_guard")}
+    assert list(after.final.values())[-1][0] == "verdicts", "automatic decisions never resumed"
+    assert len(after.final) <= 2, f"the resume took {len(after.final)} pairs to arrive"
+
+    # Exactly one final outcome per pair, and the malformed labels are dead letters, not outcomes.
+    assert final.ok, (final.missing, final.conflicting)
+    reasons = {json.loads(value or b"{}")["reason"] for _, value in letters}
+    assert {"malformed_json", "missing_field"} <= reasons
+    # (At least once: a rebalance before the commit re-reads a label and dead-letters it again.)
+    assert final.other_letters >= len(malformed)
+
+
+async def test_canaries_are_judged_every_round_and_scored_apart_from_human_labels(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    settings = await kafka_run(
+        kafka_bootstrap,
+        tmp_path,
+        "canary",
+        audit={"snapshot_interval_s": 0.5, "window_s": 10_000_000.0},
+        policy={"audit_share": 0.0},
+    )
+    known = {json.loads(raw)["pair_id"]: json.loads(raw)["winner"] for raw in sample_labels()}
+    canaries = []
+    for pair in sample_dicts():
+        if pair["pair_id"] in known and known[pair["pair_id"]] != "TIE":
+            canaries.append(json.dumps({**pair, "human_label": {"winner": known[pair["pair_id"]]}}))
+    canary_file = tmp_path / "canaries.jsonl"
+    canary_file.write_text("\n".join(canaries) + "\n")
+    with running_worker(settings, tmp_path / "worker.log"):
+        sent = _cli(settings, "canary", "send", str(canary_file), "--every", "1", "--rounds", "2")
+        assert sent.returncode == 0, sent.stderr
+        records = await read_topic(settings, "pairs", timeout=30, until=lambda r: len(r) >= 2 * len(canaries))
+        sent_ids = {json.loads(value or b"{}")["pair_id"] for _, value in records}
+        assert len(sent_ids) == 2 * len(canaries)  # every round under fresh ids
+        outcomes = await collect_outcomes(settings, sent_ids, timeout=120)
+        assert outcomes.ok
+
+        def scored(alerts: list[Alert], snapshots: list[AuditSnapshot]) -> bool:
+            decided = {pid for pid, (kind, _) in outcomes.final.items() if kind == "verdicts"}
+            return sum(s.canary_labels for s in latest_per_series(snapshots)) >= len(decided)
+
+        _, snapshots = await _audit_events(settings, scored)
+    assert f"sent {2 * len(canaries)} canary pairs" in sent.stdout
+    # The judge's accuracy on the canaries, computed here from its verdicts and the known answers.
+    judged = {}
+    for pair_id, (kind, event) in outcomes.final.items():
+        if kind == "verdicts":
+            judged[pair_id] = event["winner"] == known[pair_id.split("-", 2)[2]]
+    latest = latest_per_series(snapshots)
+    assert sum(s.canary_labels for s in latest) == len(judged) > 0
+    right = sum(round((s.canary_accuracy or 0) * s.canary_labels) for s in latest)
+    assert right == sum(judged.values())
+    assert sum(s.human_labels for s in latest) == 0  # canaries never count as human labels
+
+
+def latest_per_series(snapshots: list[AuditSnapshot]) -> list[AuditSnapshot]:
+    latest: dict[str, AuditSnapshot] = {}
+    for snapshot in snapshots:
+        if snapshot.series not in latest or snapshot.published_at >= latest[snapshot.series].published_at:
+            latest[snapshot.series] = snapshot
+    return list(latest.values())
