@@ -41,6 +41,7 @@ from agents.reconcile import (
 )
 from agents.tiebreak import TieBreakOrdering, decide_tiebreak, judge_tiebreak_ordering
 from agents.validation import AskResult, JudgeCall, ask_validated, check_head_to_head, check_pairwise
+from schemas.audit import AuditSeries
 from schemas.events import (
     DecidedBy,
     JuryVote,
@@ -123,6 +124,8 @@ class DecisionFacts:
     #: when the policy overrode the verdict (the kappa guard): the drift audit still compares them.
     judged_winner: str | None = None
     judged_confidence: float | None = None
+    #: The confidence a verdict needed (primary stage): the configured threshold, or the series' calibrated one.
+    primary_threshold: float | None = None
     jury_size: int | None = None
     jury_abstentions: int | None = None
     #: Tie-break stage only: why the pair came, whether a forced choice was asked, and how many
@@ -252,7 +255,12 @@ async def _primary_ordering(
 
 
 async def _judge_jurors(
-    pair: CandidatePair, rubric: InlineRubric, judges: Sequence[Judge], policy: Policy, prompt_hash: str
+    pair: CandidatePair,
+    rubric: InlineRubric,
+    judges: Sequence[Judge],
+    policy: Policy,
+    prompt_hash: str,
+    threshold: float,
 ) -> list[Juror]:
     # Per pair, per judge, per ordering: one call chain each, all concurrent, never batched with
     # other pairs (DESIGN §2.9).
@@ -260,7 +268,6 @@ async def _judge_jurors(
         return lambda: _primary_ordering(pair, rubric, order, judge, policy)
 
     results = await gather_in_order([job(judge, order) for judge in judges for order in _ORDERS])
-    threshold = policy.primary_confidence_threshold
     jurors = []
     for index, judge in enumerate(judges):
         (ab, ab_calls), (ba, ba_calls) = results[2 * index], results[2 * index + 1]
@@ -291,9 +298,11 @@ async def judge_pair(
     rubric = check_pair(pair, policy, catalog)
     judged_pair = snapshot_pair(pair, rubric)
     prompt_hash = template_hash(rubric.kind)
-    jurors = await _judge_jurors(judged_pair, rubric, panel, policy, prompt_hash)
     info = jury_info(panel, prompt_hash)
-    raw = reconcile_jury(jurors, needed, policy.primary_confidence_threshold)
+    # The series' calibrated threshold, when the audit has published one (never below the configured).
+    threshold = policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key)
+    jurors = await _judge_jurors(judged_pair, rubric, panel, policy, prompt_hash, threshold)
+    raw = reconcile_jury(jurors, needed, threshold)
     rec = apply_policy(raw, policy)
     # Agreement is with the majority candidate, even when low confidence keeps it from deciding.
     votes = with_agreement([j.vote for j in jurors], tally([j.vote for j in jurors], needed))
@@ -322,6 +331,7 @@ async def judge_pair(
         audit=audit is not None,
         policy_overrode=raw.outcome if rec is not raw else None,
         judged=raw,
+        primary_threshold=threshold,
         jury=votes if is_jury else None,
     )
     return Decision(
@@ -435,6 +445,7 @@ def _facts(
     flip: bool | None = None,
     policy_overrode: OutcomeKind | None = None,
     judged: Reconciliation | None = None,
+    primary_threshold: float | None = None,
     jury: Sequence[JuryVote] | None = None,
     tiebreak_reason: TieBreakReason | None = None,
     forced_choice: bool | None = None,
@@ -468,6 +479,7 @@ def _facts(
         policy_overrode=policy_overrode,
         judged_winner=judged.winner if judged is not None and judged.outcome == "verdict" else winner,
         judged_confidence=judged.mean_confidence if judged is not None and judged.outcome == "verdict" else confidence,
+        primary_threshold=primary_threshold,
         jury_size=len(jury) if jury is not None else None,
         jury_abstentions=sum(1 for v in jury if v.abstained) if jury is not None else None,
         tiebreak_reason=tiebreak_reason,

@@ -7,7 +7,8 @@ The Faust edge holds the current ``Policy`` and swaps it when ``pairjudge.contro
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from schemas.events import SWITCH_KEYS, ControlUpdate
 from schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
@@ -29,6 +30,9 @@ class Policy:
     kappa_guard_tripped: bool = False  # when True, every decision routes to review reason "kappa_guard"
     #: Votes a jury's winner needs (agents.jury); None means a strict majority of all jurors.
     jury_quorum: int | None = None
+    #: Calibrated auto-decision thresholds by drift series (``AuditSeries.key``), from the audit's
+    #: ``pairjudge.thresholds`` topic; a pair of a series listed here needs at least that confidence.
+    series_thresholds: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # A bad control message must fail loudly here, not silently turn every pair into a verdict.
@@ -42,6 +46,14 @@ class Policy:
             raise ValueError("max_output_chars and max_prompt_chars must be positive")
         if self.jury_quorum is not None and self.jury_quorum < 1:
             raise ValueError(f"jury_quorum must be >= 1 or None, got {self.jury_quorum!r}")
+        for series, value in self.series_thresholds.items():
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"the threshold of series {series!r} must be within [0, 1], got {value!r}")
+
+    def primary_threshold_for(self, series_key: str) -> float:
+        """The confidence a verdict needs in this series: the configured threshold, raised (never
+        lowered) by the series' calibrated one."""
+        return max(self.primary_confidence_threshold, self.series_thresholds.get(series_key, 0.0))
 
     def apply(self, update: ControlUpdate) -> Policy:
         """This policy with one live setting from ``pairjudge.control`` changed (validated like the rest)."""

@@ -9,6 +9,7 @@ from schemas.audit import (
     AuditSnapshot,
     DecisionRecord,
     RelativeWinner,
+    ThresholdUpdate,
 )
 from schemas.events import (
     ControlUpdate,
@@ -73,6 +74,7 @@ __all__ = [
     "Rubric",
     "RubricRef",
     "Task",
+    "ThresholdUpdate",
     "TieBreakReason",
     "TieBreakRequest",
     "TieBreakWeights",

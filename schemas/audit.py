@@ -14,8 +14,9 @@ from typing import Literal
 from pydantic import Field
 
 from schemas._base import Contract, Event
-from schemas.events import HumanLabel, ReviewReason, Stage, TieBreakReason
-from schemas.pair import CandidateId, LabelWinner, PairId, utc_now
+from schemas.events import HumanLabel, JudgeInfo, ReviewReason, Stage, TieBreakReason
+from schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, utc_now
+from schemas.rubric import RubricRef
 
 #: A winner as the audit compares it across pairs: the pair's first or second candidate, or a tie.
 RelativeWinner = Literal["first", "second", "TIE"]
@@ -32,6 +33,20 @@ class AuditSeries(Contract):
     #: The rubric's kind, or ``named:<name>`` for a catalog rubric.
     rubric: str
     experiment_id: str | None = None
+
+    @classmethod
+    def for_pair(cls, judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:
+        """The series a pair's decisions count in: the primary judge's identity and template, the
+        rubric as the pair names it, the experiment."""
+        rubric = pair.rubric
+        return cls(
+            judge_provider=judge.provider,
+            judge_model=judge.model,
+            judge_version=judge.version,
+            prompt_template_hash=judge.prompt_template_hash,
+            rubric=f"named:{rubric.name}" if isinstance(rubric, RubricRef) else rubric.kind,
+            experiment_id=pair.metadata.experiment_id,
+        )
 
     @property
     def key(self) -> str:
@@ -151,6 +166,20 @@ class AuditSnapshot(Event):
     canary_accuracy: float | None = None
     threshold: ThresholdSnapshot | None = None
     published_at: datetime = Field(default_factory=utc_now)
+
+
+class ThresholdUpdate(Event):
+    """A series' calibrated auto-decision threshold, on the compacted ``pairjudge.thresholds`` topic keyed by
+    series. Every worker follows it and judges that series' pairs with it; ``threshold`` None means the
+    series has no calibrated threshold (any more): the configured one applies."""
+
+    series: str
+    threshold: float | None = Field(ge=0.0, le=1.0)
+    coverage: float | None = Field(default=None, ge=0.0, le=1.0)
+    target: float = Field(gt=0.0, lt=1.0)
+    risk: float = Field(gt=0.0, lt=1.0)
+    labels: int = Field(ge=0)
+    updated_at: datetime = Field(default_factory=utc_now)
 
 
 AlertKind = Literal[

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas.audit import Alert, AuditObservation, AuditSnapshot, DecisionRecord
+from schemas.audit import Alert, AuditObservation, AuditSnapshot, DecisionRecord, ThresholdUpdate
 from schemas.events import (
     ControlUpdate,
     DeadLetter,
@@ -30,6 +30,7 @@ EXPORTED: tuple[type[BaseModel], ...] = (
     AuditObservation,
     AuditSnapshot,
     Alert,
+    ThresholdUpdate,
     ControlUpdate,
     ToneStyleReply,
     HeadToHeadReply,

@@ -43,7 +43,7 @@ from agents.audit import (
     window_start,
 )
 from schemas import ControlUpdate, HumanLabel
-from schemas.audit import Alert, AuditObservation, DecisionRecord, ThresholdSnapshot
+from schemas.audit import Alert, AuditObservation, DecisionRecord, ThresholdSnapshot, ThresholdUpdate
 from streams.codecs import decode, encode
 from streams.control import PolicyHolder
 from streams.pipeline import Origin, Outgoing, dead_letter
@@ -243,12 +243,33 @@ class Audit:
             threshold = self._threshold(window.series.key)
             snapshot = window.snapshot(final=closed, threshold=threshold)
             await self._publish([Outgoing("audit", window.series.key.encode(), encode(snapshot), inject_headers())])
+            await self._publish_threshold(window.series.key, window.partition, threshold)
             published += 1
             self._dirty.discard(key)
             if closed:
                 window.stats.final_published = True
                 await self._store(self.windows_table, window.partition, key, window.to_bytes())
         return published
+
+    async def _publish_threshold(self, series_key: str, partition: int, threshold: ThresholdSnapshot) -> None:
+        """Tell every worker the series' calibrated threshold when it changed (None: back to configured)."""
+        histogram = self._histogram(series_key)
+        live = threshold.threshold if threshold.source == "calibrated" else None
+        if live == histogram.published_threshold:
+            return
+        update = ThresholdUpdate(
+            series=series_key,
+            threshold=live,
+            coverage=threshold.coverage,
+            target=self.settings.calibration_target,
+            risk=self.settings.calibration_risk,
+            labels=threshold.labels,
+        )
+        log.warning("audit: series %s now auto-decides from confidence %s (%s)", series_key, live, threshold.note)
+        await self._publish([Outgoing("thresholds", series_key.encode(), encode(update), inject_headers())])
+        histogram.published_threshold = live
+        value = _with_partition(partition, histogram.to_bytes())
+        await self._store(self.windows_table, partition, calibration_key(series_key), value)
 
     def _histogram(self, series_key: str) -> ConfidenceHistogram:
         stored = self.windows_table.data.get(calibration_key(series_key))

@@ -8,6 +8,7 @@ groupless consumer, from the beginning, and keeps following it. ``pairjudge cont
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import get_args
@@ -16,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
 
 from agents import InputRejected, Policy
-from schemas import ControlUpdate
+from schemas import ControlUpdate, ThresholdUpdate
 from schemas.events import SWITCH_KEYS, ControlKey
 from streams.brokers import topic_partitions
 from streams.codecs import decode, encode
@@ -55,7 +56,20 @@ class PolicyHolder:
 
     def clear(self, key: str) -> None:
         self._overrides.pop(key, None)
-        policy = self.base
+        self._rebuild()
+
+    def set_series_threshold(self, series: str, threshold: float | None) -> None:
+        """A series' calibrated threshold from the audit (None: the configured one applies again)."""
+        thresholds = dict(self.current.series_thresholds)
+        if threshold is None:
+            thresholds.pop(series, None)
+        else:
+            thresholds[series] = threshold
+        # Validated by Policy before anything changes.
+        self.current = dataclasses.replace(self.current, series_thresholds=thresholds)
+
+    def _rebuild(self) -> None:
+        policy = dataclasses.replace(self.base, series_thresholds=self.current.series_thresholds)
         for update in self._overrides.values():
             policy = policy.apply(update)
         self.current = policy
@@ -78,6 +92,21 @@ def apply_record(holder: PolicyHolder, key: bytes | None, value: bytes | None) -
     log.warning("control: %s = %s (by %s)", update.key, update.value, update.updated_by or "unknown")
 
 
+def apply_threshold_record(holder: PolicyHolder, key: bytes | None, value: bytes | None) -> None:
+    """Apply one record of the thresholds topic; a tombstone forgets the series' threshold."""
+    series = (key or b"").decode("utf-8", "replace")
+    if value is None:
+        holder.set_series_threshold(series, None)
+        return
+    try:
+        update = decode(ThresholdUpdate, value, max_bytes=MAX_CONTROL_BYTES)
+        holder.set_series_threshold(update.series, update.threshold)
+    except (InputRejected, ValueError) as exc:
+        log.error("thresholds: ignored an invalid update (key %r): %s", key, exc)
+        return
+    log.warning("thresholds: series %s auto-decides from confidence %s", update.series, update.threshold)
+
+
 def caught_up(positions: Mapping[TopicPartition, int], targets: Mapping[TopicPartition, int]) -> bool:
     """Whether every partition's position has reached its end offset as read at start-up.
 
@@ -94,19 +123,23 @@ async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> d
 
 
 async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
-    """Read the control topic from the start, mark the holder ready once caught up, then keep following.
+    """Read the control and thresholds topics from the start, mark the holder ready once caught up,
+    then keep following both.
 
     "Caught up" means every partition's position has reached the end offset it had when the follower
     started: everything written before this worker started has been applied, however slowly the
     broker hands it over. (Tansu reports an end offset as the last batch's start + 1, at or below
     the real one: it is still reached, once that last batch has been read.)
     """
-    topic = settings.topics.name("control")
-    partitions = (await topic_partitions(settings.kafka.bootstrap_servers, [topic]))[topic]
+    appliers = {
+        settings.topics.name("control"): apply_record,
+        settings.topics.name("thresholds"): apply_threshold_record,
+    }
+    partitions = await topic_partitions(settings.kafka.bootstrap_servers, list(appliers))
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
     await consumer.start()
     try:
-        tps = [TopicPartition(topic, p) for p in partitions]
+        tps = [TopicPartition(topic, p) for topic, ids in partitions.items() for p in ids]
         # End offsets first, before anything is assigned: once the fetcher long-polls a partition,
         # the broker answers this connection's next request only after that fetch (up to 0.5 s).
         targets: dict[TopicPartition, int] = await consumer.end_offsets(tps)
@@ -118,15 +151,15 @@ async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
                 holder.ready.set()
                 log.info("control: caught up to %s; policy %s", _offsets_text(targets), holder.current)
             batch = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
-            for records in batch.values():
+            for tp, records in batch.items():
                 for record in records:
-                    apply_record(holder, record.key, record.value)
+                    appliers[tp.topic](holder, record.key, record.value)
     finally:
         await consumer.stop()
 
 
 def _offsets_text(offsets: Mapping[TopicPartition, int]) -> str:
-    return ", ".join(f"{tp.partition}@{offset}" for tp, offset in sorted(offsets.items()))
+    return ", ".join(f"{tp.topic}[{tp.partition}]@{offset}" for tp, offset in sorted(offsets.items()))
 
 
 def parse_value(key: str, raw: str) -> float | bool:

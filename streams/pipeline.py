@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 #: Extra attempts for a pair that failed for lack of a judge while no breaker was open yet.
 OUTAGE_RETRIES = 2
 
-TopicKind = Literal["verdicts", "tiebreak", "review", "deadletter", "audit", "decisions", "observations", "control"]
+TopicKind = Literal[
+    "verdicts", "tiebreak", "review", "deadletter", "audit", "decisions", "observations", "control", "thresholds"
+]
 #: At most one alert per judge series this often while its requests keep being refused.
 ALERT_EVERY_S = 60.0
 HeadersIn = Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None

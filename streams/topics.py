@@ -25,7 +25,11 @@ KINDS = (
     # outcomes) and the joined observations (keyed by series). See streams.audit.
     "decisions",
     "observations",
+    # The calibrated auto-decision thresholds by series, compacted like control: every worker follows it.
+    "thresholds",
 )
+#: Compacted, one partition, read whole by every worker (streams.control).
+FOLLOWED_KINDS = ("control", "thresholds")
 #: Where a pair's story ends. ``tiebreak`` is a way-station, not an outcome.
 FINAL_KINDS = ("verdicts", "review", "deadletter")
 #: The stages that record their outcomes in a table of their own (streams.outcomes).
@@ -57,8 +61,8 @@ def topic_specs(settings: Settings) -> dict[str, TopicSpec]:
     specs = {}
     for kind in KINDS:
         specs[settings.topics.name(kind)] = TopicSpec(
-            partitions=1 if kind == "control" else partitions,
-            compacted=kind == "control",
+            partitions=1 if kind in FOLLOWED_KINDS else partitions,
+            compacted=kind in FOLLOWED_KINDS,
             replication=replication,
         )
     # Faust declares nothing here (topic_allow_declare=False), so the tables' changelogs are created

@@ -6,7 +6,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
-from agents.stats import Guarantee, calibrate_threshold
+from agents.stats import DEFAULT_THRESHOLD_GRID, Guarantee, calibrate_threshold
 from schemas.audit import (
     AuditObservation,
     ThresholdSnapshot,
@@ -30,6 +30,8 @@ class ConfidenceHistogram:
     agrees: list[int] = field(default_factory=lambda: [0] * (HISTOGRAM_BINS + 1))
     #: The input offset of the last observation taken in (the edge skips anything at or below it).
     last_offset: int = -1
+    #: The calibrated threshold last published to the workers; None while the configured one applies.
+    published_threshold: float | None = None
 
     def add(self, observation: AuditObservation) -> None:
         record, label = observation.record, observation.label
@@ -45,13 +47,20 @@ class ConfidenceHistogram:
     def labels(self) -> int:
         return sum(self.counts)
 
-    def guarantee(self, *, target: float, risk: float, min_labels: int) -> Guarantee:
+    def guarantee(self, *, target: float, risk: float, min_labels: int, floor: float = 0.0) -> Guarantee:
+        """The calibrated threshold on the default grid, walking no lower than ``floor``.
+
+        The floor is the configured threshold: labels come from automatic verdicts, which all had at
+        least that confidence, so the data says nothing about pairs below it. Without the floor the
+        walk would certify every lower grid point too (the pairs above them are the same pairs).
+        """
         confidences: list[float] = []
         agreeing: list[bool] = []
         for index, (count, agree) in enumerate(zip(self.counts, self.agrees, strict=True)):
             confidences.extend([index / HISTOGRAM_BINS] * count)
             agreeing.extend([True] * agree + [False] * (count - agree))
-        return calibrate_threshold(confidences, agreeing, target=target, risk=risk, min_labels=min_labels)
+        grid = [t for t in DEFAULT_THRESHOLD_GRID if t >= floor]
+        return calibrate_threshold(confidences, agreeing, target=target, risk=risk, min_labels=min_labels, grid=grid)
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode("utf-8")
@@ -82,7 +91,7 @@ def threshold_snapshot(
 ) -> ThresholdSnapshot:
     """The threshold a series' snapshot reports: the calibrated one when it carries the guarantee,
     else the configured one, saying why."""
-    found = histogram.guarantee(target=target, risk=risk, min_labels=min_labels)
+    found = histogram.guarantee(target=target, risk=risk, min_labels=min_labels, floor=configured)
     if found.threshold is None:
         return ThresholdSnapshot(
             source="configured",
@@ -102,8 +111,8 @@ def threshold_snapshot(
         note=(
             f"auto-decided pairs at confidence >= {found.threshold:.2f} agree with humans at >= {target:g} "
             f"with probability >= {1 - risk:g} ({found.n_used} of {found.n_labels} labelled pairs above it, "
-            f"{found.realised_agreement:.1%} agreeing); labels come from automatic verdicts only, so it can "
-            "raise the configured threshold, never certify one below it"
+            f"{found.realised_agreement:.1%} agreeing); the walk stops at the configured threshold, below "
+            "which no automatic verdict (so no label) exists"
         ),
     )
 

@@ -14,20 +14,11 @@ from schemas.audit import (
 )
 from schemas.events import OrderingResult
 from schemas.pair import CandidatePair
-from schemas.rubric import RubricRef
 
 
 def series_of(judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:
-    """The series a pair's decisions count in: the primary judge's identity and template, the rubric, the experiment."""
-    rubric = pair.rubric
-    return AuditSeries(
-        judge_provider=judge.provider,
-        judge_model=judge.model,
-        judge_version=judge.version,
-        prompt_template_hash=judge.prompt_template_hash,
-        rubric=f"named:{rubric.name}" if isinstance(rubric, RubricRef) else rubric.kind,
-        experiment_id=pair.metadata.experiment_id,
-    )
+    """The series a pair's decisions count in (``AuditSeries.for_pair``)."""
+    return AuditSeries.for_pair(judge, pair)
 
 
 def record_for(decision: Decision, judged: CandidatePair | TieBreakRequest) -> DecisionRecord | None:

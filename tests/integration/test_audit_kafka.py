@@ -16,7 +16,7 @@ import pytest
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
 from schemas import HumanLabel
-from schemas.audit import Alert, AuditSnapshot
+from schemas.audit import Alert, AuditSnapshot, ThresholdUpdate
 from streams.codecs import encode
 from streams.collector import Outcomes, collect_outcomes, read_topic
 from streams.demo import sample_labels
@@ -215,3 +215,86 @@ def latest_per_series(snapshots: list[AuditSnapshot]) -> list[AuditSnapshot]:
         if snapshot.series not in latest or snapshot.published_at >= latest[snapshot.series].published_at:
             latest[snapshot.series] = snapshot
     return list(latest.values())
+
+
+def _variant(source_id: str, pair_id: str) -> bytes:
+    pair = next(p for p in sample_dicts() if p["pair_id"] == source_id)
+    return json.dumps({**pair, "pair_id": pair_id}).encode()
+
+
+async def _final_one_by_one(settings: Settings, source_id: str, ids: list[str], until_decided_by: str) -> int:
+    """Send ``source_id`` variants one at a time until one is decided by ``until_decided_by``; how many it took."""
+    for n, pair_id in enumerate(ids, start=1):
+        await send_events(settings, [_variant(source_id, pair_id)])
+        got = await collect_outcomes(settings, {pair_id}, timeout=60)
+        kind, event = got.final[pair_id]
+        if kind == "verdicts" and event["decided_by"] == until_decided_by:
+            return n
+    return len(ids) + 1
+
+
+async def test_a_calibrated_threshold_reaches_every_worker_and_sends_less_trusted_pairs_to_the_tiebreak(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # The offline judge decides "support-dispute" at confidence 0.95 and "email-card-delay" at 0.725, in
+    # the same series. Humans agree with every 0.95 verdict and with half of the 0.725 ones: agreement
+    # of 0.9 with risk 0.1 holds from 0.73 up, so that becomes the series' threshold.
+    settings = await kafka_run(
+        kafka_bootstrap,
+        tmp_path,
+        "thresh",
+        # kappa_min -1: the offline judge names "champion" every time here, and a rater who never varies
+        # has kappa 0 however often it agrees; this test is about the threshold, not the guard.
+        audit={"snapshot_interval_s": 0.5, "window_s": 10_000_000.0, "calibration_min_labels": 40, "kappa_min": -1.0},
+        policy={"audit_share": 0.0},
+    )
+    prefix = settings.topics.prefix
+    sure = [f"{prefix}-s{i}" for i in range(40)]
+    unsure = [f"{prefix}-e{i}" for i in range(20)]
+    with (
+        running_worker(settings, tmp_path / "worker-1.log"),
+        running_worker(settings, tmp_path / "worker-2.log"),
+    ):
+        await send_events(
+            settings,
+            [_variant("support-dispute", i) for i in sure] + [_variant("email-card-delay", i) for i in unsure],
+        )
+        first = await collect_outcomes(settings, {*sure, *unsure}, timeout=120)
+        assert first.complete
+        assert {(kind, event["decided_by"]) for kind, event in first.final.values()} == {("verdicts", "primary")}
+        labels = [_label(i, "champion") for i in sure]
+        labels += [_label(i, "champion" if n % 2 else "challenger") for n, i in enumerate(unsure)]
+        await produce_raw(kafka_bootstrap, settings.topics.name("labels"), labels, keyed=True)
+        updates = await read_topic(
+            settings,
+            "thresholds",
+            timeout=90,
+            until=lambda r: any(json.loads(v or b"{}").get("threshold") is not None for _, v in r),
+        )
+        took = await _final_one_by_one(
+            settings, "email-card-delay", [f"{prefix}-x{i}" for i in range(10)], until_decided_by="tiebreak"
+        )
+        # Every worker holds the new bar: the unsure pairs go through the tie-break, the sure ones do not.
+        later = {f"{prefix}-late-e{i}": "email-card-delay" for i in range(8)}
+        later |= {f"{prefix}-late-s{i}": "support-dispute" for i in range(8)}
+        await send_events(settings, [_variant(source, pair_id) for pair_id, source in later.items()])
+        after = await collect_outcomes(settings, set(later), timeout=120)
+        _, snapshots = await _audit_events(
+            settings, lambda a, s: any(x.threshold and x.threshold.source == "calibrated" for x in s)
+        )
+    logs = [(tmp_path / f"worker-{n}.log").read_text(errors="replace") for n in (1, 2)]
+
+    (update,) = [ThresholdUpdate.model_validate_json(v or b"{}") for _, v in updates]
+    assert update.threshold == pytest.approx(0.73)
+    assert update.coverage == pytest.approx(40 / 60)
+    assert (update.labels, update.target, update.risk) == (60, 0.9, 0.1)
+    for log in logs:
+        assert f"thresholds: series {update.series} auto-decides from confidence 0.73" in log, log[-3000:]
+    assert took <= 3, f"the new threshold took {took} pairs to arrive"
+    assert after.ok
+    decided_by = {pair_id: event.get("decided_by") for pair_id, (_, event) in after.final.items()}
+    assert {decided_by[i] for i in later if "late-e" in i} == {"tiebreak"}
+    assert {decided_by[i] for i in later if "late-s" in i} == {"primary"}
+    calibrated = [s.threshold for s in snapshots if s.threshold and s.threshold.source == "calibrated"]
+    assert calibrated[-1] is not None
+    assert calibrated[-1].threshold == pytest.approx(0.73)

@@ -402,3 +402,40 @@ def test_the_snapshot_reports_the_configured_threshold_until_one_is_calibrated()
     assert later.threshold is not None
     assert 0.75 < later.threshold <= 0.95  # the chance-level band stays below it
     assert later.coverage == pytest.approx(180 / 330)
+
+
+# --- the calibrated threshold, applied ------------------------------------------------------------------
+
+
+async def test_a_series_calibrated_threshold_raises_the_bar_for_that_series_only() -> None:
+    pair = make_pair()
+    judge = ScriptedJudge(per_order(pair, tone_reply("A", confidence=0.85), tone_reply("B", confidence=0.85)))
+    plain = await judge_pair(pair, judge, Policy())
+    record = record_for(plain, pair)
+    assert record is not None
+    assert plain.facts.outcome == "verdict"
+    assert plain.facts.primary_threshold == 0.7
+    raised = Policy(series_thresholds={record.series.key: 0.9})
+    held = await judge_pair(pair, judge, raised)
+    assert (held.facts.outcome, held.facts.reason, held.facts.primary_threshold) == ("tiebreak", "low_confidence", 0.9)
+    other = Policy(series_thresholds={record.series.key + "-another": 0.9})
+    assert (await judge_pair(pair, judge, other)).facts.outcome == "verdict"
+    # A calibrated threshold never lowers the configured one.
+    lowered = Policy(primary_confidence_threshold=0.9, series_thresholds={record.series.key: 0.5})
+    assert (await judge_pair(pair, judge, lowered)).facts.primary_threshold == 0.9
+
+
+def test_a_series_threshold_outside_0_1_is_refused() -> None:
+    with pytest.raises(ValueError, match="must be within"):
+        Policy(series_thresholds={"s": 1.5})
+
+
+def test_calibration_never_certifies_a_threshold_below_the_configured_one() -> None:
+    # Labels exist only for automatic verdicts (confidence >= 0.7): below it, the data says nothing.
+    histogram = ConfidenceHistogram()
+    for _ in range(150):
+        histogram.add(labelled(FIRST_ID, FIRST_ID, 0.8))
+    found = threshold_snapshot(histogram, configured=0.7, target=0.9, risk=0.1, min_labels=100)
+    assert (found.source, found.threshold) == ("calibrated", 0.7)
+    unclamped = histogram.guarantee(target=0.9, risk=0.1, min_labels=100)
+    assert unclamped.threshold == 0.0  # what the walk alone would certify, on no evidence below 0.8

@@ -9,8 +9,8 @@ from aiokafka import TopicPartition
 
 from agents.policy import Policy
 from agents.scripted import ScriptedJudge
-from schemas import ControlUpdate
-from streams.control import PolicyHolder, apply_record, caught_up, parse_value
+from schemas import ControlUpdate, ThresholdUpdate
+from streams.control import PolicyHolder, apply_record, apply_threshold_record, caught_up, parse_value
 from streams.pipeline import JudgePanel, Origin, Pipeline
 from streams.settings import Settings
 from streams.telemetry import Telemetry
@@ -108,3 +108,30 @@ def test_the_kappa_guard_is_a_live_switch() -> None:
     assert parse_value("kappa_guard_tripped", "true") is True
     with pytest.raises(ValueError, match="true or false"):
         parse_value("kappa_guard_tripped", "1")
+
+
+def _threshold(series: str, value: float | None) -> tuple[bytes, bytes]:
+    update = ThresholdUpdate(series=series, threshold=value, target=0.9, risk=0.1, labels=120)
+    return series.encode(), update.model_dump_json().encode()
+
+
+def test_series_thresholds_follow_their_topic_and_survive_control_changes() -> None:
+    holder = PolicyHolder(Policy(primary_confidence_threshold=0.7))
+    apply_threshold_record(holder, *_threshold("s1", 0.82))
+    apply_threshold_record(holder, *_threshold("s2", 0.9))
+    assert holder.current.primary_threshold_for("s1") == 0.82
+    apply_record(holder, *_record("primary_confidence_threshold", 0.75))
+    apply_record(holder, b"primary_confidence_threshold", None)  # a tombstone: back to configured
+    assert dict(holder.current.series_thresholds) == {"s1": 0.82, "s2": 0.9}
+    apply_threshold_record(holder, *_threshold("s1", None))  # no calibrated threshold any more
+    apply_threshold_record(holder, b"s2", None)  # a tombstone
+    assert dict(holder.current.series_thresholds) == {}
+    assert holder.current.primary_threshold_for("s1") == 0.7
+
+
+def test_an_invalid_threshold_record_changes_nothing() -> None:
+    holder = PolicyHolder(Policy())
+    apply_threshold_record(holder, *_threshold("s1", 0.8))
+    apply_threshold_record(holder, b"s1", b'{"series": "s1", "threshold": 7}')
+    apply_threshold_record(holder, b"s1", b"not json")
+    assert dict(holder.current.series_thresholds) == {"s1": 0.8}

@@ -156,6 +156,7 @@ async def test_consistent_confident_orders_give_a_primary_verdict() -> None:
         confidence=decision.facts.confidence,
         judged_winner=X,
         judged_confidence=decision.facts.confidence,
+        primary_threshold=0.7,
     )
     assert decision.facts.confidence == pytest.approx(0.85)
     assert decision.evaluation is not None
