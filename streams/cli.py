@@ -278,6 +278,43 @@ def canary_send(
     Console().print(f"sent {sent} canary pairs to {settings.topics.name('pairs')}")
 
 
+@app.command()
+def report(
+    out: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("out/pairjudge-report.html"),
+    source: Annotated[
+        Path | None,
+        typer.Option("--from", help="A JSONL export of snapshots and alerts; without it, read pairjudge.audit."),
+    ] = None,
+    bootstrap: Bootstrap = None,
+) -> None:
+    """Write one self-contained HTML report of the drift audit (plots as inline SVG, no script)."""
+    from rich.markup import escape
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        console.print("[red]error:[/red] the report needs matplotlib: pip install 'pairjudge[report]'")
+        raise typer.Exit(code=2) from None
+
+    from streams.report import parse_audit_events, write_report
+
+    if source is not None:
+        try:
+            lines: list[bytes] = source.read_bytes().splitlines()
+        except OSError as exc:
+            console.print(f"[red]error:[/red] cannot read {escape(str(source))}: {escape(str(exc.strerror or exc))}")
+            raise typer.Exit(code=2) from None
+    else:
+        from streams.collector import read_topic
+
+        settings = _settings(bootstrap)
+        records = asyncio.run(read_topic(settings, "audit", timeout=10))
+        lines = [value for _, value in records if value]
+    events = parse_audit_events(lines)
+    write_report(events, out)
+    Console().print(f"wrote {out}: {len(events.snapshots)} snapshots, {len(events.alerts)} alerts")
+
+
 def main() -> None:
     try:
         app()

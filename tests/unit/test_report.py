@@ -1,0 +1,101 @@
+"""The drift report: one self-contained HTML page, one section per series, event text escaped."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from agents.audit import SeriesWindow, WindowStats
+from schemas.audit import Alert, AuditObservation, AuditSeries, AuditSnapshot, DecisionRecord
+from schemas.events import HumanLabel
+from streams.cli import app
+from streams.report import latest_per_window, parse_audit_events, render_report
+
+HOSTILE = "<script>alert(1)</script>"
+START = datetime(2026, 12, 1, 10, tzinfo=UTC)
+
+
+def series(experiment: str) -> AuditSeries:
+    return AuditSeries(
+        judge_provider="openai",
+        judge_model="gpt-x",
+        judge_version="2026-11",
+        prompt_template_hash="h1",
+        rubric="tone_style",
+        experiment_id=experiment,
+    )
+
+
+def window(s: AuditSeries, hour: int, agree: int, disagree: int, *, final: bool = True) -> AuditSnapshot:
+    stats = WindowStats()
+    for n in range(agree + disagree):
+        record = DecisionRecord(
+            pair_id=f"p{n}",
+            series=s,
+            stage="primary",
+            outcome="verdict",
+            auto_decided=True,
+            candidates=("a", "b"),
+            judge_winner="a" if n % 3 else "b",
+            confidence=0.75 + (n % 5) / 20,
+        )
+        human = record.judge_winner if n < agree else ("b" if record.judge_winner == "a" else "a")
+        assert human is not None
+        label = HumanLabel(pair_id=f"p{n}", winner=human, reviewer="r")
+        stats.add(AuditObservation(kind="decision", series=s, record=record))
+        stats.add(AuditObservation(kind="labelled", series=s, record=record, label=label))
+    start = (START + timedelta(hours=hour)).timestamp()
+    return SeriesWindow(s, start, 3600.0, 0, stats).snapshot(final=final)
+
+
+def test_one_section_per_series_with_every_plot_inline_and_nothing_external() -> None:
+    calm, drifting = series("calm"), series(HOSTILE)
+    snapshots = [window(calm, h, 40, 5) for h in range(3)] + [
+        window(drifting, h, 25 - 5 * h, 5 + 5 * h) for h in range(3)
+    ]
+    alert = Alert(
+        kind="kappa_below_threshold", series=drifting.key, message=f"kappa fell {HOSTILE}", value=0.3, threshold=0.7
+    )
+    page = render_report(parse_audit_events([s.model_dump_json() for s in snapshots] + [alert.model_dump_json()]))
+    assert page.count("<h2>") == 2
+    assert page.count("<svg") == 10  # five plots per series
+    assert "<script" not in page  # the hostile experiment name and message are escaped
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert not re.search(r"""(src|href)=["']https?:""", page)  # self-contained
+    # The table shows each window's kappa with its interval, as the snapshot computed it.
+    first = snapshots[3]
+    assert first.cohen_kappa is not None
+    assert first.kappa_low is not None
+    assert first.kappa_high is not None
+    assert f"{first.cohen_kappa:.2f} ({first.kappa_low:.2f}..{first.kappa_high:.2f})" in page
+
+
+def test_a_window_counts_once_its_final_snapshot_over_running_ones() -> None:
+    s = series("x")
+    running = window(s, 0, 10, 0, final=False)
+    final = window(s, 0, 20, 0, final=True)
+    later_running = running.model_copy(update={"published_at": final.published_at + timedelta(seconds=5)})
+    (kept,) = latest_per_window([running, final, later_running])[s.key]
+    assert kept.final
+    assert kept.human_labels == 20
+
+
+def test_lines_that_are_neither_snapshots_nor_alerts_are_counted_not_fatal() -> None:
+    events = parse_audit_events(
+        [b"not json", b'{"unrelated": 1}', b"", window(series("x"), 0, 3, 1).model_dump_json().encode()]
+    )
+    assert (len(events.snapshots), len(events.alerts), events.skipped) == (1, 0, 2)
+    assert "2 line(s) were neither" in render_report(events)
+
+
+def test_the_report_command_writes_the_file(tmp_path: Path) -> None:
+    export = tmp_path / "audit.jsonl"
+    export.write_text("\n".join(window(series("x"), h, 30, 10).model_dump_json() for h in range(2)) + "\n")
+    out = tmp_path / "r" / "report.html"
+    result = CliRunner().invoke(app, ["report", "--from", str(export), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "2 snapshots, 0 alerts" in " ".join(result.output.split())
+    assert out.read_text().count("<svg") == 5
