@@ -696,6 +696,22 @@ def report(
     )
 
 
+def audit_report(with_audit: PhaseResult, without: PhaseResult) -> None:
+    """What the drift audit's two agents cost: the same pairs, with and without them, in one run."""
+    table = Table(title="the drift audit's cost: the same pairs, workers with and without the audit agents")
+    table.add_column("")
+    table.add_column("audit on", justify="right")
+    table.add_column("audit off", justify="right")
+    table.add_column("on / off", justify="right")
+    for name, a, b in (
+        ("throughput, steady, per s", with_audit.rate, without.rate),
+        ("steady time (s)", with_audit.steady_s, without.steady_s),
+        ("total time from worker start (s)", with_audit.total_s, without.total_s),
+    ):
+        table.add_row(name, f"{a:,.2f}", f"{b:,.2f}", f"{a / b:.3f}" if b else "")
+    console.print(table)
+
+
 # --------------------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------------------
@@ -715,6 +731,21 @@ async def run(args: argparse.Namespace) -> None:
             await create_topics(broker.bootstrap, topic_specs(settings))
             raws = stamp_created_at(raws)
             pj = await run_pairjudge(settings, raws, args.workers, args.concurrency, work.path, args.timeout)
+            without_audit: PhaseResult | None = None
+            if args.audit_compare:
+                # The same pairs through workers that run no audit agents (their records still go out).
+                quiet = run_settings(
+                    base,
+                    broker,
+                    work.path / "no-audit",
+                    tag="bench-noaudit",
+                    kafka={"partitions": args.partitions},
+                    audit={"enabled": False},
+                )
+                await create_topics(broker.bootstrap, topic_specs(quiet))
+                without_audit = await run_pairjudge(
+                    quiet, raws, args.workers, args.concurrency, work.path / "no-audit", args.timeout
+                )
             baseline = await run_baseline(
                 settings,
                 raws,
@@ -734,6 +765,8 @@ async def run(args: argparse.Namespace) -> None:
             workers=args.workers,
             concurrency=args.concurrency,
         )
+        if without_audit is not None:
+            audit_report(pj, without_audit)
         work.ok = True
 
 
@@ -748,6 +781,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--judge-sample", type=int, default=120, help="pairs timed in process without Kafka (0 = all; default 120)"
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each phase's outputs")
+    parser.add_argument(
+        "--no-audit-compare",
+        dest="audit_compare",
+        action="store_false",
+        help="skip the second pairjudge phase with the audit agents off",
+    )
     # Baseline mode: this script re-runs itself as the raw aiokafka consumer processes.
     parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--in-topic", help=argparse.SUPPRESS)
