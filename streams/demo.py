@@ -29,6 +29,7 @@ from streams.embedded_broker import RunningBroker, start_tansu
 from streams.labels import Accepted, parse_labels
 from streams.labels_import import publish as publish_labels
 from streams.producer import key_of, read_lines, send_events
+from streams.report import latest_per_window, parse_audit_events
 from streams.settings import Settings, environ_for
 from streams.telemetry import Telemetry
 from streams.topics import topic_specs
@@ -188,20 +189,11 @@ async def _audit_loop(
     alerts: list[Alert] = []
 
     def counted(records: list[tuple[bytes | None, bytes | None]]) -> bool:
+        events = parse_audit_events(value for _, value in records if value)
+        recent = (s for s in events.snapshots if s.published_at >= started_at)
         latest.clear()
-        alerts.clear()
-        for _, value in records:
-            body = json.loads(value or b"{}")
-            if "window_end" in body:
-                snapshot = AuditSnapshot.model_validate(body)
-                if snapshot.published_at >= started_at and (
-                    snapshot.series not in latest or snapshot.published_at >= latest[snapshot.series].published_at
-                ):
-                    latest[snapshot.series] = snapshot
-            elif "kind" in body:
-                alert = Alert.model_validate(body)
-                if alert.raised_at >= started_at:
-                    alerts.append(alert)
+        latest.update({series: windows[-1] for series, windows in latest_per_window(recent).items()})
+        alerts[:] = [a for a in events.alerts if a.raised_at >= started_at]
         decided = sum(1 for _, (kind, event) in outcomes.final.items() if kind != "deadletter")
         return (
             sum(s.human_labels for s in latest.values()) >= joinable

@@ -21,6 +21,7 @@ from streams.codecs import encode
 from streams.collector import Outcomes, collect_outcomes, read_topic
 from streams.demo import sample_labels
 from streams.producer import send_events
+from streams.report import parse_audit_events
 from streams.settings import Settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -62,14 +63,8 @@ async def _one_by_one(settings: Settings, ids: list[str], stop: str | None = Non
 
 async def _audit_events(settings: Settings, until: Any, timeout: float = 90) -> tuple[list[Alert], list[AuditSnapshot]]:
     def parse(records: list[tuple[bytes | None, bytes | None]]) -> tuple[list[Alert], list[AuditSnapshot]]:
-        alerts, snapshots = [], []
-        for _, value in records:
-            body = json.loads(value or b"{}")
-            if "window_end" in body:
-                snapshots.append(AuditSnapshot.model_validate(body))
-            elif "kind" in body:
-                alerts.append(Alert.model_validate(body))
-        return alerts, snapshots
+        events = parse_audit_events(value for _, value in records if value)
+        return events.alerts, events.snapshots
 
     records = await read_topic(settings, "audit", timeout=timeout, until=lambda r: until(*parse(r)))
     return parse(records)
