@@ -23,7 +23,6 @@ from typing import Any, NamedTuple, TypeVar
 import anyio
 
 from agents.errors import InputRejected
-from agents.invisible import is_blank
 from agents.judge import Judge, judge_info
 from agents.jury import Juror, juror, jury_info, reconcile_jury, required_votes, tally, with_agreement
 from agents.policy import Policy
@@ -39,11 +38,13 @@ from agents.reconcile import (
     review,
     snapshot_pair,
 )
+from agents.settle import Settlement, settle
 from agents.tiebreak import TieBreakOrdering, decide_tiebreak, judge_tiebreak_ordering
 from agents.validation import AskResult, JudgeCall, ask_validated, check_head_to_head, check_pairwise
 from schemas.audit import AuditSeries
 from schemas.events import (
     DecidedBy,
+    JudgeInfo,
     JuryVote,
     Order,
     OrderingResult,
@@ -53,7 +54,7 @@ from schemas.events import (
     TieBreakReason,
     TieBreakRequest,
 )
-from schemas.pair import CandidatePair
+from schemas.pair import TIE, CandidatePair
 from schemas.replies import HeadToHeadReply, PairwiseReply, ToneStyleReply
 from schemas.rubric import HeadToHeadRubric, InlineRubric, PairwiseRubric, RubricRef, ToneStyleRubric
 
@@ -183,19 +184,16 @@ def _check_text(what: str, text: str, limit: int, reason: str, *, may_be_empty: 
 def check_pair(pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> InlineRubric:
     """Check that ``pair`` can be judged (DESIGN §2.1) and return its rubric; raise ``InputRejected``.
 
-    Reasons: ``unknown_rubric``, ``empty_output``, ``oversized_output``, ``empty_prompt``,
+    Reasons: ``unknown_rubric``, ``oversized_output``, ``empty_prompt``,
     ``oversized_prompt``, ``oversized_context``, ``malformed_text``. Details name the candidate id and
     sizes, never the text itself. Every rubric's template needs the task (the tie-break shows it even
     when the primary template does not), so a blank task prompt is rejected for all kinds.
     """
     rubric = resolve_rubric(pair, catalog)
     for candidate in pair.candidates:
+        # An empty output is an ordinary (losing) answer, settled by ``agents.settle``, not an error.
         what = f"candidate {candidate.candidate_id!r} output"
-        _check_text(what, candidate.output, policy.max_output_chars, "output")
-        # Zero-width and other invisible characters pass strip(), yet show a reader nothing: an empty
-        # output by another name. Checked after the size bound, so the scan is bounded too.
-        if is_blank(candidate.output):
-            raise InputRejected("empty_output", f"{what} has only invisible characters (zero-width, format, spaces)")
+        _check_text(what, candidate.output, policy.max_output_chars, "output", may_be_empty=True)
     _check_text("task prompt", pair.task.prompt, policy.max_prompt_chars, "prompt")
     if pair.task.context is not None:
         _check_text("task context", pair.task.context, policy.max_prompt_chars, "context", may_be_empty=True)
@@ -301,6 +299,9 @@ async def judge_pair(
     info = jury_info(panel, prompt_hash)
     # The series' calibrated threshold, when the audit has published one (never below the configured).
     threshold = policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key)
+    settled = settle(judged_pair)
+    if settled is not None:
+        return _settled_decision(judged_pair, rubric, settled, info, prompt_hash)
     jurors = await _judge_jurors(judged_pair, rubric, panel, policy, prompt_hash, threshold)
     raw = reconcile_jury(jurors, needed, threshold)
     rec = apply_policy(raw, policy)
@@ -342,6 +343,44 @@ async def judge_pair(
         facts=facts,
         evaluation=_evaluation(f"pairwise_{rubric.kind}", outcome, orderings, rec.mean_confidence),
     )
+
+
+def _settled_decision(
+    pair: CandidatePair, rubric: InlineRubric, settled: Settlement, info: JudgeInfo, prompt_hash: str
+) -> Decision:
+    """The primary stage's decision for a pair settled by rule: a verdict, no judge call, no audit copy
+    (it says nothing about the judge, so the drift audit does not count it either)."""
+    tie = settled.winner == TIE
+    outcome = PairVerdict(
+        pair_id=pair.pair_id,
+        winner=settled.winner,
+        winner_role=None if tie else pair.candidate(settled.winner).source.role,
+        loser=None if tie else next(c.candidate_id for c in pair.candidates if c.candidate_id != settled.winner),
+        confidence=1.0,
+        decided_by="rule",
+        consistent=True,
+        orderings=(),
+        justification=settled.explanation,
+        key_differentiators=(settled.rule,),
+        rubric_kind=rubric.kind,
+        judge=info,
+        experiment_id=pair.metadata.experiment_id,
+        traffic=pair.metadata.traffic,
+    )
+    facts = _facts(
+        pair,
+        "primary",
+        outcome,
+        None,
+        prompt_hash=prompt_hash,
+        rubric_kind=rubric.kind,
+        calls=(),
+        audit=False,
+        consistent=True,
+        flip=False,
+    )
+    evaluation = EvaluationResult(f"pairwise_{rubric.kind}", outcome.winner_role or "tie", 1.0, settled.explanation)
+    return Decision(stage="primary", outcome=outcome, audit_copy=None, calls=(), facts=facts, evaluation=evaluation)
 
 
 # --- the tie-break stage ----------------------------------------------------------------------
@@ -495,5 +534,5 @@ def _evaluation(
     if not any(r.valid for r in judged):
         return None
     if isinstance(outcome, PairVerdict):
-        return EvaluationResult(name, outcome.winner_role, outcome.confidence, outcome.justification)
+        return EvaluationResult(name, outcome.winner_role or "tie", outcome.confidence, outcome.justification)
     return EvaluationResult(name, outcome_kind(outcome), mean_confidence, outcome.reason)

@@ -14,9 +14,10 @@ Per ordering:
 Across the two orderings (first that applies wins): a judge that refused the request (a 4xx) -> review
 "judge_rejected"; a judge that was down -> "judge_unavailable"; an invalid ordering -> "tiebreak_invalid";
 an unresolved ordering ->
-"tiebreak_equal_scores" if its recomputed scores were exactly equal or the judge escalated, else
-"tiebreak_invalid"; the
-orders choosing different candidates -> "tiebreak_disagreement"; otherwise a verdict with
+"tiebreak_equal_scores" if its recomputed scores were exactly equal, "tiebreak_no_signal" if the judge
+found nothing to decide on (a valid reply still below the confidence threshold after the forced-choice
+re-ask, or a judge that escalated on unequal scores), else "tiebreak_invalid" (a winner that contradicts
+its own scores); the orders choosing different candidates -> "tiebreak_disagreement"; otherwise a verdict with
 ``decided_by="tiebreak"`` (or, with the kappa guard tripped, review "kappa_guard").
 """
 
@@ -74,10 +75,18 @@ class Assessment:
     problems: tuple[str, ...]
     #: The judge applied seed 002's escalation rule (it found the outputs equal on the weighted criteria).
     escalated: bool = False
+    #: The reply's winner is not the side its own criteria favour.
+    contradicts: bool = False
 
     @property
     def equal(self) -> bool:
         return self.preferred is None
+
+    @property
+    def no_signal(self) -> bool:
+        """Unsettled only because the judge found too little to go on: below the confidence threshold, or
+        escalating on unequal scores, with nothing contradictory in the reply."""
+        return bool(self.problems) and not self.equal and not self.contradicts
 
 
 def assess(reply: TieBreakReply, weights: TieBreakWeights, threshold: float) -> Assessment:
@@ -91,9 +100,12 @@ def assess(reply: TieBreakReply, weights: TieBreakWeights, threshold: float) -> 
         problems.append("escalation_triggered is true")
     if preferred is None:
         problems.append(f"the weighted scores are equal (A {a:g}, B {b:g}), so neither output is preferred")
-    elif reply.winner != preferred:
+    contradicts = preferred is not None and reply.winner != preferred
+    if contradicts:
         problems.append(f'winner "{reply.winner}" contradicts the weighted scores (A {a:g}, B {b:g})')
-    return Assessment(a, b, preferred, mismatch, tuple(problems), escalated=reply.escalation_triggered)
+    return Assessment(
+        a, b, preferred, mismatch, tuple(problems), escalated=reply.escalation_triggered, contradicts=contradicts
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +243,7 @@ def decide_tiebreak(
             "judge_rejected",
             "judge_unavailable",
             "tiebreak_invalid",
+            "tiebreak_no_signal",
             "tiebreak_equal_scores",
             "tiebreak_disagreement",
             "kappa_guard",
@@ -242,10 +255,14 @@ def decide_tiebreak(
         return to_review(failure_reason(o.error_kind for o in both) or "tiebreak_invalid")
     unresolved = [o for o in both if o.status == "unresolved"]
     if unresolved:
-        # Equal scores, or the judge itself escalating under seed 002's rule, is a true tie for a
-        # human; anything else (low confidence, a winner that contradicts its own scores) is a failed reply.
-        equal = any(o.assessment is not None and (o.assessment.equal or o.assessment.escalated) for o in unresolved)
-        return to_review("tiebreak_equal_scores" if equal else "tiebreak_invalid")
+        # Equal scores are a true tie for a human; a judge that found nothing to decide on (it stayed
+        # below the threshold, or escalated) is "no signal"; a winner against its own scores is a failed reply.
+        assessed = [o.assessment for o in unresolved if o.assessment is not None]
+        if any(a.equal for a in assessed):
+            return to_review("tiebreak_equal_scores")
+        if assessed and all(a.no_signal for a in assessed):
+            return to_review("tiebreak_no_signal")
+        return to_review("tiebreak_invalid")
     if ab.result.mapped_winner != ba.result.mapped_winner:
         return to_review("tiebreak_disagreement")
     if policy.kappa_guard_tripped:

@@ -8,18 +8,21 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from schemas._base import Contract, Event
-from schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
+from schemas.pair import TIE, CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
 from schemas.replies import Position, PositionOrTie
 
 Order = Literal["AB", "BA"]
-DecidedBy = Literal["primary", "tiebreak", "human"]
+#: "rule": settled before any judge call (an empty output loses, identical outputs tie; ``agents.settle``).
+DecidedBy = Literal["primary", "tiebreak", "human", "rule"]
 Stage = Literal["primary", "tiebreak"]
 TieBreakReason = Literal["tie", "low_confidence", "position_inconsistent", "invalid_verdict"]
 ReviewReason = Literal[
     "ordering_invalid",  # a primary ordering stayed invalid after its re-asks
     "tiebreak_disagreement",  # the two tie-break orders chose different candidates
     "tiebreak_equal_scores",  # weighted scores exactly equal, or the judge triggered escalation
-    "tiebreak_invalid",  # the tie-break reply failed validation or the forced-choice re-ask
+    "tiebreak_no_signal",  # valid replies, but the judge found nothing to decide on (below its threshold
+    # after the forced-choice re-ask, or it escalated on unequal scores): e.g. criteria it cannot measure
+    "tiebreak_invalid",  # the tie-break reply failed validation, or its winner contradicted its own scores
     "tiebreak_disabled",  # the tie-break resolver is switched off
     "judge_unavailable",  # the judge kept failing after retries
     "judge_rejected",  # the judge refused the request (a 4xx such as a bad key): never retried
@@ -107,10 +110,14 @@ class JuryVote(Contract):
 
 
 class PairVerdict(Event):
+    """An automatic decision. ``winner`` is a candidate id, or "TIE" for a pair settled as a tie by rule
+    (identical or both empty outputs); a tie has no ``loser`` and no ``winner_role``, and only a rule
+    decides one (a judge's tie goes to the tie-break)."""
+
     pair_id: PairId
-    winner: CandidateId
-    winner_role: Role
-    loser: CandidateId
+    winner: LabelWinner
+    winner_role: Role | None
+    loser: CandidateId | None
     confidence: float = Field(ge=0.0, le=1.0)
     decided_by: DecidedBy
     consistent: bool
@@ -131,6 +138,22 @@ class PairVerdict(Event):
     #: One vote per juror when a jury decided (agents.jury); empty for a single judge.
     jury: tuple[JuryVote, ...] = ()
     decided_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def tie(self) -> bool:
+        return self.winner == TIE
+
+    @model_validator(mode="after")
+    def _a_tie_is_settled_by_rule(self) -> PairVerdict:
+        # A consumer counting wins must be able to trust that a tie never names a side, and a win always does.
+        if self.tie:
+            if self.loser is not None or self.winner_role is not None:
+                raise ValueError("a tie has no loser and no winner_role")
+            if self.decided_by != "rule":
+                raise ValueError("only a rule settles a tie; a judge's tie goes to the tie-break")
+        elif self.loser is None or self.winner_role is None:
+            raise ValueError("a verdict for a candidate needs its loser and winner_role")
+        return self
 
 
 class TieBreakRequest(Event):

@@ -35,7 +35,8 @@ class Candidate(Contract):
     candidate_id: CandidateId
     #: Untrusted model output. Size is bounded by the worker's configured limit, not here,
     #: so that an oversized pair is dead-lettered with a clear reason rather than a schema error.
-    output: str = Field(min_length=1)
+    #: An empty output is valid: in production it is an ordinary losing answer (``agents.settle``).
+    output: str
     source: CandidateSource
 
 

@@ -109,11 +109,14 @@ def evaluate(
         ),
     ] = None,
 ) -> None:
-    """Judge a file with the same core and no Kafka; report agreement with any human labels."""
+    """Judge a file with the same core and no Kafka; report agreement with any human labels.
+
+    Exits 1 when any pair could not be judged (rejected or an error); --out names each one's reason."""
     from streams.evaluate import run_evaluate
 
     report = asyncio.run(run_evaluate(_settings(), file, out_path=out, console=Console(), baselines=baselines))
-    raise typer.Exit(code=0 if report.errors == 0 else 1)
+    # Any pair not judged (rejected input or an error) fails the command: a CI step must notice.
+    raise typer.Exit(code=1 if report.failed else 0)
 
 
 @control_app.command("set")

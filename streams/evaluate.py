@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from agents import InputRejected, Judge, Policy, resolve_tiebreak
@@ -44,6 +45,8 @@ class PairResult:
     winner: str | None = None  # a candidate id, None when undecided
     decided_by: str | None = None
     reason: str | None = None
+    #: Why a rejected pair (or an error) could not be judged, readable; never the pair's text.
+    detail: str | None = None
     confidence: float | None = None
     human: str | None = None  # the known label: a candidate id or TIE
     candidate_ids: tuple[str, str] | None = None
@@ -132,6 +135,15 @@ class EvaluateReport:
         return sum(1 for r in self.results if r.outcome == "error")
 
     @property
+    def rejected(self) -> int:
+        return sum(1 for r in self.results if r.outcome == "rejected")
+
+    @property
+    def failed(self) -> bool:
+        """Some pair was not judged (rejected input, or an error): the command exits non-zero."""
+        return self.errors > 0 or self.rejected > 0
+
+    @property
     def labelled(self) -> list[PairResult]:
         return [r for r in self.results if r.human is not None and r.candidate_ids is not None]
 
@@ -206,7 +218,7 @@ async def evaluate_pair(
     try:
         pair = decode(CandidatePair, raw, max_bytes=max_bytes)
     except InputRejected as exc:
-        return PairResult(pair_id=_pair_id_of(raw), outcome="rejected", reason=exc.reason)
+        return PairResult(pair_id=_pair_id_of(raw), outcome="rejected", reason=exc.reason, detail=exc.detail)
     ids = (pair.candidates[0].candidate_id, pair.candidates[1].candidate_id)
     human = pair.human_label.winner if pair.human_label else None
     lengths = (len(pair.candidates[0].output.strip()), len(pair.candidates[1].output.strip()))
@@ -214,7 +226,7 @@ async def evaluate_pair(
     try:
         decision = await panel.judge_primary(pair, policy, catalog)  # checks the pair before any call
     except InputRejected as exc:
-        base.outcome, base.reason = "rejected", exc.reason
+        base.outcome, base.reason, base.detail = "rejected", exc.reason, exc.detail
         return base
     outcome = decision.outcome
     if isinstance(outcome, TieBreakRequest):
@@ -274,13 +286,26 @@ async def run_evaluate(
                 results[i] = await evaluate_pair(raw, panel, policy, catalog, settings.max_event_bytes)
             except Exception as exc:  # noqa: BLE001 - report it as a row, keep evaluating the rest
                 results[i] = PairResult(
-                    pair_id=_pair_id_of(raw), outcome="error", reason=f"{type(exc).__name__}: {exc}"
+                    pair_id=_pair_id_of(raw), outcome="error", reason=type(exc).__name__, detail=str(exc)
                 )
+            progress.advance(task)
 
+    # A live bar on a terminal (a long file otherwise shows no sign of life); nothing when piped.
+    progress = Progress(
+        TextColumn("judging"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    task = progress.add_task("pairs", total=len(lines))
     try:
-        async with anyio.create_task_group() as tg:
-            for i, raw in enumerate(lines):
-                tg.start_soon(one, i, raw)
+        with progress:
+            async with anyio.create_task_group() as tg:
+                for i, raw in enumerate(lines):
+                    tg.start_soon(one, i, raw)
     finally:
         for stack in stacks:
             await stack.aclose()
@@ -291,9 +316,26 @@ async def run_evaluate(
             for r in report.results:
                 fh.write(json.dumps(r.__dict__, default=list) + "\n")
     print_report(console, report, panel.tiebreak if len(panel.primary) > 1 else panel.primary[0])
+    print_failures(console, report)
     if (baselines is None or baselines) and report.labelled:
         print_baselines(console, report)
     return report
+
+
+def print_failures(console: Console, report: EvaluateReport, shown: int = 10) -> None:
+    """Name the pairs that were not judged, by reason, so a non-zero exit is never a mystery."""
+    failed = [r for r in report.results if r.outcome in ("rejected", "error")]
+    if not failed:
+        return
+    by_reason: dict[str, int] = {}
+    for r in failed:
+        key = f"{r.outcome}: {r.reason}"
+        by_reason[key] = by_reason.get(key, 0) + 1
+    console.print(f"[bold red]{len(failed)} pair(s) not judged[/] (each is in --out with its reason):")
+    for key, count in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
+        console.print(f"  {key}: {count}")
+    for r in failed[:shown]:
+        console.print(f"  {r.pair_id}: {r.reason}" + (f" - {r.detail}" if r.detail else ""), markup=False)
 
 
 def _fmt(value: float | None) -> str:

@@ -23,12 +23,13 @@ def series_of(judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:
 
 def record_for(decision: Decision, judged: CandidatePair | TieBreakRequest) -> DecisionRecord | None:
     """The record of a stage's decision on ``judged`` (a pair, or a tie-break request), in the series
-    of the pair's primary judge; None when no judge was involved (nothing for the audit to follow)."""
+    of the pair's primary judge; None when no judge was involved, or a rule settled the pair before any
+    judge call (nothing for the audit to follow)."""
     if isinstance(judged, TieBreakRequest):
         return decision_record(decision, judged.pair, series_of(judged.primary_judge, judged.pair))
     outcome = decision.outcome
     judge = outcome.primary_judge if isinstance(outcome, TieBreakRequest) else outcome.judge
-    if judge is None:
+    if judge is None or decision.facts.decided_by == "rule":
         return None
     return decision_record(decision, judged, series_of(judge, judged))
 

@@ -69,10 +69,15 @@ async def test_a_flipping_judge_shows_in_the_flip_rate(tmp_path: Path) -> None:
 def test_evaluate_command_runs_the_offline_judge_over_the_sample_set(tmp_path: Path) -> None:
     sample = Path(__file__).resolve().parents[2] / "streams" / "data" / "sample_pairs.jsonl"
     result = CliRunner().invoke(app, ["evaluate", str(sample), "--out", str(tmp_path / "o.jsonl")])
-    assert result.exit_code == 0, result.output
+    # The sample set carries four malformed pairs on purpose: a pair not judged fails the command.
+    assert result.exit_code == 1, result.output
     rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
     outcomes = {r["pair_id"]: r["outcome"] for r in rows}
+    reasons = {r["pair_id"]: r["reason"] for r in rows}
     assert outcomes["bad-oversized-output"] == "rejected"
+    assert reasons["bad-oversized-output"] == "oversized_output"
+    assert "4 pair(s) not judged" in result.output
+    assert "bad-oversized-output: oversized_output" in result.output
     assert outcomes["email-card-delay"] == "verdict"
     assert "Cohen's kappa" in result.output
     assert "95% interval" in result.output
@@ -107,3 +112,27 @@ async def test_a_jury_is_scored_per_juror_for_flips(tmp_path: Path) -> None:
     # Two of three jurors agree on every pair: verdicts, and one juror in three flipped.
     assert [r.outcome for r in report.results] == ["verdict"] * 3
     assert report.flip_rate == pytest.approx(1 / 3)
+
+
+def test_evaluate_exits_zero_when_every_pair_is_judged_and_empty_outputs_are_not_errors(tmp_path: Path) -> None:
+    pairs = [
+        make_pair(pair_id="p-empty", outputs=("", "A real answer.")),
+        make_pair(pair_id="p-same", outputs=("Same text.", "Same  text.")),
+        make_pair(pair_id="p-judged"),
+    ]
+    path = _write(tmp_path / "in.jsonl", [p.model_dump_json() for p in pairs])
+    result = CliRunner().invoke(app, ["evaluate", str(path), "--out", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 0, result.output
+    rows = {r["pair_id"]: r for r in map(json.loads, (tmp_path / "o.jsonl").read_text().splitlines())}
+    assert (rows["p-empty"]["outcome"], rows["p-empty"]["decided_by"]) == ("verdict", "rule")
+    assert rows["p-empty"]["winner"] == pairs[0].candidates[1].candidate_id
+    assert (rows["p-same"]["winner"], rows["p-same"]["decided_by"]) == ("TIE", "rule")
+
+
+async def test_evaluate_shows_a_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
+    path = _write(tmp_path / "in.jsonl", [make_pair(pair_id=f"p{i}").model_dump_json() for i in range(3)])
+    for terminal in (True, False):
+        console = Console(record=True, force_terminal=terminal, width=120)
+        await run_evaluate(Settings(), path, out_path=None, console=console, baselines=False)
+        text = console.export_text()
+        assert ("judging" in text and "3/3" in text) == terminal, text

@@ -79,7 +79,6 @@ def test_output_size_limit_is_inclusive() -> None:
 @pytest.mark.parametrize(
     ("overrides", "policy", "reason"),
     [
-        ({"outputs": (" \n\t", "fine")}, Policy(), "empty_output"),
         ({"task": Task(prompt="   ")}, Policy(), "empty_prompt"),
         ({"task": Task(prompt="p" * 101)}, Policy(max_prompt_chars=100), "oversized_prompt"),
         ({"task": Task(prompt="p", context="c" * 101)}, Policy(max_prompt_chars=100), "oversized_context"),

@@ -19,7 +19,8 @@ from agents.core import check_pair
 from agents.errors import InputRejected
 from agents.offline import OfflineJudge
 from agents.policy import Policy
-from schemas import SCHEMA_VERSION, CandidatePair, DeadLetter, TieBreakRequest
+from agents.settle import settle
+from schemas import SCHEMA_VERSION, CandidatePair, DeadLetter, PairVerdict, TieBreakRequest
 from schemas._base import SUPPORTED_SCHEMA_VERSIONS
 from streams.app import create_app
 from streams.codecs import MAX_DEPTH, MAX_NUMBER_CHARS, decode, nesting_depth, parse_object
@@ -294,27 +295,30 @@ INVISIBLE = [
 
 @pytest.mark.parametrize("chars", INVISIBLE)
 def test_an_output_of_only_invisible_characters_is_an_empty_output(chars: str) -> None:
+    # Not an error any more: an empty answer is ordinary traffic, and it loses (agents.settle).
     pair = make_pair(outputs=("A real answer.", (chars + " ") * 50))
-    with pytest.raises(InputRejected) as info:
-        check_pair(pair, Policy(), {})
-    assert info.value.reason == "empty_output"
-    assert "candidate" in info.value.detail
+    check_pair(pair, Policy(), {})
+    settled = settle(pair)
+    assert settled is not None
+    assert (settled.winner, settled.rule) == (pair.candidates[0].candidate_id, "empty_output")
 
 
 @pytest.mark.parametrize("text", ["\u200bOK", "a\u200d", "\u2800x", "\ufeff.", "\U0001f600", "\u0301", "0"])
 def test_visible_text_among_invisible_characters_is_judged(text: str) -> None:
-    check_pair(make_pair(outputs=("A real answer.", text)), Policy(), {})
+    pair = make_pair(outputs=("A real answer.", text))
+    check_pair(pair, Policy(), {})
+    assert settle(pair) is None
 
 
-def test_an_empty_output_gets_the_same_reason_when_decoded() -> None:
+def test_an_empty_output_decodes_as_a_valid_pair() -> None:
     data = _good()
-    data["candidates"][1]["output"] = ""
-    assert _rejected(_event(data)).reason == "empty_output"
-    data["candidates"][1]["output"] = "\u200b\u200c\u200d\u2060\ufeff"
-    pair = decode(CandidatePair, _event(data), max_bytes=MAX_EVENT)  # valid as a contract...
-    with pytest.raises(InputRejected) as info:
-        check_pair(pair, Policy(), {})  # ...but nothing to judge
-    assert info.value.reason == "empty_output"
+    for empty in ("", "\u200b\u200c\u200d\u2060\ufeff"):
+        data["candidates"][1]["output"] = empty
+        pair = decode(CandidatePair, _event(data), max_bytes=MAX_EVENT)
+        check_pair(pair, Policy(), {})
+        settled = settle(pair)
+        assert settled is not None
+        assert settled.winner == data["candidates"][0]["candidate_id"]
 
 
 # --- pair-id guesses and keys -----------------------------------------------------------------
@@ -391,13 +395,22 @@ def _zero_width_pair() -> bytes:
     return _event(data)
 
 
+async def test_the_stage_handler_settles_an_empty_output_with_a_verdict(tmp_path: Path) -> None:
+    origin = Origin(topic="pairjudge.pairs", partition=0, offset=7, key=None)
+    result = await asyncio.wait_for(_pipeline(tmp_path).on_pair(_zero_width_pair(), None, origin), timeout=30)
+    [out] = result.outgoing
+    assert out.kind == "verdicts"
+    verdict = PairVerdict.model_validate_json(out.value)
+    assert (verdict.decided_by, verdict.orderings, verdict.confidence) == ("rule", (), 1.0)
+    assert verdict.loser == _good()["candidates"][0]["candidate_id"]
+
+
 STAGE_CASES: dict[str, tuple[bytes, str]] = {
     "deep_1000": (POISON["deep_1000"], "too_deep"),
     "huge_int": (POISON["huge_int"], "number_too_large"),
     "deep_1mb": (POISON["deep_1mb"], "oversized_event"),
     "big_1mb": (b'{"pair_id": "p-1mb", "x": "' + b"y" * 1_040_000 + b'"}', "oversized_event"),
     "version_99": (_event({**_good(), "pair_id": "p-v99", "schema_version": 99}), "unsupported_schema_version"),
-    "zero_width": (_zero_width_pair(), "empty_output"),
 }
 
 

@@ -197,7 +197,8 @@ async def test_still_unsettled_after_the_forced_choice_goes_to_review() -> None:
     decision = await resolve_tiebreak(request, judge, Policy())
     out = decision.outcome
     assert isinstance(out, ReviewRequest)
-    assert (out.reason, out.stage, out.trace_id) == ("tiebreak_invalid", "tiebreak", TRACE)
+    # Valid replies that never reached the threshold: the judge had nothing to go on, not a bad reply.
+    assert (out.reason, out.stage, out.trace_id) == ("tiebreak_no_signal", "tiebreak", TRACE)
     assert out.last_justification == "Honestly unsure."
     # One first ask and exactly one forced re-ask per ordering.
     assert judge.calls == 4
@@ -228,14 +229,14 @@ async def test_equal_weighted_scores_go_to_review_without_a_forced_choice() -> N
 
 
 async def test_a_judge_that_escalates_sends_the_pair_to_review_at_once() -> None:
-    # The judge applies seed 002's escalation rule (it cannot break the tie): a tie for a human, not a
-    # malformed reply, and not something to force.
+    # The judge escalates although its criteria are not equal (it cannot break the tie on anything it
+    # trusts): no signal for a human to settle, not a malformed reply, and not something to force.
     request = _request()
     escalating = tiebreak_reply(ALL_A, escalation=True)
     judge = ScriptedJudge(per_order(request.pair, escalating, escalating))
     decision = await resolve_tiebreak(request, judge, Policy())
     assert isinstance(decision.outcome, ReviewRequest)
-    assert decision.outcome.reason == "tiebreak_equal_scores"
+    assert decision.outcome.reason == "tiebreak_no_signal"
     assert judge.calls == 2
     assert not any(r.forced_choice for r in judge.requests)
 
@@ -282,6 +283,17 @@ async def test_winner_contradicting_the_scores_is_forced_once() -> None:
     forced = [r for r in judge.requests if r.forced_choice]
     assert len(forced) == 1
     assert "contradicts the weighted scores" in forced[0].messages[-1].content
+
+
+async def test_a_winner_that_keeps_contradicting_its_scores_is_an_invalid_tiebreak() -> None:
+    # Unlike low confidence, a reply against its own criteria is a failed reply, not "no signal".
+    request = _request()
+    contradicting = tiebreak_reply(ALL_B, winner="A")
+    judge = ScriptedJudge(per_order(request.pair, contradicting, contradicting))
+    decision = await resolve_tiebreak(request, judge, Policy())
+    assert isinstance(decision.outcome, ReviewRequest)
+    assert decision.outcome.reason == "tiebreak_invalid"
+    assert sum(r.forced_choice for r in judge.requests) == 2
 
 
 async def test_invalid_tiebreak_replies_use_the_reask_path_then_review() -> None:
