@@ -64,12 +64,6 @@ def _sized(pair_id: str, size: int) -> bytes:
     return raw
 
 
-def _with_output(pair_id: str, output: str) -> bytes:
-    data = _pair(pair_id)
-    data["candidates"][1]["output"] = output
-    return json.dumps(data).encode()
-
-
 def _with_version(pair_id: str, version: object) -> bytes:
     return json.dumps({**_pair(pair_id), "schema_version": version}).encode()
 
@@ -101,8 +95,6 @@ KINDS: dict[str, tuple[Any, str]] = {
     "version_true": (lambda pid: _with_version(pid, True), "unsupported_schema_version"),
     "version_1.0": (lambda pid: _with_version(pid, 1.0), "unsupported_schema_version"),
     "version_null": (lambda pid: _with_version(pid, None), "unsupported_schema_version"),
-    "zero_width_output": (lambda pid: _with_output(pid, "\u200b\u200c\u200d\u2060\ufeff" * 20), "empty_output"),
-    "empty_output": (lambda pid: _with_output(pid, ""), "empty_output"),
 }
 
 

@@ -189,9 +189,6 @@ def _reason_code(errors: list[ErrorDetails]) -> str:
         # the cause, whatever else failed.
         return "unsupported_schema_version"
     kinds = {e["type"] for e in errors}
-    if all(_is_empty_output(e) for e in errors):
-        # The same code check_pair gives a blank or invisible-only output.
-        return "empty_output"
     if kinds == {"extra_forbidden"}:
         return "unknown_field"
     if kinds == {"missing"}:
@@ -201,11 +198,6 @@ def _reason_code(errors: list[ErrorDetails]) -> str:
 
 def _is_version_error(err: ErrorDetails) -> bool:
     return bool(err["loc"]) and err["loc"][-1] == "schema_version"
-
-
-def _is_empty_output(err: ErrorDetails) -> bool:
-    loc = err["loc"]
-    return err["type"] == "string_too_short" and len(loc) == 3 and loc[0] == "candidates" and loc[2] == "output"
 
 
 def _describe(errors: list[ErrorDetails], limit: int = 5) -> str:
