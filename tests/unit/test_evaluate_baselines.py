@@ -97,5 +97,5 @@ def test_cli_prints_the_baseline_table_for_labelled_files_unless_told_not_to(tmp
 def test_cli_shows_no_baselines_without_human_labels() -> None:
     sample = Path(__file__).resolve().parents[2] / "streams" / "data" / "sample_pairs.jsonl"
     result = CliRunner().invoke(app, ["evaluate", str(sample)], env={"COLUMNS": "160"})
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the sample's four malformed pairs
     assert "judge vs baselines" not in result.output
