@@ -96,6 +96,22 @@ def longer_output_win_rate(lengths: Iterable[tuple[int, int]]) -> float | None:
     return sum(1 for w, loser in items if w > loser) / len(items)
 
 
+def wilson_interval(successes: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval for a proportion (95% by default); (0, 1) when ``n`` is 0.
+
+    Unlike the normal approximation it stays inside [0, 1] and behaves near 0 and 1 and for small n.
+    ``successes`` may be fractional (a coin counted as half right)."""
+    if n <= 0:
+        return 0.0, 1.0
+    if not 0.0 <= successes <= n:
+        raise ValueError(f"successes {successes!r} is outside [0, {n}]")
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def _check_calibration(confidences: Sequence[float], corrects: Sequence[bool]) -> None:
     _check_lengths(confidences, corrects)
     for c in confidences:

@@ -14,7 +14,7 @@ from schemas.replies import (
 )
 
 #: Bump whenever scoring changes: a new judge version opens a new drift series (DESIGN §3).
-OFFLINE_JUDGE_VERSION = "heuristic-2"
+OFFLINE_JUDGE_VERSION = "heuristic-3"
 OFFLINE_MODEL = "pairjudge-heuristic"
 HEURISTIC_PREFIX = "Heuristic offline judge: "
 OFFLINE_IDENTITY = JudgeIdentity(

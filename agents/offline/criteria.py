@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -172,6 +173,28 @@ class Measure:
     a_note: str
     b_note: str
     explanation: str
+    #: The difference is only one of length (conciseness with no stated limit): never evidence enough
+    #: for a verdict, since "shorter" is no better in general (issue 9: it picked the shorter output on
+    #: helpfulness sets 98-100% of the time).
+    length_only: bool = False
+
+    @property
+    def evidence(self) -> bool:
+        """Measured, and more than a length difference: something a verdict may rest on."""
+        return self.measured and not self.length_only
+
+
+def robust_lead(measures: dict[str, Measure], weights: dict[str, float]) -> tuple[float, float]:
+    """(lead of A over B on evidence, weight of criteria that are not evidence) in weight units.
+
+    A verdict rests only on what was measured when the lead is larger than everything unmeasured (or
+    length-only) could take back: even if all of those went to the other side, the leader would win.
+    """
+    lead = sum(
+        weights[k] * (1 if m.winner == "A" else -1) for k, m in measures.items() if m.evidence and m.winner != "TIE"
+    )
+    open_weight = sum(weights[k] for k, m in measures.items() if not m.evidence)
+    return lead, open_weight
 
 
 def _compare(
@@ -271,7 +294,7 @@ def measure_criterion(name: str, text_a: str, text_b: str, pa: Profile, pb: Prof
         va = -(wa + 2 * pa.fillers) / longest
         vb = -(wb + 2 * pb.fillers) / longest
         tie = 0.1 if abs(wa - wb) >= 5 else 1.0
-        return _compare(
+        measure = _compare(
             family,
             va,
             vb,
@@ -280,6 +303,12 @@ def measure_criterion(name: str, text_a: str, text_b: str, pa: Profile, pb: Prof
             f"{wa} words, {pa.fillers} filler(s)",
             f"{wb} words, {pb.fillers} filler(s)",
             f"{name} (length)",
+        )
+        # With no stated limit, a shorter answer is not a better one by itself: shown, not decisive.
+        return dataclasses.replace(
+            measure,
+            length_only=True,
+            explanation=measure.explanation + " Length alone (no limit was stated), so it cannot decide the pair.",
         )
     if family == "readability":
         aud = ctx.audience
@@ -396,11 +425,16 @@ class CriteriaOutcome:
 
 
 def decide_criteria(measures: dict[str, Measure]) -> CriteriaOutcome:
-    """Combine per-criterion measures (equal weight) into a winner and a capped confidence."""
+    """Combine per-criterion measures (equal weight) into a winner and a capped confidence.
+
+    TIE (the pair escalates) when the margin is small, and whenever the criteria that were not measured
+    (or differ only in length) could outweigh the measured lead: the verdict may rest only on what the
+    heuristic measured (``robust_lead``)."""
     n = max(1, len(measures))
-    margin = sum(m.diff for m in measures.values()) / n
-    unmeasured = tuple(k for k, m in measures.items() if not m.measured)
-    if abs(margin) < TIE_MARGIN:
+    unmeasured = tuple(k for k, m in measures.items() if not m.evidence)
+    margin = sum(m.diff for m in measures.values() if m.evidence) / n
+    lead, open_weight = robust_lead(measures, dict.fromkeys(measures, 1.0))
+    if abs(margin) < TIE_MARGIN or abs(lead) <= open_weight:
         return CriteriaOutcome("TIE", CONF_MIN, round(margin, 4), measures, unmeasured)
     winner: PositionOrTie = "A" if margin > 0 else "B"
     confidence = min(margin_confidence(abs(margin), 0.5), unmeasured_cap(len(unmeasured) / n))
@@ -429,8 +463,13 @@ def _criteria_justification(outcome: CriteriaOutcome) -> str:
     if outcome.unmeasured:
         cap = unmeasured_cap(len(outcome.unmeasured) / max(1, len(outcome.measures)))
         parts.append(
-            f"Could not measure {fmt_terms(outcome.unmeasured, 6)} from text features: called TIE, and "
-            f"confidence is capped at {cap:.2f} so the pair escalates."
+            f"No signal on {fmt_terms(outcome.unmeasured, 6)}: not measurable from text features (or only"
+            f" a length difference), so they cannot decide; "
+            + (
+                "they could outweigh the measured criteria, so this is a TIE for the tie-break and humans."
+                if outcome.winner == "TIE"
+                else f"confidence is capped at {cap:.2f}."
+            )
         )
     ranked = sorted(outcome.measures.values(), key=lambda m: (m.winner == "TIE", -abs(m.diff)))
     parts.extend(m.explanation for m in ranked if m.measured)
@@ -467,9 +506,12 @@ def score_head_to_head(slots: PromptSlots) -> HeadToHeadReply:
     if outcome.winner == "TIE":
         tie_decision = TieDecision(
             reason=clip(
-                f"Heuristic feature margin {outcome.margin:+.2f} is below {TIE_MARGIN}"
-                + (f"; {len(outcome.unmeasured)} criteria not measurable" if outcome.unmeasured else "")
-                + ".",
+                (
+                    f"No signal: the heuristic cannot measure {fmt_terms(outcome.unmeasured, 6)} (or they differ"
+                    " only in length), and they could outweigh the measured criteria."
+                    if outcome.unmeasured
+                    else f"Heuristic feature margin {outcome.margin:+.2f} is below {TIE_MARGIN}."
+                ),
                 PROSE_MAX,
             ),
             tie_breaker_applied="none: the heuristic judge does not guess; the pair escalates to the tie-break",

@@ -27,8 +27,10 @@ from agents.offline.text import (
 from agents.offline.words import (
     ACRONYMS,
     ADVICE_PHRASES,
+    DEICTIC_WORDS,
     EMPATHY,
     ENERGY_WORDS,
+    EXPLICIT_WORDS,
     FILLERS,
     FIRST_PERSON_SINGULAR,
     FORMAL_VOCABULARY,
@@ -214,6 +216,95 @@ def sentiment_counts(text: str) -> tuple[int, int]:
     return pos, neg
 
 
+# --- orthography: how carefully a text is written ------------------------------------------------
+
+_REPEATED_PUNCT_RE = re.compile(r"[!?]{2,}|\.{3,}|…|\?!|!\?")
+_LOWER_I_RE = re.compile(r"(?<![\w'])i(?![\w'])|(?<![\w'])i'(?:m|ve|ll|d)\b")
+_SENTENCE_FINAL = frozenset(".!?…\"')]:;")
+
+
+def careless_orthography(text: str) -> float:
+    """0 (carefully written) .. 1: lower-case sentence starts, a lower-case "I", missing end
+    punctuation and repeated punctuation ("!!", "...", "?!"), per sentence.
+
+    Pavlick and Tetreault (2016) found case and punctuation among the strongest markers of informal
+    writing; a fluent formal sentence and "in that case something mark." differ here first.
+    """
+    sentences = split_sentences(text)
+    if not sentences:
+        return 0.0
+    lower_starts = sum(1 for s in sentences if (first := next((c for c in s if c.isalpha()), "")) and first.islower())
+    unfinished = 0 if text.rstrip()[-1:] in _SENTENCE_FINAL else 1
+    lower_i = len(_LOWER_I_RE.findall(text))
+    repeated = len(_REPEATED_PUNCT_RE.findall(text))
+    n = len(sentences)
+    return clamp((lower_starts + 0.5 * unfinished + lower_i + repeated) / n, 0.0, 1.0)
+
+
+# --- deixis: Heylighen and Dewaele's formality measure -------------------------------------------
+
+
+def deixis_balance(text: str) -> float:
+    """-1 (deictic, context-bound) .. +1 (explicit): articles and prepositions minus pronouns, place
+    words and interjections, per word, scaled so everyday prose sits near 0.
+
+    A word-class stand-in for Heylighen and Dewaele's (2002) F-score, which rises with nouns, articles
+    and prepositions and falls with pronouns, adverbs and interjections. It does not grow with length.
+    """
+    ws = [w.lower() for w in words(text)]
+    if not ws:
+        return 0.0
+    explicit = sum(1 for w in ws if w in EXPLICIT_WORDS)
+    deictic = sum(1 for w in ws if w in DEICTIC_WORDS)
+    # Shrunk towards 0 for short texts: one pronoun in a four-word sentence is not a style.
+    return clamp((explicit - deictic) / (len(ws) + 6) / 0.15, -1.0, 1.0)
+
+
+# --- politeness: the strategies of Danescu-Niculescu-Mizil et al. (2013) -----------------------------
+
+#: Strategies their raters found polite: gratitude, apology, deference, greeting, indirect requests,
+#: counterfactual modals, hedges, and "please" inside a sentence.
+_POLITE_RES = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\b(?:thanks|thank you|thank u|thx|appreciated?|grateful)\b",
+        r"\b(?:sorry|apologi[sz]e|apologies|excuse me|pardon|forgive me)\b",
+        r"\b(?:great|nice|good|excellent|wonderful|helpful|interesting|impressive) (?:work|job|point|idea|question|"
+        r"answer|edit|article|suggestion)\b",
+        r"^(?:hi|hello|hey|dear|good (?:morning|afternoon|evening))\b",
+        r"\b(?:could|would|might) (?:you|i|we|it)\b",
+        r"\b(?:would you mind|do you mind|if you don't mind|if it's not too much)\b",
+        r"\bwhen you (?:get|have) a (?:chance|moment)\b",
+        r"\b(?:i (?:think|believe|guess|suppose|wonder|was wondering)|perhaps|maybe|possibly|it seems)\b",
+        r"(?<!^)\bplease\b",
+    )
+)
+#: Strategies their raters found impolite: direct questions, "you" at the start of a sentence,
+#: emphatic or dismissive words, and a sentence that opens with "please" (a bare command).
+_IMPOLITE_RES = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"^(?:why|what|how come|so|where|who|when)\b",
+        r"^(?:you|your)\b",
+        r"\b(?:seriously|really\?|obviously|clearly|in fact|actually|no offen[cs]e|whatever|come on)\b",
+        r"^please\b",
+        r"\b(?:stupid|idiot|ridiculous|nonsense|pointless|useless|wrong|lazy|dumb|crap)\b",
+    )
+)
+
+
+def politeness(text: str) -> float:
+    """-1 (rude, blunt) .. +1 (polite): polite minus impolite strategies per sentence, saturating."""
+    sentences = split_sentences(text)
+    if not sentences:
+        return 0.0
+    polite = sum(1 for s in sentences for r in _POLITE_RES if r.search(s))
+    impolite = sum(1 for s in sentences for r in _IMPOLITE_RES if r.search(s))
+    impolite += 2 * len(found_phrases(text, RUDE)) + shouting_count(text)
+    n = len(sentences)
+    return clamp((polite - impolite) / n, -1.0, 1.0)
+
+
 # --- the per-text profile ---------------------------------------------------------------------
 
 
@@ -238,6 +329,7 @@ class Register:
     warmth: float  # -1 cold/hostile .. +1 warm
     energy: float  # 0 calm .. 1 high-energy
     authority: float  # 0 hedging .. 1 assertive
+    politeness: float = 0.0  # -1 rude/blunt .. +1 polite
 
 
 def register(text: str) -> Register:
@@ -250,14 +342,16 @@ def register(text: str) -> Register:
     n = len(ws)
     n_sent = max(1, len(split_sentences(text)))
     if n == 0:
-        return Register(0.0, 0.0, 0.0, 0.5)
+        return Register(0.0, 0.0, 0.0, 0.5, 0.0)
     contractions = _sat(_rate(contraction_count(text), n), 5)
     slang = _sat(_rate(count_phrases(text, SLANG), n), 2)
     exclaim = _sat(exclamation_count(text) / n_sent, 0.5)
     emoji = _sat(_rate(emoji_count(text), n), 2)
     shouting = _sat(_rate(shouting_count(text), n), 2)
     you = _sat(_rate(second_person_count(text), n), 5)
-    long_words = clamp((long_word_fraction(text) - 0.08) / 0.15, 0.0, 1.0)
+    # Shrunk towards an everyday share for short texts: one long name in four words is not a register.
+    long_share = (long_word_fraction(text) * n + 0.1 * 8) / (n + 8)
+    long_words = clamp((long_share - 0.08) / 0.15, 0.0, 1.0)
     passive = _sat(passive_count(text) / n_sent, 0.3)
     formal_vocab = _sat(_rate(count_phrases(text, FORMAL_VOCABULARY), n), 2)
     formality = (
@@ -271,6 +365,8 @@ def register(text: str) -> Register:
         - 0.5 * emoji
         - 0.4 * shouting
         - 0.1 * you
+        - 0.6 * careless_orthography(text)
+        + 0.25 * deixis_balance(text)
     )
     pos, neg = sentiment_counts(text)
     empathy = _sat(_rate(count_phrases(text, EMPATHY), n), 2)
@@ -298,6 +394,7 @@ def register(text: str) -> Register:
         warmth=round(clamp(warmth, -1.0, 1.0), 4),
         energy=round(clamp(energy, 0.0, 1.0), 4),
         authority=round(clamp(authority, 0.0, 1.0), 4),
+        politeness=round(politeness(text), 4),
     )
 
 

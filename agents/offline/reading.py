@@ -334,6 +334,7 @@ class ToneTargets:
     energy: float | None
     authority: float | None
     cues: tuple[str, ...]
+    politeness: float | None = None
 
 
 #: cue word (regex) -> (axis, target value)
@@ -345,6 +346,8 @@ _TONE_CUES: tuple[tuple[str, str, float], ...] = (
     (r"polished", "formality", 0.45),
     (r"serious", "formality", 0.6),
     (r"respectful", "formality", 0.45),
+    (r"polite(?:ness|ly)?|courteous|courtesy|respectful|tactful|considerate|diplomatic|gracious", "politeness", 0.8),
+    (r"blunt|curt|brusque", "politeness", 0.0),
     (r"conversational", "formality", -0.25),
     (r"casual", "formality", -0.6),
     (r"informal", "formality", -0.6),
@@ -359,7 +362,7 @@ _TONE_CUES: tuple[tuple[str, str, float], ...] = (
     (r"calm|measured|understated|restrained|sober|serene|low-key", "energy", 0.1),
     (r"confident|assertive|decisive|direct|authoritative", "authority", 0.9),
 )
-_NEUTRAL = {"formality": 0.2, "warmth": 0.1, "energy": 0.3, "authority": 0.6}
+_NEUTRAL = {"formality": 0.2, "warmth": 0.1, "energy": 0.3, "authority": 0.6, "politeness": 0.2}
 #: Audience words imply a register too, at half the weight of the style guide's own words.
 _AUDIENCE_CUES: tuple[tuple[str, str, float], ...] = (
     (r"executives?|leadership|board|c-suite|investors?|procurement|enterprise|legal|regulators?", "formality", 0.6),
@@ -398,7 +401,14 @@ def tone_targets(style_guide: str, audience: str = "") -> ToneTargets:
     def axis(name: str) -> float | None:
         return round(sums[name] / weights[name], 4) if name in weights else None
 
-    return ToneTargets(axis("formality"), axis("warmth"), axis("energy"), axis("authority"), tuple(dict.fromkeys(cues)))
+    return ToneTargets(
+        axis("formality"),
+        axis("warmth"),
+        axis("energy"),
+        axis("authority"),
+        tuple(dict.fromkeys(cues)),
+        politeness=axis("politeness"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,6 +435,8 @@ def audience_profile(audience: str) -> AudienceProfile:
         return AudienceProfile("non-technical", 8.0, 0.1, False)
     if re.search(r"\b(?:executives?|leadership|c-suite|board|managers?|decision[- ]makers|investors?)\b", low):
         return AudienceProfile("executives", 12.0, 0.4, True)
+    if re.search(r"\b(?:professionals?|business|colleagues|clients|officials|academics?|scholars?)\b", low):
+        return AudienceProfile("professional", 16.0, 0.6, False)
     if re.search(
         r"\b(?:developers?|engineers?|technical|experts?|specialists?|researchers?|scientists?|clinicians|"
         r"practitioners|sysadmins?|devops|programmers?)\b",

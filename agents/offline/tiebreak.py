@@ -14,7 +14,7 @@ from agents.offline.common import (
     margin_confidence,
     unmeasured_cap,
 )
-from agents.offline.criteria import CriteriaContext, criteria_context_h2h, measure_criterion
+from agents.offline.criteria import CriteriaContext, criteria_context_h2h, measure_criterion, robust_lead
 from agents.offline.features import profile
 from agents.offline.tone import ToneGuide
 from agents.prompts import PromptSlots
@@ -66,10 +66,14 @@ def score_tiebreak(slots: PromptSlots) -> TieBreakReply:
     }
     wt = {c.name: c.weight for c in weights.criteria}
     total = sum(wt.values())
-    won_a = sum(wt[k] for k, m in measures.items() if m.winner == "A")
-    won_b = sum(wt[k] for k, m in measures.items() if m.winner == "B")
-    pull = sum(wt[k] * m.diff for k, m in measures.items())
-    any_difference = any(m.winner != "TIE" for m in measures.values())
+    won_a = sum(wt[k] for k, m in measures.items() if m.evidence and m.winner == "A")
+    won_b = sum(wt[k] for k, m in measures.items() if m.evidence and m.winner == "B")
+    pull = sum(wt[k] * m.diff for k, m in measures.items() if m.evidence)
+    any_difference = any(m.evidence and m.winner != "TIE" for m in measures.values())
+    # A verdict may rest only on what was measured: the criteria it cannot measure, and differences of
+    # length alone, must not be able to overturn the measured lead (``robust_lead``).
+    lead, open_weight = robust_lead(measures, wt)
+    no_signal = any_difference and abs(lead) <= open_weight
 
     leader: Position
     if not math.isclose(won_a, won_b, abs_tol=1e-9):
@@ -101,27 +105,37 @@ def score_tiebreak(slots: PromptSlots) -> TieBreakReply:
     score_a, score_b = score["A"], score["B"]
     equal = math.isclose(score_a, score_b, abs_tol=1e-9)
     winner: Position = leader if equal else ("A" if score_a > score_b else "B")
-    escalate = equal or not any_difference
+    escalate = equal or not any_difference or no_signal
 
-    unmeasured_weight = sum(wt[k] for k, m in measures.items() if not m.measured)
+    unmeasured_weight = sum(wt[k] for k, m in measures.items() if not m.evidence)
     if escalate:
         confidence = CONF_MIN
     else:
         confidence = min(margin_confidence(abs(won_a - won_b) / total, 0.5), unmeasured_cap(unmeasured_weight / total))
 
     unmeasured = [k for k, m in measures.items() if not m.measured]
+    length_only = [k for k, m in measures.items() if m.length_only and m.winner != "TIE"]
     parts = [
         HEURISTIC_PREFIX + "weighted criteria judged from measurable text features only, not meaning.",
         f"Measured wins by weight: A {won_a:g}, B {won_b:g} of {total:g}.",
     ]
     if unmeasured:
         parts.append(f"Not measurable: {fmt_terms(unmeasured, 6)}.")
+    if length_only:
+        parts.append(f"Only a length difference, not evidence: {fmt_terms(length_only, 6)}.")
     parts.append(f"Weighted scores A {score_a:g}, B {score_b:g}: {winner} wins.")
     if escalate:
-        parts.append(
-            "Escalation triggered: "
-            + ("the weighted scores are exactly equal." if equal else "no criterion showed a measurable difference.")
-        )
+        if equal:
+            why = "the weighted scores are exactly equal."
+        elif not any_difference:
+            why = "no signal: no measurable criterion showed a difference beyond length."
+        else:
+            why = (
+                f"no signal: the measured lead ({abs(lead):g}) is no larger than the weight it could not measure"
+                f" or that differs only in length ({open_weight:g}), so the verdict would not rest on what was"
+                " measured."
+            )
+        parts.append("Escalation triggered: " + why)
     return TieBreakReply(
         winner=winner,
         criteria_analysis=tuple(analysis),

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from agents.errors import JudgeRejected
+from agents.offline.calibration import tone_confidence
 from agents.offline.common import (
     DRIFT_NOISE,
     ERRATIC_CV,
@@ -16,7 +17,6 @@ from agents.offline.common import (
     content_tiebreak,
     dedupe_terms,
     fmt_terms,
-    margin_confidence,
     missing_terms,
     used_terms,
 )
@@ -41,7 +41,7 @@ from schemas.rubric import ToneStyleRubric
 
 # --- seed 000: tone and style -----------------------------------------------------------------
 
-_AXIS_WEIGHTS = {"formality": 1.0, "warmth": 0.8, "energy": 0.6, "authority": 0.5}
+_AXIS_WEIGHTS = {"formality": 1.0, "politeness": 1.0, "warmth": 0.8, "energy": 0.6, "authority": 0.5}
 #: With no tone cue at all, both outputs are measured against a neutral, plainly professional voice.
 _DEFAULT_TARGETS = {"formality": 0.3, "warmth": 0.1}
 
@@ -94,6 +94,7 @@ def tone_distance(reg: Register, targets: ToneTargets) -> tuple[float, list[str]
         "warmth": targets.warmth,
         "energy": targets.energy,
         "authority": targets.authority,
+        "politeness": targets.politeness,
     }
     present = {k: v for k, v in wanted.items() if v is not None}
     weights = dict(_AXIS_WEIGHTS)
@@ -128,8 +129,11 @@ def score_tone_dimensions(text: str, p: Profile, guide: ToneGuide) -> dict[str, 
     # Audience suitability: reading grade above the audience's ceiling, and jargon it won't know.
     aud = guide.audience
     grade_excess = max(0.0, p.fk_grade - aud.max_grade)
+    # Within reach of the ceiling, easier still reads better for the audience (a gentle slope over the
+    # four grades below it), so two texts both under the line are not simply equal.
+    near_ceiling = clamp(p.fk_grade - (aud.max_grade - 4.0), 0.0, 4.0)
     jargon_pen = (1.0 - aud.jargon_tolerance) * min(2.5, p.per100(p.jargon) * 0.4)
-    audience = 5.0 - min(3.0, 0.6 * grade_excess) - jargon_pen
+    audience = 5.0 - min(3.0, 0.6 * grade_excess) - 0.15 * near_ceiling - jargon_pen
     if aud.concise and (p.mean_sentence_words > 25 or p.word_count > 250):
         audience -= 0.5
     aud_ev = (
@@ -195,20 +199,39 @@ def _weighted_tenths(scores: dict[str, int]) -> int:
     return sum(_round_half_up(TONE_WEIGHTS[d] * 10) * s for d, s in scores.items())
 
 
-def score_tone_style(slots: PromptSlots) -> ToneStyleReply:
-    rubric = slots.rubric
-    if not isinstance(rubric, ToneStyleRubric):
-        raise JudgeRejected("tone_style template needs a tone_style rubric")
-    guide = ToneGuide.from_rubric(rubric)
-    pa, pb = profile(slots.output_a), profile(slots.output_b)
-    da = score_tone_dimensions(slots.output_a, pa, guide)
-    db = score_tone_dimensions(slots.output_b, pb, guide)
+@dataclass(frozen=True, slots=True)
+class ToneComparison:
+    """Both outputs scored on seed 000's dimensions, the winner, and the margin confidence rests on."""
+
+    winner: Position
+    how: str
+    da: dict[str, DimensionScore]
+    db: dict[str, DimensionScore]
+    #: Weighted totals in integer tenths (seed 000's arithmetic on the rounded 1-5 scores).
+    total_a: int
+    total_b: int
+    #: The unrounded weighted totals' difference in the winner's favour (0 when they point the other way).
+    margin: float
+
+    @property
+    def scores_a(self) -> dict[str, int]:
+        return {k: v.score for k, v in self.da.items()}
+
+    @property
+    def scores_b(self) -> dict[str, int]:
+        return {k: v.score for k, v in self.db.items()}
+
+
+def compare_tone(text_a: str, text_b: str, guide: ToneGuide) -> ToneComparison:
+    """Score both outputs and pick the winner (seed 000 forbids a tie)."""
+    da = score_tone_dimensions(text_a, profile(text_a), guide)
+    db = score_tone_dimensions(text_b, profile(text_b), guide)
     ia = {k: v.score for k, v in da.items()}
     ib = {k: v.score for k, v in db.items()}
     ta, tb = _weighted_tenths(ia), _weighted_tenths(ib)
 
-    # Seed 000 forbids a tie. Break exact ties on the weighted total by tone_match, then guideline
-    # adherence, then the unrounded scores, and only then by content (confidence stays 0.5).
+    # Break exact ties on the weighted total by tone_match, then guideline adherence, then the
+    # unrounded scores, and only then by content (confidence stays 0.5).
     how: str
     winner: Position
     cont_a = sum(TONE_WEIGHTS[k] * v.value for k, v in da.items())
@@ -223,9 +246,22 @@ def score_tone_style(slots: PromptSlots) -> ToneStyleReply:
     elif round(cont_a, 6) != round(cont_b, 6):
         winner, how = ("A" if cont_a > cont_b else "B"), "equal integer scores, broken by unrounded feature scores"
     else:
-        winner = content_tiebreak(slots.output_a, slots.output_b)
+        winner = content_tiebreak(text_a, text_b)
         how = "indistinguishable by every feature; forced choice by content hash, not by position"
-    confidence = margin_confidence(abs(ta - tb) / 10.0, 1.2)
+    margin = max(0.0, (cont_a - cont_b) if winner == "A" else (cont_b - cont_a))
+    return ToneComparison(winner, how, da, db, ta, tb, round(margin, 6))
+
+
+def score_tone_style(slots: PromptSlots) -> ToneStyleReply:
+    rubric = slots.rubric
+    if not isinstance(rubric, ToneStyleRubric):
+        raise JudgeRejected("tone_style template needs a tone_style rubric")
+    guide = ToneGuide.from_rubric(rubric)
+    cmp = compare_tone(slots.output_a, slots.output_b, guide)
+    winner, how, da, db = cmp.winner, cmp.how, cmp.da, cmp.db
+    ia, ib, ta, tb = cmp.scores_a, cmp.scores_b, cmp.total_a, cmp.total_b
+    # How often a margin this size was right on independent human judgements (agents.offline.calibration).
+    confidence = tone_confidence(cmp.margin)
 
     loser = _other(winner)
     dw, dl = (da, db) if winner == "A" else (db, da)

@@ -2,13 +2,16 @@
 
 The pins (sha256 of each reply's JSON) were taken with the code before issue 7, when the offline
 judge still read the pair from structured slots instead of from the rendered prompt. A scoring change must change a
-pin and bump ``OFFLINE_JUDGE_VERSION``; a refactoring must change neither.
+pin and bump ``OFFLINE_JUDGE_VERSION``; a refactoring must change neither. After a deliberate scoring change,
+``PAIRJUDGE_REPIN=1 pytest tests/unit/test_offline_replies_pinned.py`` rewrites the pins (and still fails once,
+so a re-pin is never silent); the version bump is checked here too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -50,7 +53,16 @@ def test_replies_to_every_repo_pair_are_unchanged() -> None:
                 replies[f"{where}|{order}|primary"] = _digest(primary.model_dump_json(by_alias=True))
             tiebreak = judge_reply(render_tiebreak(pair, DEFAULT_TIEBREAK_WEIGHTS, order))
             replies[f"{where}|{order}|tiebreak"] = _digest(tiebreak.model_dump_json(by_alias=True))
+    if os.environ.get("PAIRJUDGE_REPIN") == "1":
+        PINS.write_text(
+            json.dumps({"version": OFFLINE_JUDGE_VERSION, **dict(sorted(replies.items()))}, indent=1) + "\n"
+        )
+        raise AssertionError(
+            f"re-pinned {len(replies)} replies at {OFFLINE_JUDGE_VERSION}; run again without PAIRJUDGE_REPIN"
+        )
     pinned = json.loads(PINS.read_text(encoding="utf-8"))
+    # A new scoring must come with a new version, which opens a new drift series (DESIGN §3).
+    assert pinned.pop("version", None) == OFFLINE_JUDGE_VERSION, "re-pin after bumping OFFLINE_JUDGE_VERSION"
     assert len(replies) >= 400  # every pair in both orders, primary and tie-break
     changed = sorted(k for k in pinned if replies.get(k) != pinned[k])
     assert (changed, sorted(replies.keys() - pinned.keys())) == ([], []), (
