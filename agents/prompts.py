@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -428,9 +429,17 @@ def response_schema(kind: TemplateKind, slots: PromptSlots) -> dict[str, Any]:
 
     Constrained decoders (llama.cpp grammars, OpenAI strict mode) then cannot even produce a
     criterion the rubric does not have; the validator checks the same thing for judges that ignore it.
+
+    Built once per template kind and criteria list and shared by every request that uses it (pydantic's
+    schema generation was most of a render's time): treat it as read-only.
     """
+    return _narrowed_schema(kind, _names(kind, slots))
+
+
+@functools.lru_cache(maxsize=512)
+def _narrowed_schema(kind: TemplateKind, criteria: tuple[str, ...]) -> dict[str, Any]:
     schema = copy.deepcopy(REPLY_MODELS[kind].model_json_schema(by_alias=True))
-    names = list(_names(kind, slots))
+    names = list(criteria)
     if kind == "head_to_head":
         breakdown = schema["properties"]["criteria_breakdown"]
         item = breakdown.pop("additionalProperties")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 import unicodedata
@@ -34,7 +35,13 @@ def normalize(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """The words of ``text`` in order, original case kept."""
-    return WORD_RE.findall(normalize(text))
+    return list(_words(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _words(text: str) -> tuple[str, ...]:
+    # A profile tokenises the same text (and its halves) in a dozen features: once is enough.
+    return tuple(WORD_RE.findall(normalize(text)))
 
 
 def split_sentences(text: str) -> list[str]:
@@ -86,6 +93,7 @@ _VOWEL_GROUP_RE = re.compile(r"[aeiouy]+")
 _HIATUS_RE = re.compile(r"(?<![ct])ia|(?<![qg])ua|(?<![qg])uo|iu|io(?!n)")
 
 
+@functools.lru_cache(maxsize=65_536)
 def count_syllables(word: str) -> int:
     """Estimate the syllables of one English word (a heuristic: vowel groups, silent endings).
 

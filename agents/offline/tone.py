@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -70,6 +71,11 @@ class ToneGuide:
 
     @classmethod
     def from_rubric(cls, rubric: ToneStyleRubric) -> ToneGuide:
+        """The guide read from ``rubric``; cached, since every call of a pair reads the same rubric."""
+        return _guide_for(rubric)
+
+    @classmethod
+    def read(cls, rubric: ToneStyleRubric) -> ToneGuide:
         rules = style_rules(rubric.style_guide)
         audience = audience_profile(rubric.audience)
         guide_low = rubric.style_guide.lower()
@@ -85,6 +91,12 @@ class ToneGuide:
             forbidden=dedupe_terms([*rubric.forbidden_terms, *extract_forbidden_terms(rubric.style_guide)]),
             required=dedupe_terms([*rubric.required_terms, *extract_required_terms(rubric.style_guide)]),
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _guide_for(rubric: ToneStyleRubric) -> ToneGuide:
+    # Rubrics are frozen contracts (hashable by value), and a worker sees few distinct ones.
+    return ToneGuide.read(rubric)
 
 
 def tone_distance(reg: Register, targets: ToneTargets) -> tuple[float, list[str]]:
