@@ -392,7 +392,41 @@ def report(
     out("\noutcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
     summary["ece"] = ece
     summary["outcomes"] = outcomes
+    summary["reliability"] = [
+        {"lower": b.lower, "upper": b.upper, "count": b.count, "confidence": b.mean_confidence, "right": b.accuracy}
+        for b in reliability_bins(confs, rights)
+        if b.count
+    ]
     return summary
+
+
+def plot_reliability(out: Path, runs: Sequence[tuple[str, Path]]) -> None:
+    """A reliability diagram (share right against stated confidence) of one or more ``--json`` results."""
+    import matplotlib
+
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 4.2))
+    ax.plot([0.5, 1.0], [0.5, 1.0], color="#999999", linestyle="--", linewidth=1, label="perfectly calibrated")
+    for label, path in runs:
+        data = json.loads(path.read_text())
+        bins = data["reliability"]
+        xs = [b["confidence"] for b in bins]
+        ys = [b["right"] for b in bins]
+        ax.plot(xs, ys, marker="o", label=f"{label} (ECE {data['ece']:.3f})")
+        for b in bins:
+            low, high = wilson_interval(b["right"] * b["count"], b["count"])
+            ax.vlines(b["confidence"], low, high, alpha=0.5)
+    ax.set_xlim(0.45, 1.0)
+    ax.set_ylim(0.3, 1.0)
+    ax.set_xlabel("confidence the offline judge stated (per ordering)")
+    ax.set_ylabel("share that matched the human judgement")
+    ax.set_title("Tone/style confidence on public human judgements")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, format="svg", metadata={"Date": None})
+    plt.close(fig)
 
 
 def _cov(s: CoverageScore) -> dict[str, float]:
@@ -404,7 +438,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
     parser.add_argument("--per-set", type=int, default=PAIRS_PER_SET)
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument(
+        "--plot", type=Path, help="draw a reliability diagram of --runs LABEL=FILE.json ... here, and judge nothing"
+    )
+    parser.add_argument("--runs", nargs="*", default=(), help="LABEL=FILE.json pairs for --plot")
     args = parser.parse_args(argv)
+    if args.plot:
+        plot_reliability(args.plot, [(r.split("=", 1)[0], Path(r.split("=", 1)[1])) for r in args.runs])
+        return 0
     pairs = build_pairs(args.split, args.per_set)
     started = time.perf_counter()
     runs = anyio.run(run_judge, OfflineJudge(), pairs, Policy())
