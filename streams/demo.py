@@ -252,10 +252,11 @@ def _write_outcomes(path: Path, outcomes: Outcomes) -> None:
 def _summary_row(kind: str, event: dict[str, object]) -> tuple[str, str, str, str]:
     if kind == "verdicts":
         conf = event.get("confidence")
-        winner, role = str(event.get("winner")), str(event.get("winner_role"))
+        winner, role = str(event.get("winner")), event.get("winner_role")
+        # A tie settled by rule (identical or both empty outputs) has no role: show "TIE" alone.
         return (
             "verdict",
-            winner if winner == role else f"{winner} ({role})",
+            winner if role is None or winner == role else f"{winner} ({role})",
             f"{conf:.2f}" if isinstance(conf, float) else "",
             str(event.get("decided_by")),
         )
