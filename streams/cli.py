@@ -22,6 +22,10 @@ labels_app = typer.Typer(no_args_is_help=True, help="Human labels on pairjudge.l
 app.add_typer(labels_app, name="labels")
 canary_app = typer.Typer(no_args_is_help=True, help="Canary pairs: human-labelled pairs judged on a schedule.")
 app.add_typer(canary_app, name="canary")
+review_app = typer.Typer(
+    help="The human-review service: a queue of review requests with a web UI.", no_args_is_help=True
+)
+app.add_typer(review_app, name="review")
 console = Console(stderr=True)
 
 Bootstrap = Annotated[
@@ -316,6 +320,25 @@ def report(
     events = parse_audit_events(lines)
     write_report(events, out)
     Console().print(f"wrote {out}: {len(events.snapshots)} snapshots, {len(events.alerts)} alerts")
+
+
+@review_app.command("serve")
+def review_serve(bootstrap: Bootstrap = None) -> None:
+    """Consume pairjudge.review into the queue and serve the review UI (127.0.0.1:8088 by default)."""
+    from streams.review.service import serve
+
+    settings = _settings(bootstrap)
+    console.print(f"review UI on http://{settings.review.host}:{settings.review.port}/")
+    asyncio.run(serve(settings))
+
+
+@review_app.command("hash-password")
+def review_hash_password() -> None:
+    """Read a password (twice, not echoed) and print its scrypt hash for PAIRJUDGE_REVIEW__USERS."""
+    from streams.review.auth import hash_password
+
+    password = typer.prompt("password", hide_input=True, confirmation_prompt=True)
+    print(hash_password(password))
 
 
 def main() -> None:

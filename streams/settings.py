@@ -11,6 +11,7 @@ Examples::
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.parse
 from pathlib import Path
@@ -204,6 +205,59 @@ class TelemetrySettings(_Section):
     service_name: str = "pairjudge"
 
 
+class ReviewUser(_Section):
+    """One person who may use the review service. ``password_hash`` comes from ``pairjudge review
+    hash-password`` (scrypt); the password itself is never configured."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")
+    password_hash: SecretStr
+    role: Literal["reviewer", "operator"] = "reviewer"
+
+
+class ReviewSettings(_Section):
+    """``pairjudge review``: the human-review queue and its web UI."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8088, ge=0, le=65535)
+    #: SQLite is the embedded default; PostgreSQL (``postgresql+psycopg://…``) lets several instances share one queue.
+    database_url: SecretStr = SecretStr("sqlite+aiosqlite:///pairjudge-review.db")
+    database_url_file: Path | None = None
+    #: A claim not submitted within this long goes back to the queue.
+    claim_ttl_s: float = Field(default=900.0, ge=1.0)
+    group_id: str = "pairjudge-review"
+    #: Users, inline (``PAIRJUDGE_REVIEW__USERS='[{"name": …, "password_hash": …, "role": …}]'``) or in a
+    #: JSON secret file of the same shape.
+    users: tuple[ReviewUser, ...] = ()
+    users_file: Path | None = None
+    #: Signs the session cookie. Unset: a random key per process (sessions end when it restarts).
+    session_secret: SecretStr | None = None
+    session_secret_file: Path | None = None
+    session_max_age_s: int = Field(default=8 * 3600, ge=60)
+    #: Secure cookies need HTTPS, except on localhost (browsers treat it as secure); switch off only for plain
+    #: HTTP beyond loopback, which you should not run.
+    cookie_secure: bool = True
+    #: Failed logins per user (and per client address) within ``login_window_s`` before logins are refused.
+    login_max_failures: int = Field(default=5, ge=1)
+    login_window_s: float = Field(default=300.0, ge=1.0)
+
+    def resolved_database_url(self) -> str:
+        url = read_secret(self.database_url, self.database_url_file, "PAIRJUDGE_REVIEW__DATABASE_URL_FILE")
+        assert url is not None
+        return url.get_secret_value()
+
+    def resolved_users(self) -> tuple[ReviewUser, ...]:
+        if self.users_file is None:
+            return self.users
+        try:
+            data = json.loads(self.users_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"PAIRJUDGE_REVIEW__USERS_FILE: cannot read users from {self.users_file}: {exc}") from None
+        return self.users + tuple(ReviewUser.model_validate(u) for u in data)
+
+    def resolved_session_secret(self) -> SecretStr | None:
+        return read_secret(self.session_secret, self.session_secret_file, "PAIRJUDGE_REVIEW__SESSION_SECRET_FILE")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="PAIRJUDGE_",
@@ -220,6 +274,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = PolicySettings()
     audit: AuditSettings = AuditSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    review: ReviewSettings = ReviewSettings()
     #: Maximum bytes of one incoming event; larger ones are dead-lettered unread.
     max_event_bytes: int = Field(default=256_000, ge=1024)
     #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``.

@@ -1,3 +1,3 @@
 """Shared fixtures. The service fixtures start real servers and fail (never skip) when they cannot."""
 
-pytest_plugins = ["tests.fixtures.kafka", "tests.fixtures.llama", "tests.fixtures.phoenix"]
+pytest_plugins = ["tests.fixtures.kafka", "tests.fixtures.llama", "tests.fixtures.phoenix", "tests.fixtures.postgres"]

@@ -1,0 +1,107 @@
+"""The review service's Kafka edges: review requests in (into the store), labels out.
+
+The feed commits a review request's offset only after the store has it (a crash re-reads, and the
+store's unique key makes the re-read a no-op); an unreadable request is dead-lettered with its reason
+and bytes before its offset is committed. A label is acknowledged to the reviewer only after the broker
+has it (``acks="all"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+from agents.errors import InputRejected
+from schemas import HumanLabel, ReviewRequest
+from streams.codecs import decode, encode
+from streams.deadletter import build_dead_letter
+from streams.review.store import ReviewStore
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class LabelSink:
+    """One producer for the service's labels; ``publish`` returns once the broker has the label."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._topic = settings.topics.name("labels")
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", enable_idempotence=True
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def publish(self, label: HumanLabel, timeout_s: float = 15.0) -> None:
+        await asyncio.wait_for(
+            self._producer.send_and_wait(self._topic, value=encode(label), key=label.pair_id.encode()), timeout_s
+        )
+
+
+class ReviewFeed:
+    """Consumes the review topic into the store, in a consumer group shared by the service's instances."""
+
+    def __init__(self, settings: Settings, store: ReviewStore) -> None:
+        self._settings = settings
+        self._store = store
+        self._topic = settings.topics.name("review")
+        self._letters = settings.topics.name("deadletter")
+        self._consumer = AIOKafkaConsumer(
+            self._topic,
+            bootstrap_servers=settings.kafka.bootstrap_servers,
+            group_id=settings.review.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+        )
+        self._producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all")
+        self.stored = 0
+        self.duplicates = 0
+        self.dead_lettered = 0
+
+    async def start(self) -> None:
+        await self._producer.start()
+        await self._consumer.start()
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+        await self._producer.stop()
+
+    async def run(self) -> None:
+        """Consume until cancelled."""
+        while True:
+            batches = await self._consumer.getmany(timeout_ms=500, max_records=200)
+            for tp, records in batches.items():
+                for record in records:
+                    await self._take(record.value, tp, record.offset, record.key)
+                await self._consumer.commit({tp: OffsetAndMetadata(records[-1].offset + 1, "")})
+
+    async def _take(self, raw: bytes | None, tp: TopicPartition, offset: int, key: bytes | None) -> None:
+        try:
+            request = decode(ReviewRequest, raw, max_bytes=self._settings.max_event_bytes)
+        except InputRejected as exc:
+            letter = build_dead_letter(
+                stage="decode",
+                reason=exc.reason,
+                detail=f"review request not readable: {exc.detail}",
+                raw=raw,
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=offset,
+                key=key,
+            )
+            await self._producer.send_and_wait(self._letters, value=letter.value, key=letter.key or None)
+            self.dead_lettered += 1
+            log.warning("review request at %s[%d]@%d dead-lettered: %s", tp.topic, tp.partition, offset, exc.reason)
+            return
+        if await self._store.add(request):
+            self.stored += 1
+        else:
+            self.duplicates += 1

@@ -1,0 +1,73 @@
+"""``pairjudge review``: the queue's consumer and the web app in one process (several may share PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import uvicorn
+from starlette.applications import Starlette
+
+from streams.review.kafka import LabelSink, ReviewFeed
+from streams.review.store import ReviewStore
+from streams.review.web import ReviewApp, build_app, new_review_app
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunningReview:
+    app: Starlette
+    review: ReviewApp
+    feed: ReviewFeed
+    store: ReviewStore
+
+
+def session_secret(settings: Settings) -> str:
+    configured = settings.review.resolved_session_secret()
+    if configured is not None:
+        return configured.get_secret_value()
+    log.warning("no PAIRJUDGE_REVIEW__SESSION_SECRET: using a random key, so sessions end when this process stops")
+    return secrets.token_urlsafe(48)
+
+
+@contextlib.asynccontextmanager
+async def review_service(settings: Settings) -> AsyncIterator[RunningReview]:
+    """The store (migrated), the label producer, the review feed consuming in the background, and the app."""
+    store = ReviewStore(settings.review.resolved_database_url())
+    await store.migrate()
+    labels = LabelSink(settings)
+    feed = ReviewFeed(settings, store)
+    await labels.start()
+    await feed.start()
+    consume = asyncio.create_task(feed.run(), name="review-feed")
+    review = new_review_app(settings, store, labels)
+    if not len(review.users):
+        log.warning("no review users configured (PAIRJUDGE_REVIEW__USERS or __USERS_FILE): nobody can sign in")
+    try:
+        yield RunningReview(build_app(review, session_secret(settings)), review, feed, store)
+    finally:
+        consume.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consume
+        await feed.stop()
+        await labels.stop()
+        await store.close()
+
+
+async def serve(settings: Settings) -> None:
+    async with review_service(settings) as running:
+        config = uvicorn.Config(
+            running.app,
+            host=settings.review.host,
+            port=settings.review.port,
+            log_level="warning",
+            proxy_headers=False,
+            server_header=False,
+        )
+        await uvicorn.Server(config).serve()

@@ -1,0 +1,362 @@
+"""The review queue in a real database: SQLite by default, PostgreSQL for several service instances.
+
+One row per review item. An item is keyed by its pair and whether it is an audit sample, so a review
+request delivered twice (a rebalance, a replay) is stored once. An item is ``pending``, ``claimed`` by
+one reviewer until its claim expires (then any reviewer may claim it again: nothing is lost when a
+reviewer walks away), or ``done`` once its label is on the broker. Claiming is one atomic statement; on
+PostgreSQL it also skips rows another instance has locked (``FOR UPDATE SKIP LOCKED``), so two instances
+never hand one item to two reviewers.
+
+The schema is versioned: ``MIGRATIONS`` are applied in order and recorded in ``review_schema_version``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from schemas import ReviewRequest
+
+Status = Literal["pending", "claimed", "done"]
+Side = Literal["left", "right"]
+
+metadata = MetaData()
+
+schema_version = Table("review_schema_version", metadata, Column("version", Integer, nullable=False))
+
+items = Table(
+    "review_items",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_key", String(200), nullable=False, unique=True),
+    Column("pair_id", String(128), nullable=False),
+    Column("experiment", String(200), nullable=True),
+    Column("rubric_kind", String(40), nullable=False),
+    Column("reason", String(60), nullable=False),
+    Column("audit", Boolean, nullable=False),
+    Column("request", Text, nullable=False),
+    Column("status", String(10), nullable=False),
+    Column("claimed_by", String(100), nullable=True),
+    Column("claim_expires", Float, nullable=True),
+    #: The candidate shown on the left for the current claim (the order is random per claim).
+    Column("shown_left", String(64), nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("done_at", Float, nullable=True),
+    Column("done_by", String(100), nullable=True),
+    Column("label_winner", String(64), nullable=True),
+)
+Index("review_items_queue", items.c.status, items.c.created_at)
+
+#: Every claim: which reviewer saw which candidate on the left (seed 000: order effects are audited too).
+claims = Table(
+    "review_claims",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, nullable=False),
+    Column("reviewer", String(100), nullable=False),
+    Column("shown_left", String(64), nullable=False),
+    Column("claimed_at", Float, nullable=False),
+)
+Index("review_claims_item", claims.c.item_id)
+
+
+async def _migration_1(conn: AsyncConnection) -> None:
+    await conn.run_sync(lambda sync: metadata.create_all(sync, tables=[items, claims]))
+
+
+#: Numbered migrations, applied in order exactly once per database.
+MIGRATIONS: tuple[Callable[[AsyncConnection], Awaitable[None]], ...] = (_migration_1,)
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    experiment: str | None = None
+    rubric_kind: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    id: int
+    pair_id: str
+    experiment: str | None
+    rubric_kind: str
+    reason: str
+    audit: bool
+    request: ReviewRequest
+    status: Status
+    claimed_by: str | None
+    claim_expires: float | None
+    shown_left: str | None
+    created_at: float
+
+    @property
+    def left(self) -> str:
+        """The candidate id shown on the left in the current claim."""
+        return self.shown_left or self.request.pair.candidates[0].candidate_id
+
+    @property
+    def right(self) -> str:
+        return next(c.candidate_id for c in self.request.pair.candidates if c.candidate_id != self.left)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    waiting: int
+    claimed: int
+    done: int
+    oldest_waiting_s: float | None
+    done_by_reviewer: dict[str, int]
+    reasons: dict[str, int]
+
+
+class StaleClaim(Exception):
+    """The item is not (or no longer) claimed by this reviewer."""
+
+
+def item_key(request: ReviewRequest) -> str:
+    return f"{request.pair_id}:{'audit' if request.audit else 'review'}"
+
+
+class ReviewStore:
+    """The queue's operations; ``clock`` is injectable so claim expiry is testable without sleeping."""
+
+    def __init__(self, url: str, *, clock: Callable[[], float] = time.time, **engine_options: Any) -> None:
+        self.url = url
+        if url.startswith("sqlite"):
+            engine_options.setdefault("connect_args", {"timeout": 30})
+        self.engine: AsyncEngine = create_async_engine(url, **engine_options)
+        self._clock = clock
+        self._postgres = self.engine.dialect.name == "postgresql"
+        # SQLite has one writer and no row locks: this process's writes go one at a time, so a read in a
+        # write transaction is never stale. (Several instances share a queue on PostgreSQL, not SQLite.)
+        self._sqlite_writes = asyncio.Lock() if not self._postgres else None
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncConnection]:
+        if self._sqlite_writes is None:
+            async with self.engine.begin() as conn:
+                yield conn
+            return
+        async with self._sqlite_writes, self.engine.begin() as conn:
+            yield conn
+
+    async def migrate(self) -> int:
+        """Apply the migrations this database has not seen; return its schema version."""
+        async with self._write() as conn:
+            await conn.run_sync(lambda sync: metadata.create_all(sync, tables=[schema_version]))
+            if self._postgres:  # one instance migrates at a time
+                await conn.exec_driver_sql("LOCK TABLE review_schema_version IN EXCLUSIVE MODE")
+            current = (await conn.execute(select(func.max(schema_version.c.version)))).scalar() or 0
+            for number, migration in enumerate(MIGRATIONS, start=1):
+                if number > current:
+                    await migration(conn)
+                    await conn.execute(schema_version.insert().values(version=number))
+            return len(MIGRATIONS)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    # --- filling the queue ---------------------------------------------------------------------
+
+    async def add(self, request: ReviewRequest) -> bool:
+        """Store a review request; False when it was already there (a re-delivery)."""
+        values = {
+            "item_key": item_key(request),
+            "pair_id": request.pair_id,
+            "experiment": request.pair.metadata.experiment_id,
+            "rubric_kind": request.pair.rubric.kind,
+            "reason": request.reason,
+            "audit": request.audit,
+            "request": request.model_dump_json(),
+            "status": "pending",
+            "created_at": self._clock(),
+        }
+        dialect = postgresql if self._postgres else sqlite
+        stmt = dialect.insert(items).values(**values).on_conflict_do_nothing(index_elements=["item_key"])
+        async with self._write() as conn:
+            result = await conn.execute(stmt)
+            return bool(result.rowcount)
+
+    # --- claiming ------------------------------------------------------------------------------
+
+    def _available(self, now: float) -> Any:
+        return or_(items.c.status == "pending", and_(items.c.status == "claimed", items.c.claim_expires < now))
+
+    @staticmethod
+    def _filtered(query: Any, filters: Filters) -> Any:
+        if filters.experiment:
+            query = query.where(items.c.experiment == filters.experiment)
+        if filters.rubric_kind:
+            query = query.where(items.c.rubric_kind == filters.rubric_kind)
+        if filters.reason:
+            query = query.where(items.c.reason == filters.reason)
+        return query
+
+    async def claim_next(self, reviewer: str, filters: Filters, ttl_s: float) -> Item | None:
+        """The reviewer's current claim if it is still theirs, else the oldest available item, claimed now
+        (with a fresh random left/right order, recorded); None when nothing matches."""
+        now = self._clock()
+        async with self._write() as conn:
+            held = self._filtered(
+                select(items).where(
+                    items.c.status == "claimed", items.c.claimed_by == reviewer, items.c.claim_expires >= now
+                ),
+                filters,
+            ).order_by(items.c.created_at, items.c.id)
+            row = (await conn.execute(held.limit(1))).mappings().first()
+            if row is not None:
+                return _item(row)
+            pick = self._filtered(select(items.c.id).where(self._available(now)), filters)
+            pick = pick.order_by(items.c.created_at, items.c.id).limit(1)
+            if self._postgres:
+                pick = pick.with_for_update(skip_locked=True)
+            candidate = (await conn.execute(pick)).scalar()
+            if candidate is None:
+                return None
+            request = ReviewRequest.model_validate_json(
+                (await conn.execute(select(items.c.request).where(items.c.id == candidate))).scalar_one()
+            )
+            left = secrets.choice([c.candidate_id for c in request.pair.candidates])
+            # The WHERE repeats the availability test: on SQLite, where there is no row lock, a claim that
+            # raced this one leaves nothing to update here.
+            claimed = await conn.execute(
+                update(items)
+                .where(items.c.id == candidate, self._available(now))
+                .values(status="claimed", claimed_by=reviewer, claim_expires=now + ttl_s, shown_left=left)
+                .returning(*items.c)
+            )
+            row = claimed.mappings().first()
+            if row is None:
+                return None
+            await conn.execute(
+                claims.insert().values(item_id=candidate, reviewer=reviewer, shown_left=left, claimed_at=now)
+            )
+            return _item(row)
+
+    async def claimed_item(self, item_id: int, reviewer: str) -> Item:
+        """The item, if ``reviewer`` holds an unexpired claim on it; else ``StaleClaim``."""
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(items).where(items.c.id == item_id))).mappings().first()
+        if row is None:
+            raise StaleClaim("no such item")
+        item = _item(row)
+        if item.status != "claimed" or item.claimed_by != reviewer or (item.claim_expires or 0) < self._clock():
+            raise StaleClaim("this item is no longer claimed by you (it expired, or it is done)")
+        return item
+
+    async def complete(self, item_id: int, reviewer: str, winner: str) -> None:
+        """Mark the item done with its label (call only once the label is on the broker)."""
+        async with self._write() as conn:
+            result = await conn.execute(
+                update(items)
+                .where(items.c.id == item_id, items.c.status == "claimed", items.c.claimed_by == reviewer)
+                .values(status="done", done_at=self._clock(), done_by=reviewer, label_winner=winner)
+            )
+            if not result.rowcount:
+                raise StaleClaim("the item was not claimed by you any more")
+
+    async def release(self, item_id: int, reviewer: str) -> None:
+        """Give a claim back (skip): the item is pending again at once."""
+        async with self._write() as conn:
+            await conn.execute(
+                update(items)
+                .where(items.c.id == item_id, items.c.status == "claimed", items.c.claimed_by == reviewer)
+                .values(status="pending", claimed_by=None, claim_expires=None, shown_left=None)
+            )
+
+    # --- what the page shows -------------------------------------------------------------------
+
+    async def stats(self, filters: Filters = Filters()) -> QueueStats:
+        now = self._clock()
+        async with self.engine.connect() as conn:
+            waiting_q = self._filtered(
+                select(func.count(), func.min(items.c.created_at)).where(self._available(now)), filters
+            )
+            waiting, oldest = (await conn.execute(waiting_q)).one()
+            claimed = (
+                await conn.execute(
+                    self._filtered(
+                        select(func.count()).where(items.c.status == "claimed", items.c.claim_expires >= now), filters
+                    )
+                )
+            ).scalar_one()
+            done = (
+                await conn.execute(self._filtered(select(func.count()).where(items.c.status == "done"), filters))
+            ).scalar_one()
+            per_reviewer = await conn.execute(
+                select(items.c.done_by, func.count()).where(items.c.status == "done").group_by(items.c.done_by)
+            )
+            reasons = await conn.execute(
+                self._filtered(select(items.c.reason, func.count()).where(self._available(now)), filters).group_by(
+                    items.c.reason
+                )
+            )
+            return QueueStats(
+                waiting=int(waiting),
+                claimed=int(claimed),
+                done=int(done),
+                oldest_waiting_s=(now - float(oldest)) if oldest is not None else None,
+                done_by_reviewer={str(r): int(n) for r, n in per_reviewer.all()},
+                reasons={str(r): int(n) for r, n in reasons.all()},
+            )
+
+    async def choices(self) -> dict[str, Sequence[str]]:
+        """Distinct experiments, rubric kinds and reasons among items not done, for the filter menus."""
+        out: dict[str, Sequence[str]] = {}
+        async with self.engine.connect() as conn:
+            for name, column in (
+                ("experiment", items.c.experiment),
+                ("rubric_kind", items.c.rubric_kind),
+                ("reason", items.c.reason),
+            ):
+                rows = await conn.execute(
+                    select(column)
+                    .where(items.c.status != "done", column.is_not(None))
+                    .distinct()
+                    .order_by(column)
+                    .limit(200)
+                )
+                out[name] = [str(v) for (v,) in rows.all()]
+        return out
+
+
+def _item(row: Any) -> Item:
+    return Item(
+        id=int(row["id"]),
+        pair_id=str(row["pair_id"]),
+        experiment=row["experiment"],
+        rubric_kind=str(row["rubric_kind"]),
+        reason=str(row["reason"]),
+        audit=bool(row["audit"]),
+        request=ReviewRequest.model_validate_json(row["request"]),
+        status=row["status"],
+        claimed_by=row["claimed_by"],
+        claim_expires=row["claim_expires"],
+        shown_left=row["shown_left"],
+        created_at=float(row["created_at"]),
+    )

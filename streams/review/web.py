@@ -1,0 +1,437 @@
+"""The review web app: a server-rendered queue page for reviewers and a controls page for operators.
+
+What the page never shows is as deliberate as what it shows: the judge's verdict, confidence and
+justification stay out of the page and its source (seed 000, against anchoring), and every piece of
+model or user text goes through Jinja2's autoescaping. The Content-Security-Policy allows only this
+app's own script and style, so even a missed escape could not run an injected script.
+
+Writes need a session and that session's CSRF token (a form field or the ``X-CSRF-Token`` header). The
+session cookie is signed, HttpOnly, SameSite=Strict and Secure (browsers treat localhost as secure).
+Unauthenticated requests get 401 (the login form), the wrong role 403, a claim that expired or went to
+someone else 409, and a label the broker did not take 503 (the item stays claimed and nothing is lost).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from schemas import TIE, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
+from streams.control import publish_control
+from streams.review.auth import LoginLimiter, Role, User, Users
+from streams.review.kafka import LabelSink
+from streams.review.store import Filters, Item, ReviewStore, StaleClaim
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: Rubric kinds whose reviewers may call a tie (seed 000, tone and style, always names a winner).
+TIE_KINDS = frozenset({"head_to_head", "pairwise"})
+#: The controls the operators' page can set (DESIGN §4), with the kind of value each takes.
+CONTROLS: dict[str, str] = {
+    "tiebreak_enabled": "switch",
+    "primary_confidence_threshold": "number",
+    "tiebreak_confidence_threshold": "number",
+    "audit_share": "number",
+}
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+}
+
+
+class SecurityHeaders:
+    """Adds ``SECURITY_HEADERS`` to every response (pure ASGI, so it also covers errors and static files)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                for name, value in SECURITY_HEADERS.items():
+                    if name.encode() not in present:
+                        headers.append((name.encode(), value.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+@dataclass
+class ReviewApp:
+    """What the routes share: settings, the store, the label sink, users and the login limiter."""
+
+    settings: Settings
+    store: ReviewStore
+    labels: LabelSink
+    users: Users
+    limiter: LoginLimiter
+    templates: Jinja2Templates
+
+
+def _templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("streams.review", "templates"),
+        autoescape=True,  # every {{ }} is escaped; nothing in these templates is marked safe
+        undefined=jinja2.StrictUndefined,
+    )
+    return Jinja2Templates(env=env)
+
+
+# --- sessions, CSRF, roles --------------------------------------------------------------------
+
+
+def csrf_token(request: Request) -> str:
+    token = request.session.get("csrf")
+    if not isinstance(token, str):
+        token = secrets.token_urlsafe(32)
+        request.session["csrf"] = token
+    return token
+
+
+async def _csrf_ok(request: Request) -> bool:
+    expected = request.session.get("csrf")
+    if not isinstance(expected, str):
+        return False
+    given = request.headers.get("x-csrf-token")
+    if given is None:
+        form = await request.form()
+        value = form.get("csrf_token")
+        given = value if isinstance(value, str) else None
+    return given is not None and hmac.compare_digest(given, expected)
+
+
+def _user(app: ReviewApp, request: Request) -> User | None:
+    name = request.session.get("user")
+    return app.users.get(name) if isinstance(name, str) else None
+
+
+def _wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+def _deny(app: ReviewApp, request: Request, status: int, message: str) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"error": message}, status_code=status)
+    if status == 401:
+        return _login_page(app, request, message, status=401)
+    return app.templates.TemplateResponse(
+        request, "error.html", {"status": status, "message": message, "user": _user(app, request)}, status_code=status
+    )
+
+
+Handler = Callable[[ReviewApp, Request, User], Awaitable[Response]]
+
+
+def guarded(
+    app: ReviewApp, role: Role, handler: Handler, *, write: bool = False
+) -> Callable[[Request], Awaitable[Response]]:
+    """A route that needs a signed-in user of ``role`` (and, for writes, the session's CSRF token)."""
+
+    async def endpoint(request: Request) -> Response:
+        user = _user(app, request)
+        if user is None:
+            return _deny(app, request, 401, "Sign in to continue.")
+        if not user.may(role):
+            return _deny(app, request, 403, f"This page is for the {role} role; you are signed in as a {user.role}.")
+        if write and not await _csrf_ok(request):
+            return _deny(app, request, 403, "The form's CSRF token is missing or wrong; reload the page and try again.")
+        return await handler(app, request, user)
+
+    return endpoint
+
+
+# --- login -------------------------------------------------------------------------------------
+
+
+def _login_page(app: ReviewApp, request: Request, error: str | None = None, status: int = 200) -> Response:
+    return app.templates.TemplateResponse(
+        request, "login.html", {"csrf": csrf_token(request), "error": error, "user": None}, status_code=status
+    )
+
+
+async def login_form(app: ReviewApp, request: Request) -> Response:
+    return _login_page(app, request)
+
+
+async def login(app: ReviewApp, request: Request) -> Response:
+    if not await _csrf_ok(request):
+        return _login_page(app, request, "The form expired; please try again.", status=403)
+    form = await request.form()
+    name, password = str(form.get("name", "")), str(form.get("password", ""))
+    client = request.client.host if request.client else "?"
+    keys = (f"user:{name}", f"addr:{client}")
+    wait = app.limiter.blocked_for(*keys)
+    if wait > 0:
+        response = _login_page(app, request, f"Too many failed sign-ins; try again in {int(wait) + 1} s.", status=429)
+        response.headers["retry-after"] = str(int(wait) + 1)
+        return response
+    user = app.users.authenticate(name, password)
+    if user is None:
+        app.limiter.failed(*keys)
+        return _login_page(app, request, "Wrong name or password.", status=401)
+    app.limiter.succeeded(*keys)
+    request.session.clear()  # a new session on sign-in: no fixation, and a fresh CSRF token
+    request.session["user"] = user.name
+    csrf_token(request)
+    return RedirectResponse("/", status_code=303)
+
+
+async def logout(app: ReviewApp, request: Request, user: User) -> Response:
+    request.session.clear()
+    return RedirectResponse("/login", status_code=303)
+
+
+# --- reviewing ---------------------------------------------------------------------------------
+
+
+def _filters(request: Request) -> Filters:
+    q = request.query_params
+    return Filters(
+        experiment=q.get("experiment") or None, rubric_kind=q.get("rubric_kind") or None, reason=q.get("reason") or None
+    )
+
+
+def _filter_query(filters: Filters) -> str:
+    values = {
+        k: v
+        for k, v in (
+            ("experiment", filters.experiment),
+            ("rubric_kind", filters.rubric_kind),
+            ("reason", filters.reason),
+        )
+        if v
+    }
+    return urlencode(values)
+
+
+def _rubric_view(item: Item) -> dict[str, Any]:
+    """What the reviewer needs of the rubric: the guide and audience, or the criteria. Never the verdict."""
+    rubric = item.request.pair.rubric
+    if isinstance(rubric, ToneStyleRubric):
+        return {
+            "kind": "tone_style",
+            "style_guide": rubric.style_guide,
+            "audience": rubric.audience,
+            "forbidden": list(rubric.forbidden_terms),
+            "required": list(rubric.required_terms),
+        }
+    if isinstance(rubric, HeadToHeadRubric):
+        return {
+            "kind": "head_to_head",
+            "criteria": [(c.name, c.description) for c in rubric.criteria],
+            "constraints": rubric.constraints,
+        }
+    if isinstance(rubric, PairwiseRubric):
+        return {"kind": "pairwise", "criteria": [(c, "") for c in rubric.criteria]}
+    return {"kind": "named", "name": getattr(rubric, "name", "")}
+
+
+def _item_context(item: Item | None) -> dict[str, Any]:
+    if item is None:
+        return {"item": None}
+    pair = item.request.pair
+    return {
+        "item": {
+            "id": item.id,
+            "pair_id": item.pair_id,
+            "reason": item.reason,
+            "audit": item.audit,
+            "experiment": item.experiment,
+            "task": pair.task.prompt,
+            "context": pair.task.context,
+            "rubric": _rubric_view(item),
+            "left": pair.candidate(item.left).output,
+            "right": pair.candidate(item.right).output,
+            "allow_tie": item.rubric_kind in TIE_KINDS,
+            "claim_expires": item.claim_expires,
+        }
+    }
+
+
+async def review_page(app: ReviewApp, request: Request, user: User) -> Response:
+    filters = _filters(request)
+    item = await app.store.claim_next(user.name, filters, app.settings.review.claim_ttl_s)
+    stats = await app.store.stats(filters)
+    context = {
+        "user": user,
+        "csrf": csrf_token(request),
+        "filters": filters,
+        "filter_query": _filter_query(filters),
+        "choices": await app.store.choices(),
+        "stats": stats,
+        "mine": stats.done_by_reviewer.get(user.name, 0),
+        **_item_context(item),
+    }
+    return app.templates.TemplateResponse(request, "review.html", context)
+
+
+async def next_item(app: ReviewApp, request: Request, user: User) -> Response:
+    """The next item as an HTML fragment (the page swaps it in without a full reload)."""
+    filters = _filters(request)
+    item = await app.store.claim_next(user.name, filters, app.settings.review.claim_ttl_s)
+    stats = await app.store.stats(filters)
+    context = {
+        "user": user,
+        "csrf": csrf_token(request),
+        "filter_query": _filter_query(filters),
+        "stats": stats,
+        "mine": stats.done_by_reviewer.get(user.name, 0),
+        **_item_context(item),
+    }
+    return app.templates.TemplateResponse(request, "_item.html", context)
+
+
+async def submit_label(app: ReviewApp, request: Request, user: User) -> Response:
+    item_id = int(request.path_params["item_id"])
+    form = await request.form()
+    choice, rationale = str(form.get("choice", "")), str(form.get("rationale", ""))[:5_000]
+    try:
+        item = await app.store.claimed_item(item_id, user.name)
+    except StaleClaim as exc:
+        return _deny(app, request, 409, str(exc))
+    if choice == "tie" and item.rubric_kind not in TIE_KINDS:
+        return _deny(app, request, 400, "This rubric always names a winner: choose A or B.")
+    winners = {"left": item.left, "right": item.right, "tie": TIE}
+    if choice not in winners:
+        return _deny(app, request, 400, "Choose A, B" + (" or tie" if item.rubric_kind in TIE_KINDS else "") + ".")
+    label = HumanLabel(
+        pair_id=item.pair_id, winner=winners[choice], rationale=rationale, reviewer=user.name, from_audit=item.audit
+    )
+    try:
+        await app.labels.publish(label)
+    except Exception as exc:  # noqa: BLE001 - any broker failure: the claim stays, the reviewer can resend
+        log.warning("label for %s not published: %s", item.pair_id, type(exc).__name__)
+        return _deny(app, request, 503, "The label could not be delivered to Kafka; it was not saved. Try again.")
+    try:
+        await app.store.complete(item.id, user.name, label.winner)
+    except StaleClaim:
+        # The label is on the broker (the trust loop has it); the claim lapsed meanwhile. Say so.
+        log.warning("label for %s published after its claim lapsed", item.pair_id)
+    if _wants_json(request):
+        return JSONResponse({"ok": True, "pair_id": item.pair_id})
+    query = _filter_query(_filters(request))
+    return RedirectResponse("/" + (f"?{query}" if query else ""), status_code=303)
+
+
+async def skip_item(app: ReviewApp, request: Request, user: User) -> Response:
+    await app.store.release(int(request.path_params["item_id"]), user.name)
+    if _wants_json(request):
+        return JSONResponse({"ok": True})
+    return RedirectResponse("/", status_code=303)
+
+
+# --- operators ---------------------------------------------------------------------------------
+
+
+async def operators_page(app: ReviewApp, request: Request, user: User, message: str | None = None) -> Response:
+    policy = app.settings.policy
+    context = {
+        "user": user,
+        "csrf": csrf_token(request),
+        "controls": CONTROLS,
+        "configured": {k: getattr(policy, k) for k in CONTROLS},
+        "message": message,
+        "stats": await app.store.stats(),
+    }
+    return app.templates.TemplateResponse(request, "operators.html", context)
+
+
+async def set_control(app: ReviewApp, request: Request, user: User) -> Response:
+    form = await request.form()
+    key, raw = str(form.get("key", "")), str(form.get("value", "")).strip().lower()
+    if key not in CONTROLS:
+        return _deny(app, request, 400, "Unknown control.")
+    value: float | bool
+    try:
+        value = raw in ("true", "on", "1", "yes") if CONTROLS[key] == "switch" else float(raw)
+        await publish_control(app.settings, key, value, f"{user.name} (review UI)")
+    except ValueError as exc:
+        return _deny(app, request, 400, str(exc))
+    return await operators_page(
+        app, request, user, f"{key} set to {value} on every worker, recorded as set by {user.name}."
+    )
+
+
+async def resume(app: ReviewApp, request: Request, user: User) -> Response:
+    await publish_control(app.settings, "kappa_guard_tripped", False, f"{user.name} (review UI): resumed")
+    return await operators_page(app, request, user, f"Automatic decisions resumed by {user.name}.")
+
+
+async def health(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+# --- the app -----------------------------------------------------------------------------------
+
+
+def build_app(review: ReviewApp, session_secret: str) -> Starlette:
+    def bind(fn: Callable[[ReviewApp, Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            return await fn(review, request)
+
+        return endpoint
+
+    static = StaticFiles(directory=str(resources.files("streams.review") / "static"))
+    routes = [
+        Route("/login", bind(login_form), methods=["GET"]),
+        Route("/login", bind(login), methods=["POST"]),
+        Route("/logout", guarded(review, "reviewer", logout, write=True), methods=["POST"]),
+        Route("/", guarded(review, "reviewer", review_page), methods=["GET"]),
+        Route("/item", guarded(review, "reviewer", next_item), methods=["GET"]),
+        Route("/items/{item_id:int}/label", guarded(review, "reviewer", submit_label, write=True), methods=["POST"]),
+        Route("/items/{item_id:int}/skip", guarded(review, "reviewer", skip_item, write=True), methods=["POST"]),
+        Route("/operators", guarded(review, "operator", operators_page), methods=["GET"]),
+        Route("/operators/control", guarded(review, "operator", set_control, write=True), methods=["POST"]),
+        Route("/operators/resume", guarded(review, "operator", resume, write=True), methods=["POST"]),
+        Route("/healthz", health, methods=["GET"]),
+        Mount("/static", app=static, name="static"),
+    ]
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(
+            SessionMiddleware,
+            secret_key=session_secret,
+            session_cookie="pairjudge_review",
+            max_age=review.settings.review.session_max_age_s,
+            same_site="strict",
+            https_only=review.settings.review.cookie_secure,
+        ),
+    ]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+def new_review_app(settings: Settings, store: ReviewStore, labels: LabelSink) -> ReviewApp:
+    users = Users(User(u.name, u.role, u.password_hash.get_secret_value()) for u in settings.review.resolved_users())
+    limiter = LoginLimiter(settings.review.login_max_failures, settings.review.login_window_s)
+    return ReviewApp(settings, store, labels, users, limiter, _templates())
