@@ -42,6 +42,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from schemas import ReviewRequest
 
 Status = Literal["pending", "claimed", "done"]
+#: PostgreSQL advisory lock key held while migrating ("pjreview" in ASCII, as a 64-bit integer).
+_MIGRATION_LOCK = int.from_bytes(b"pjreview", "big") & 0x7FFF_FFFF_FFFF_FFFF
 Side = Literal["left", "right"]
 
 metadata = MetaData()
@@ -168,9 +170,9 @@ class ReviewStore:
     async def migrate(self) -> int:
         """Apply the migrations this database has not seen; return its schema version."""
         async with self._write() as conn:
+            if self._postgres:  # one instance migrates at a time, the others wait and then find it done
+                await conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
             await conn.run_sync(lambda sync: metadata.create_all(sync, tables=[schema_version]))
-            if self._postgres:  # one instance migrates at a time
-                await conn.exec_driver_sql("LOCK TABLE review_schema_version IN EXCLUSIVE MODE")
             current = (await conn.execute(select(func.max(schema_version.c.version)))).scalar() or 0
             for number, migration in enumerate(MIGRATIONS, start=1):
                 if number > current:
@@ -197,10 +199,15 @@ class ReviewStore:
             "created_at": self._clock(),
         }
         dialect = postgresql if self._postgres else sqlite
-        stmt = dialect.insert(items).values(**values).on_conflict_do_nothing(index_elements=["item_key"])
+        stmt = (
+            dialect.insert(items)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["item_key"])
+            .returning(items.c.id)
+        )
         async with self._write() as conn:
-            result = await conn.execute(stmt)
-            return bool(result.rowcount)
+            # RETURNING, not rowcount: drivers differ on the rowcount of a skipped conflict.
+            return (await conn.execute(stmt)).first() is not None
 
     # --- claiming ------------------------------------------------------------------------------
 
@@ -277,7 +284,7 @@ class ReviewStore:
                 .where(items.c.id == item_id, items.c.status == "claimed", items.c.claimed_by == reviewer)
                 .values(status="done", done_at=self._clock(), done_by=reviewer, label_winner=winner)
             )
-            if not result.rowcount:
+            if result.rowcount != 1:
                 raise StaleClaim("the item was not claimed by you any more")
 
     async def release(self, item_id: int, reviewer: str) -> None:

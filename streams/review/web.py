@@ -145,9 +145,8 @@ def _deny(app: ReviewApp, request: Request, status: int, message: str) -> Respon
         return JSONResponse({"error": message}, status_code=status)
     if status == 401:
         return _login_page(app, request, message, status=401)
-    return app.templates.TemplateResponse(
-        request, "error.html", {"status": status, "message": message, "user": _user(app, request)}, status_code=status
-    )
+    context = {"status": status, "message": message, "user": _user(app, request), "csrf": csrf_token(request)}
+    return app.templates.TemplateResponse(request, "error.html", context, status_code=status)
 
 
 Handler = Callable[[ReviewApp, Request, User], Awaitable[Response]]

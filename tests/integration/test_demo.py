@@ -63,7 +63,10 @@ def test_demo_decides_or_routes_every_sample_pair(tmp_path: Path) -> None:
     assert sum(s["human_labels"] for s in snapshots) == len(labelled)
     agreeing = sum(1 for judge, human in labelled.values() if judge == human)
     assert sum(round(s["agreement"] * s["human_labels"]) for s in snapshots if s["human_labels"]) == agreeing
-    assert 0 < agreeing < len(labelled), "the sample labels should agree with the judge on some pairs, not all"
+    # heuristic-3 agrees with every sample label it decided (its one disagreement under heuristic-2 was a
+    # tie-break verdict on length, which now escalates); the counting above is checked either way.
+    assert 0 < agreeing <= len(labelled)
+    assert len(labelled) >= 4, "the loop should join several of the sample labels"
     judged = sum(1 for row in rows if row["outcome"] != "deadletter")
     assert sum(s["pairs"] for s in snapshots) == judged
     # Today's sample sends most brand-voice pairs through the tie-break: seed 002's 20% alert fires.

@@ -1,0 +1,227 @@
+"""The review service end to end: real Kafka, SQLite, uvicorn on 127.0.0.1, and Debian's Chromium
+driven by Playwright (no browser download), as a reviewer and an operator would use it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import Browser, Page, async_playwright
+
+from schemas import ControlUpdate, HeadToHeadRubric, ReviewRequest
+from schemas.events import OrderingResult
+from schemas.rubric import Criterion
+from tests.fixtures.review import (
+    PASSWORDS,
+    read_labels,
+    read_topic,
+    review_settings,
+    send_reviews,
+    serving,
+    wait_stored,
+)
+from tests.unit.factories import make_pair
+
+pytestmark = [pytest.mark.kafka, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET_JUSTIFICATION = "JUDGE-SAID-A-IS-BETTER-7f3a9"
+XSS = '<script>window.__xss = 1</script><img src="x" onerror="window.__xss = 2">Click <b>here</b>'
+
+
+def _request(i: int, prefix: str, *, output: str | None = None, head_to_head: bool = False) -> ReviewRequest:
+    pid = f"{prefix}-item-{i}"
+    overrides: dict[str, object] = {"pair_id": pid}
+    if output is not None:
+        overrides["outputs"] = (output, "A plain and correct answer.")
+    if head_to_head:
+        overrides["rubric"] = HeadToHeadRubric(
+            criteria=(Criterion(name="helpfulness", description="Which helps more?"),)
+        )
+    pair = make_pair(**overrides)  # type: ignore[arg-type]
+    first, second = pair.candidates
+    hidden = OrderingResult(
+        order_shown="AB",
+        swapped=False,
+        shown_as_a=first.candidate_id,
+        shown_as_b=second.candidate_id,
+        valid=True,
+        raw_winner="A",
+        mapped_winner=first.candidate_id,
+        confidence=0.91,
+        justification=SECRET_JUSTIFICATION,
+    )
+    return ReviewRequest(
+        pair_id=pid,
+        reason="tiebreak_disagreement",
+        stage="tiebreak",
+        pair=pair,
+        orderings=(hidden,),
+        last_justification=SECRET_JUSTIFICATION,
+    )
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.fail("Debian's chromium is not installed (apt-get install chromium; .ci/run does)", pytrace=False)
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(
+            executable_path=executable,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--no-first-run", "--disable-sync"],
+        )  # fmt: skip
+        try:
+            yield b
+        finally:
+            await b.close()
+
+
+async def _sign_in(page: Page, url: str, name: str) -> None:
+    await page.goto(f"{url}/login")
+    await page.fill('input[name="name"]', name)
+    await page.fill('input[name="password"]', PASSWORDS[name])
+    await page.click('button[type="submit"]')
+
+
+async def test_review_three_items_by_keyboard_and_the_labels_reach_the_topic(
+    kafka_bootstrap: str, tmp_path: Path, browser: Browser
+) -> None:
+    prefix = f"ui-{uuid.uuid4().hex[:8]}"
+    settings = review_settings(kafka_bootstrap, prefix, tmp_path)
+    requests = [_request(0, prefix), _request(1, prefix, head_to_head=True), _request(2, prefix, output=XSS)]
+    await send_reviews(settings, requests)
+    async with serving(settings) as server:
+        await wait_stored(server, 3)
+        page = await browser.new_page(viewport={"width": 1280, "height": 900})
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: dialogs.append(d.message))
+        await _sign_in(page, server.url, "ana")
+        chosen: dict[str, str] = {}
+        displayed: list[str] = []
+        for n, key in enumerate(("1", "2", "1")):
+            article = page.locator("article.item")
+            await article.wait_for()
+            pair_id = await article.locator(".meta code").inner_text()
+            html = await page.content()
+            # Against anchoring: neither the judge's justification nor its verdict is in the page source.
+            assert SECRET_JUSTIFICATION not in html
+            assert "0.91" not in html
+            if n == 0:
+                await page.screenshot(path=str(ROOT / "docs" / "review-ui.png"), full_page=False)
+            shown = "#output-a" if key == "1" else "#output-b"
+            chosen[pair_id] = await page.locator(shown).inner_text()
+            displayed.extend(
+                [await page.locator("#output-a").inner_text(), await page.locator("#output-b").inner_text()]
+            )
+            await page.keyboard.press(key)
+            await page.keyboard.press("Enter")
+            if n < 2:
+                await page.wait_for_function(
+                    "id => !document.querySelector('article.item') ||"
+                    " document.querySelector('article.item .meta code').textContent !== id",
+                    arg=pair_id,
+                )
+        await page.locator("#empty").wait_for()
+        assert await page.locator("#mine").inner_text() == "3"
+        # The XSS payload was shown as text and never ran.
+        assert await page.evaluate("window.__xss === undefined")
+        assert dialogs == []
+        labels = await read_labels(settings, 3)
+    assert len(labels) == 3
+    by_pair = {r.pair_id: r for r in requests}
+    for label in labels:
+        assert label.reviewer == "ana"
+        assert label.from_audit is False
+        # Mapped back from the position shown to the candidate's identity.
+        assert by_pair[label.pair_id].pair.candidate(label.winner).output == chosen[label.pair_id]
+    assert XSS in displayed  # shown as text, character for character
+
+
+async def test_security_answers_401_403_409_429_and_csrf(
+    kafka_bootstrap: str, tmp_path: Path, browser: Browser
+) -> None:
+    prefix = f"sec-{uuid.uuid4().hex[:8]}"
+    settings = review_settings(kafka_bootstrap, prefix, tmp_path, claim_ttl_s=2.0, login_max_failures=3)
+    await send_reviews(settings, [_request(0, prefix)])
+    async with serving(settings) as server:
+        await wait_stored(server, 1)
+        async with httpx.AsyncClient(base_url=server.url) as anon:
+            assert (await anon.get("/")).status_code == 401
+            assert (await anon.get("/operators", headers={"accept": "application/json"})).status_code == 401
+            assert (await anon.post("/login", data={"name": "bo", "password": PASSWORDS["bo"]})).status_code == 403
+
+        context = await browser.new_context()
+        page = await context.new_page()
+        await _sign_in(page, server.url, "ana")
+        await page.locator("article.item").wait_for()
+        item_id = await page.locator("article.item").get_attribute("data-item-id")
+        # A write without the CSRF token is refused, even with the session cookie.
+        forged = await page.request.post(f"{server.url}/items/{item_id}/label", form={"choice": "left"})
+        assert forged.status == 403
+        # A reviewer cannot reach the operators' page.
+        response = await page.goto(f"{server.url}/operators")
+        assert response is not None
+        assert response.status == 403
+        # An expired claim returns to the queue: bo gets ana's item once her claim lapses.
+        await asyncio.sleep(2.5)
+        other = await (await browser.new_context()).new_page()
+        await _sign_in(other, server.url, "bo")
+        assert await other.locator("article.item").get_attribute("data-item-id") == item_id
+        # ana's late submit is refused with 409, and nothing reaches the topic for her.
+        await page.goto(server.url + "/login")
+        late = await page.request.post(
+            f"{server.url}/items/{item_id}/label",
+            form={
+                "choice": "left",
+                "csrf_token": await page.locator('meta[name="csrf-token"]').get_attribute("content") or "",
+            },
+            headers={"accept": "application/json"},
+        )
+        assert late.status == 409
+        async with httpx.AsyncClient(base_url=server.url) as anon:
+            # Login attempts are limited (per name and per address).
+            login = await anon.get("/login")
+            token = login.text.split('name="csrf_token" value="')[1].split('"')[0]
+            cookie = login.headers["set-cookie"]
+            assert "httponly" in cookie.lower()
+            assert "samesite=strict" in cookie.lower()
+            assert "secure" in cookie.lower()
+            # httpx (unlike a browser) keeps a Secure cookie off plain-HTTP loopback: send it by hand.
+            session = {"cookie": cookie.split(";")[0]}
+            statuses = [
+                (
+                    await anon.post(
+                        "/login", data={"csrf_token": token, "name": "ana", "password": "wrong"}, headers=session
+                    )
+                ).status_code
+                for _ in range(4)
+            ]
+            assert statuses == [401, 401, 401, 429]
+
+
+async def test_an_operator_resumes_after_the_kappa_guard_and_is_recorded(
+    kafka_bootstrap: str, tmp_path: Path, browser: Browser
+) -> None:
+    prefix = f"ops-{uuid.uuid4().hex[:8]}"
+    settings = review_settings(kafka_bootstrap, prefix, tmp_path)
+    async with serving(settings) as server:
+        page = await browser.new_page()
+        await _sign_in(page, server.url, "olga")
+        await page.goto(f"{server.url}/operators")
+        await page.click("#resume")
+        await page.locator(".notice").wait_for()
+        await page.fill('form:has(input[value="audit_share"]) input[name="value"]', "0.1")
+        await page.click('form:has(input[value="audit_share"]) button')
+        await page.locator(".notice").wait_for()
+        raw = await read_topic(settings, "control", 2)
+    updates = [ControlUpdate.model_validate(json.loads(v)) for v in raw]
+    assert {(u.key, u.value) for u in updates} == {("kappa_guard_tripped", False), ("audit_share", 0.1)}
+    assert all(u.updated_by.startswith("olga (review UI)") for u in updates)
