@@ -144,6 +144,8 @@ class AuditSnapshot(Event):
     invalid_replies: int
     position_a_wins: int
     human_labels: int
+    #: Labels on pairs the judge escalated without a winner: decided by a person (not in kappa).
+    human_decided: int = 0
     calls: int = 0
     decisive_orderings: int = 0
     flip_rate: float | None = None

@@ -81,8 +81,8 @@ def _joined(entry: JoinEntry, now: float) -> tuple[JoinEntry, list[AuditObservat
         return entry, []
     if label.winner not in (*final.candidates, TIE):
         return replace(entry, label=None, unjoinable_labels=entry.unjoinable_labels + 1, updated_at=now), []
-    if final.judge_winner is None:
-        return entry, []
+    # Joined whether or not the judge named a winner: on an escalated pair the label is the human
+    # decision, which the series counts apart (``human_decided``); only a judge's answer enters kappa.
     observation = AuditObservation(kind="labelled", series=final.series, record=final, label=label)
     return replace(entry, joined=True, updated_at=now), [observation]
 

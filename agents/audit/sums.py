@@ -45,6 +45,8 @@ class WindowStats:
     length_decided: int = 0  # labelled pairs of unequal length where neither side said TIE
     canary_labels: int = 0
     canary_correct: int = 0
+    #: Labels on pairs the judge escalated without a winner (review): decided by a person, not compared.
+    human_decided: int = 0
     alerts_raised: list[str] = field(default_factory=list)
     final_published: bool = False
 
@@ -77,6 +79,7 @@ class WindowStats:
 
     def _add_labelled(self, record: DecisionRecord, label: HumanLabel) -> None:
         if record.judge_winner is None:
+            self.human_decided += not record.canary
             return
         agrees = record.judge_winner == label.winner
         if record.canary:

@@ -124,6 +124,7 @@ def snapshot(
         invalid_replies=stats.invalid_replies,
         position_a_wins=stats.position_a_wins,
         human_labels=stats.labels,
+        human_decided=stats.human_decided,
         calls=stats.calls,
         decisive_orderings=stats.decisive_orderings,
         flip_rate=rate_of(stats.flips, stats.both_valid),

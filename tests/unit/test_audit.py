@@ -178,10 +178,16 @@ def test_a_label_kept_before_its_decision_that_names_neither_candidate_is_droppe
     assert (kinds(out), outcome) == (["labelled"], "joined")
 
 
-def test_an_escalated_pair_is_counted_but_never_compared() -> None:
+def test_an_escalated_pair_is_joined_as_a_human_decision_but_never_compared() -> None:
     entry, out = on_record(JoinEntry(), record(outcome="review", winner=None, reason="ordering_invalid"), 1.0)
     entry, joined, outcome = on_label(entry, label(FIRST_ID), now=2.0)
-    assert (kinds(out), joined, outcome) == (["decision"], [], "kept")
+    assert (kinds(out), kinds(joined), outcome) == (["decision"], ["labelled"], "joined")
+    stats = WindowStats()
+    for observation in out + joined:
+        stats.add(observation)
+    # The person decided the pair; the judge gave no answer to compare, so kappa and calibration see nothing.
+    assert (stats.human_decided, stats.labels, stats.confusion) == (1, 0, {})
+    assert WindowStats.from_bytes(stats.to_bytes()).human_decided == 1
 
 
 def test_a_tiebroken_pair_counts_both_stages_and_joins_the_final_one() -> None:

@@ -1,0 +1,104 @@
+"""The human loop end to end on real Kafka: a position flip becomes a tie-break, the tie-break's orders
+disagree and the pair becomes a review item, a reviewer labels it in the review service, and the label
+joins the pair's decision record in the trust loop (the audit's observations topic)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pairjudge_dev.replies import tiebreak_reply, tone_reply
+from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
+from schemas.audit import AuditObservation
+from streams.codecs import encode
+from streams.review.auth import hash_password
+from tests.fixtures.fake_judge_server import FakeJudgeServer, RecordedRequest, fake_judge_server, reply
+from tests.fixtures.review import PASSWORDS, ROLES, free_port, read_labels, read_topic, serving, wait_stored
+from tests.unit.factories import make_pair
+
+__all__ = ["fake_judge_server"]  # a fixture, imported for pytest
+pytestmark = [pytest.mark.kafka]
+
+
+def _always_position_a(request: RecordedRequest) -> object:
+    # Position bias: both orders pick whatever is shown first, so the orders name different candidates.
+    return reply(tiebreak_reply() if b"tiebreak_verdict" in request.body else tone_reply("A"))
+
+
+async def _signed_in(client: httpx.AsyncClient, name: str) -> dict[str, str]:
+    page = await client.get("/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert token is not None
+    cookie = {"cookie": page.headers["set-cookie"].split(";")[0]}
+    response = await client.post(
+        "/login", data={"csrf_token": token.group(1), "name": name, "password": PASSWORDS[name]}, headers=cookie
+    )
+    assert response.status_code == 303, response.text
+    return {"cookie": response.headers["set-cookie"].split(";")[0]}
+
+
+async def test_a_flip_reaches_a_reviewer_and_the_label_joins_the_trust_loop(
+    kafka_bootstrap: str, tmp_path: Path, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.set_responder(_always_position_a)  # type: ignore[arg-type]
+    users = [{"name": n, "password_hash": hash_password(p), "role": ROLES[n]} for n, p in PASSWORDS.items()]
+    settings = await kafka_run(
+        kafka_bootstrap,
+        tmp_path,
+        "loop",
+        judge={
+            "kind": "openai",
+            "base_url": fake_judge_server.base_url,
+            "model": "fake-model",
+            "response_format": "json_schema",
+            "cache_enabled": False,
+        },
+        policy={"audit_share": 0.0},
+        audit={"snapshot_interval_s": 0.5, "window_s": 10_000_000.0},
+        review={"database_url": f"sqlite+aiosqlite:///{tmp_path}/review.db", "port": free_port(), "users": users},
+    )
+    pair = make_pair(pair_id=f"{settings.topics.prefix}-flip")
+    with running_worker(settings, tmp_path / "worker.log"):
+        await produce_raw(kafka_bootstrap, settings.topics.name("pairs"), [encode(pair)], keyed=True)
+        async with serving(settings) as server:
+            await wait_stored(server, 1, timeout=120)
+            async with httpx.AsyncClient(base_url=server.url) as client:
+                session = await _signed_in(client, "ana")
+                page = await client.get("/", headers=session)
+                assert page.status_code == 200
+                assert "tiebreak_disagreement" in page.text
+                item_id = re.search(r'data-item-id="(\d+)"', page.text)
+                csrf = re.search(r'<meta name="csrf-token" content="([^"]+)"', page.text)
+                assert item_id is not None
+                assert csrf is not None
+                labelled = await client.post(
+                    f"/items/{item_id.group(1)}/label",
+                    data={"choice": "right", "rationale": "B is warmer.", "csrf_token": csrf.group(1)},
+                    headers={**session, "accept": "application/json"},
+                )
+                assert labelled.status_code == 200, labelled.text
+            (label,) = await read_labels(settings, 1)
+            assert (label.pair_id, label.reviewer, label.rationale) == (pair.pair_id, "ana", "B is warmer.")
+
+            deadline = time.monotonic() + 90
+            joined: list[AuditObservation] = []
+            mine: list[AuditObservation] = []
+            while not joined and time.monotonic() < deadline:
+                raw = await read_topic(settings, "observations", 100_000, timeout=3)
+                observations = [AuditObservation.model_validate(json.loads(v)) for v in raw]
+                mine = [o for o in observations if o.record.pair_id == pair.pair_id]
+                joined = [o for o in mine if o.kind == "labelled"]
+                await asyncio.sleep(0.5)
+    assert joined, "the label never joined the pair's record in the audit"
+    record = joined[0].record
+    assert joined[0].label is not None
+    assert joined[0].label.reviewer == "ana"
+    assert (record.outcome, record.reason) == ("review", "tiebreak_disagreement")
+    # The judge's primary orders flipped, and the trust loop counted that flip.
+    assert any(o.kind == "decision" and o.record.stage == "primary" and o.record.flip for o in mine)
