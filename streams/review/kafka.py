@@ -79,13 +79,18 @@ class ReviewFeed:
         while True:
             batches = await self._consumer.getmany(timeout_ms=500, max_records=200)
             for tp, records in batches.items():
-                for record in records:
-                    await self._take(record.value, tp, record.offset, record.key)
+                requests = [r for r in [await self._read(rec.value, tp, rec.offset, rec.key) for rec in records] if r]
+                new = await self._store.add_many(requests)  # one transaction per partition batch
+                self.stored += new
+                self.duplicates += len(requests) - new
                 await self._consumer.commit({tp: OffsetAndMetadata(records[-1].offset + 1, "")})
 
-    async def _take(self, raw: bytes | None, tp: TopicPartition, offset: int, key: bytes | None) -> None:
+    async def _read(
+        self, raw: bytes | None, tp: TopicPartition, offset: int, key: bytes | None
+    ) -> ReviewRequest | None:
+        """The request in ``raw``; an unreadable one is dead-lettered (before its offset is committed)."""
         try:
-            request = decode(ReviewRequest, raw, max_bytes=self._settings.max_event_bytes)
+            return decode(ReviewRequest, raw, max_bytes=self._settings.max_event_bytes)
         except InputRejected as exc:
             letter = build_dead_letter(
                 stage="decode",
@@ -100,8 +105,4 @@ class ReviewFeed:
             await self._producer.send_and_wait(self._letters, value=letter.value, key=letter.key or None)
             self.dead_lettered += 1
             log.warning("review request at %s[%d]@%d dead-lettered: %s", tp.topic, tp.partition, offset, exc.reason)
-            return
-        if await self._store.add(request):
-            self.stored += 1
-        else:
-            self.duplicates += 1
+            return None

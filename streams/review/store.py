@@ -187,7 +187,25 @@ class ReviewStore:
 
     async def add(self, request: ReviewRequest) -> bool:
         """Store a review request; False when it was already there (a re-delivery)."""
-        values = {
+        return await self.add_many([request]) == 1
+
+    async def add_many(self, requests: Sequence[ReviewRequest]) -> int:
+        """Store review requests in one transaction; return how many were new (re-deliveries are skipped)."""
+        if not requests:
+            return 0
+        now = self._clock()
+        rows = [self._row(r, now) for r in requests]
+        dialect = postgresql if self._postgres else sqlite
+        stmt = (
+            dialect.insert(items).values(rows).on_conflict_do_nothing(index_elements=["item_key"]).returning(items.c.id)
+        )
+        async with self._write() as conn:
+            # RETURNING, not rowcount: drivers differ on the rowcount of a skipped conflict.
+            return len((await conn.execute(stmt)).all())
+
+    @staticmethod
+    def _row(request: ReviewRequest, now: float) -> dict[str, Any]:
+        return {
             "item_key": item_key(request),
             "pair_id": request.pair_id,
             "experiment": request.pair.metadata.experiment_id,
@@ -196,18 +214,8 @@ class ReviewStore:
             "audit": request.audit,
             "request": request.model_dump_json(),
             "status": "pending",
-            "created_at": self._clock(),
+            "created_at": now,
         }
-        dialect = postgresql if self._postgres else sqlite
-        stmt = (
-            dialect.insert(items)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=["item_key"])
-            .returning(items.c.id)
-        )
-        async with self._write() as conn:
-            # RETURNING, not rowcount: drivers differ on the rowcount of a skipped conflict.
-            return (await conn.execute(stmt)).first() is not None
 
     # --- claiming ------------------------------------------------------------------------------
 

@@ -102,3 +102,29 @@ async def test_a_flip_reaches_a_reviewer_and_the_label_joins_the_trust_loop(
     assert (record.outcome, record.reason) == ("review", "tiebreak_disagreement")
     # The judge's primary orders flipped, and the trust loop counted that flip.
     assert any(o.kind == "decision" and o.record.stage == "primary" and o.record.flip for o in mine)
+
+
+async def test_the_feed_dead_letters_an_unreadable_request_and_stores_a_redelivery_once(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    from schemas import DeadLetter, ReviewRequest
+    from tests.fixtures.review import review_settings, send_reviews
+
+    settings = review_settings(kafka_bootstrap, f"feed-{time.monotonic_ns()}", tmp_path)
+    pair = make_pair(pair_id="feed-1")
+    request = ReviewRequest(pair_id="feed-1", reason="tiebreak_disagreement", stage="tiebreak", pair=pair)
+    await send_reviews(settings, [request, request])  # delivered twice
+    await produce_raw(
+        kafka_bootstrap, settings.topics.name("review"), [b'{"pair_id": "feed-bad", "reason": '], keyed=False
+    )
+    async with serving(settings) as server:
+        await wait_stored(server, 1)
+        deadline = time.monotonic() + 30
+        while server.running.feed.dead_lettered < 1 or server.running.feed.duplicates < 1:
+            assert time.monotonic() < deadline, "the feed did not see all three records"
+            await asyncio.sleep(0.1)
+        (letter_raw,) = await read_topic(settings, "deadletter", 1)
+    letter = DeadLetter.model_validate_json(letter_raw)
+    assert (letter.reason, letter.original) == ("malformed_json", b'{"pair_id": "feed-bad", "reason": ')
+    assert server.running.feed.stored == 1
+    assert (await server.running.store.stats()).waiting == 1
