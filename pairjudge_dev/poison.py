@@ -64,6 +64,12 @@ def _sized(pair_id: str, size: int) -> bytes:
     return raw
 
 
+def _with_output(pair_id: str, output: str) -> bytes:
+    data = _pair(pair_id)
+    data["candidates"][1]["output"] = output
+    return json.dumps(data).encode()
+
+
 def _with_version(pair_id: str, version: object) -> bytes:
     return json.dumps({**_pair(pair_id), "schema_version": version}).encode()
 
@@ -95,6 +101,9 @@ KINDS: dict[str, tuple[Any, str]] = {
     "version_true": (lambda pid: _with_version(pid, True), "unsupported_schema_version"),
     "version_1.0": (lambda pid: _with_version(pid, 1.0), "unsupported_schema_version"),
     "version_null": (lambda pid: _with_version(pid, None), "unsupported_schema_version"),
+    # Valid JSON and a valid contract, but over the worker's output limit (20,000 characters): refused
+    # when the pair is checked, not when it is decoded. (An empty output is not poison: it loses.)
+    "output_30k": (lambda pid: _with_output(pid, "x" * 30_000), "oversized_output"),
 }
 
 

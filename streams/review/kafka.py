@@ -29,17 +29,20 @@ class LabelSink:
 
     def __init__(self, settings: Settings) -> None:
         self._topic = settings.topics.name("labels")
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", enable_idempotence=True
-        )
+        self._bootstrap = settings.kafka.bootstrap_servers
+        self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
+        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", enable_idempotence=True)
         await self._producer.start()
 
     async def stop(self) -> None:
-        await self._producer.stop()
+        if self._producer is not None:
+            await self._producer.stop()
 
     async def publish(self, label: HumanLabel, timeout_s: float = 15.0) -> None:
+        if self._producer is None:
+            raise RuntimeError("the label sink was not started")
         await asyncio.wait_for(
             self._producer.send_and_wait(self._topic, value=encode(label), key=label.pair_id.encode()), timeout_s
         )

@@ -31,6 +31,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    case,
     func,
     or_,
     select,
@@ -42,6 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from schemas import ReviewRequest
 
 Status = Literal["pending", "claimed", "done"]
+CHOICES_TTL_S = 10.0
 #: PostgreSQL advisory lock key held while migrating ("pjreview" in ASCII, as a 64-bit integer).
 _MIGRATION_LOCK = int.from_bytes(b"pjreview", "big") & 0x7FFF_FFFF_FFFF_FFFF
 Side = Literal["left", "right"]
@@ -132,8 +134,8 @@ class QueueStats:
     claimed: int
     done: int
     oldest_waiting_s: float | None
-    done_by_reviewer: dict[str, int]
-    reasons: dict[str, int]
+    #: Items the asking reviewer has labelled (in these filters).
+    mine: int
 
 
 class StaleClaim(Exception):
@@ -157,6 +159,7 @@ class ReviewStore:
         # SQLite has one writer and no row locks: this process's writes go one at a time, so a read in a
         # write transaction is never stale. (Several instances share a queue on PostgreSQL, not SQLite.)
         self._sqlite_writes = asyncio.Lock() if not self._postgres else None
+        self._choices: tuple[float, dict[str, Sequence[str]]] | None = None
 
     @contextlib.asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncConnection]:
@@ -306,42 +309,40 @@ class ReviewStore:
 
     # --- what the page shows -------------------------------------------------------------------
 
-    async def stats(self, filters: Filters = Filters()) -> QueueStats:
+    async def stats(self, filters: Filters = Filters(), reviewer: str | None = None) -> QueueStats:
+        """The queue's size and age, claims, done items and ``reviewer``'s labels, in one scan."""
         now = self._clock()
+        available = self._available(now)
+        live_claim = and_(items.c.status == "claimed", items.c.claim_expires >= now)
+        done = items.c.status == "done"
+        query = self._filtered(
+            select(
+                func.sum(case((available, 1), else_=0)),
+                func.min(case((available, items.c.created_at), else_=None)),
+                func.sum(case((live_claim, 1), else_=0)),
+                func.sum(case((done, 1), else_=0)),
+                func.sum(case((and_(done, items.c.done_by == (reviewer or "")), 1), else_=0)),
+            ),
+            filters,
+        )
         async with self.engine.connect() as conn:
-            waiting_q = self._filtered(
-                select(func.count(), func.min(items.c.created_at)).where(self._available(now)), filters
-            )
-            waiting, oldest = (await conn.execute(waiting_q)).one()
-            claimed = (
-                await conn.execute(
-                    self._filtered(
-                        select(func.count()).where(items.c.status == "claimed", items.c.claim_expires >= now), filters
-                    )
-                )
-            ).scalar_one()
-            done = (
-                await conn.execute(self._filtered(select(func.count()).where(items.c.status == "done"), filters))
-            ).scalar_one()
-            per_reviewer = await conn.execute(
-                select(items.c.done_by, func.count()).where(items.c.status == "done").group_by(items.c.done_by)
-            )
-            reasons = await conn.execute(
-                self._filtered(select(items.c.reason, func.count()).where(self._available(now)), filters).group_by(
-                    items.c.reason
-                )
-            )
-            return QueueStats(
-                waiting=int(waiting),
-                claimed=int(claimed),
-                done=int(done),
-                oldest_waiting_s=(now - float(oldest)) if oldest is not None else None,
-                done_by_reviewer={str(r): int(n) for r, n in per_reviewer.all()},
-                reasons={str(r): int(n) for r, n in reasons.all()},
-            )
+            waiting, oldest, claimed, done_count, mine = (await conn.execute(query)).one()
+        return QueueStats(
+            waiting=int(waiting or 0),
+            claimed=int(claimed or 0),
+            done=int(done_count or 0),
+            oldest_waiting_s=(now - float(oldest)) if oldest is not None else None,
+            mine=int(mine or 0),
+        )
 
     async def choices(self) -> dict[str, Sequence[str]]:
-        """Distinct experiments, rubric kinds and reasons among items not done, for the filter menus."""
+        """Distinct experiments, rubric kinds and reasons among items not done, for the filter menus.
+
+        Kept for ``CHOICES_TTL_S``: three distinct scans of the queue per page would make a long queue slow,
+        and a menu a few seconds old is fine."""
+        now = self._clock()
+        if self._choices is not None and now - self._choices[0] < CHOICES_TTL_S:
+            return self._choices[1]
         out: dict[str, Sequence[str]] = {}
         async with self.engine.connect() as conn:
             for name, column in (
@@ -357,6 +358,7 @@ class ReviewStore:
                     .limit(200)
                 )
                 out[name] = [str(v) for (v,) in rows.all()]
+        self._choices = (now, out)
         return out
 
 

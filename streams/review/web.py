@@ -281,7 +281,7 @@ def _item_context(item: Item | None) -> dict[str, Any]:
 async def review_page(app: ReviewApp, request: Request, user: User) -> Response:
     filters = _filters(request)
     item = await app.store.claim_next(user.name, filters, app.settings.review.claim_ttl_s)
-    stats = await app.store.stats(filters)
+    stats = await app.store.stats(filters, user.name)
     context = {
         "user": user,
         "csrf": csrf_token(request),
@@ -289,7 +289,7 @@ async def review_page(app: ReviewApp, request: Request, user: User) -> Response:
         "filter_query": _filter_query(filters),
         "choices": await app.store.choices(),
         "stats": stats,
-        "mine": stats.done_by_reviewer.get(user.name, 0),
+        "mine": stats.mine,
         **_item_context(item),
     }
     return app.templates.TemplateResponse(request, "review.html", context)
@@ -299,13 +299,13 @@ async def next_item(app: ReviewApp, request: Request, user: User) -> Response:
     """The next item as an HTML fragment (the page swaps it in without a full reload)."""
     filters = _filters(request)
     item = await app.store.claim_next(user.name, filters, app.settings.review.claim_ttl_s)
-    stats = await app.store.stats(filters)
+    stats = await app.store.stats(filters, user.name)
     context = {
         "user": user,
         "csrf": csrf_token(request),
         "filter_query": _filter_query(filters),
         "stats": stats,
-        "mine": stats.done_by_reviewer.get(user.name, 0),
+        "mine": stats.mine,
         **_item_context(item),
     }
     return app.templates.TemplateResponse(request, "_item.html", context)

@@ -72,7 +72,7 @@ async def test_every_poison_event_is_dead_lettered_once_and_the_worker_keeps_jud
     by_kind = {p.kind: letters[p.sha256][0][0] for p in poison}
     assert "accepts schema_version 1" in by_kind["version_99"].error
     assert by_kind["deep_100k"].stage == "decode"
-    assert by_kind["zero_width_output"].stage == "validate"
+    assert by_kind["output_30k"].stage == "validate"
     assert by_kind["event_1mb"].pair_id == f"{prefix}-event_1mb-0000"
 
     assert outcomes.complete, f"valid pairs without an outcome: {sorted(outcomes.missing)}\n{log[-4000:]}"

@@ -66,8 +66,9 @@ async def test_claims_are_exclusive_expire_and_record_the_order_shown(store: Rev
     with pytest.raises(StaleClaim):
         await store.complete(ana.id, "ana", "x")
     await store.complete(again.id, "cy", again.left)
-    stats = await store.stats()
-    assert (stats.done, stats.done_by_reviewer) == (1, {"cy": 1})
+    stats = await store.stats(reviewer="cy")
+    assert (stats.done, stats.mine, stats.waiting, stats.claimed) == (1, 1, 1, 0)  # bo's claim lapsed too
+    assert (await store.stats(reviewer="ana")).mine == 0
 
 
 async def test_filters_by_experiment_rubric_and_reason(store: ReviewStore) -> None:
