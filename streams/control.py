@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import get_args
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -48,6 +49,11 @@ class PolicyHolder:
         self.ready = asyncio.Event()
         if not follows_control:
             self.ready.set()
+
+    @property
+    def overrides(self) -> Mapping[str, ControlUpdate]:
+        """The control topic's live updates by key (who set what, and when)."""
+        return MappingProxyType(self._overrides)
 
     def apply(self, update: ControlUpdate) -> None:
         """Apply one update; a bad value raises ``ValueError`` and changes nothing."""

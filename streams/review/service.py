@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import uvicorn
 from starlette.applications import Starlette
 
+from streams.control import PolicyHolder, follow_control
 from streams.review.kafka import LabelSink, ReviewFeed
 from streams.review.store import ReviewStore
 from streams.review.web import ReviewApp, build_app, new_review_app
@@ -46,15 +47,19 @@ async def review_service(settings: Settings) -> AsyncIterator[RunningReview]:
     await labels.start()
     await feed.start()
     consume = asyncio.create_task(feed.run(), name="review-feed")
-    review = new_review_app(settings, store, labels)
+    # The operators' page shows the live controls, as every worker sees them.
+    policy = PolicyHolder(settings.policy.to_policy(), follows_control=True)
+    follow = asyncio.create_task(follow_control(settings, policy), name="review-control")
+    review = new_review_app(settings, store, labels, policy)
     if not len(review.users):
         log.warning("no review users configured (PAIRJUDGE_REVIEW__USERS or __USERS_FILE): nobody can sign in")
     try:
         yield RunningReview(build_app(review, session_secret(settings)), review, feed, store)
     finally:
-        consume.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await consume
+        for task in (consume, follow):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await feed.stop()
         await labels.stop()
         await store.close()

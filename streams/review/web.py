@@ -13,6 +13,7 @@ someone else 409, and a label the broker did not take 503 (the item stays claime
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import secrets
@@ -34,7 +35,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from schemas import TIE, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
-from streams.control import publish_control
+from streams.control import PolicyHolder, publish_control
 from streams.review.auth import LoginLimiter, Role, User, Users
 from streams.review.kafka import LabelSink
 from streams.review.store import Filters, Item, ReviewStore, StaleClaim
@@ -97,6 +98,8 @@ class ReviewApp:
     users: Users
     limiter: LoginLimiter
     templates: Jinja2Templates
+    #: The live policy read from the control topic (None: the operators' page shows configured values only).
+    policy: PolicyHolder | None = None
 
 
 def _templates() -> Jinja2Templates:
@@ -354,12 +357,20 @@ async def skip_item(app: ReviewApp, request: Request, user: User) -> Response:
 
 
 async def operators_page(app: ReviewApp, request: Request, user: User, message: str | None = None) -> Response:
-    policy = app.settings.policy
+    configured = app.settings.policy
+    holder = app.policy
+    live = holder.current if holder is not None and holder.ready.is_set() else None
+    overrides = holder.overrides if holder is not None else {}
+    guard = overrides.get("kappa_guard_tripped")
     context = {
         "user": user,
         "csrf": csrf_token(request),
         "controls": CONTROLS,
-        "configured": {k: getattr(policy, k) for k in CONTROLS},
+        "configured": {k: getattr(configured, k) for k in CONTROLS},
+        "live": {k: getattr(live, k) for k in CONTROLS} if live is not None else None,
+        "set_by": {k: f"{u.updated_by} at {u.updated_at:%Y-%m-%d %H:%M:%S} UTC" for k, u in overrides.items()},
+        "paused": live.kappa_guard_tripped if live is not None else None,
+        "guard_by": f"{guard.updated_by} at {guard.updated_at:%Y-%m-%d %H:%M:%S} UTC" if guard is not None else None,
         "message": message,
         "stats": await app.store.stats(),
     }
@@ -377,6 +388,7 @@ async def set_control(app: ReviewApp, request: Request, user: User) -> Response:
         await publish_control(app.settings, key, value, f"{user.name} (review UI)")
     except ValueError as exc:
         return _deny(app, request, 400, str(exc))
+    await _seen(app, key, value)
     return await operators_page(
         app, request, user, f"{key} set to {value} on every worker, recorded as set by {user.name}."
     )
@@ -384,7 +396,18 @@ async def set_control(app: ReviewApp, request: Request, user: User) -> Response:
 
 async def resume(app: ReviewApp, request: Request, user: User) -> Response:
     await publish_control(app.settings, "kappa_guard_tripped", False, f"{user.name} (review UI): resumed")
+    await _seen(app, "kappa_guard_tripped", False)
     return await operators_page(app, request, user, f"Automatic decisions resumed by {user.name}.")
+
+
+async def _seen(app: ReviewApp, key: str, value: float | bool, timeout_s: float = 5.0) -> None:
+    """Wait (briefly) until the control follower has read the update, so the page shows it as live."""
+    if app.policy is None:
+        return
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    # Polled: the follower applies records as they come and signals only its first catch-up.
+    while getattr(app.policy.current, key) != value and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
 
 
 async def health(request: Request) -> Response:
@@ -430,7 +453,9 @@ def build_app(review: ReviewApp, session_secret: str) -> Starlette:
     return Starlette(routes=routes, middleware=middleware)
 
 
-def new_review_app(settings: Settings, store: ReviewStore, labels: LabelSink) -> ReviewApp:
+def new_review_app(
+    settings: Settings, store: ReviewStore, labels: LabelSink, policy: PolicyHolder | None = None
+) -> ReviewApp:
     users = Users(User(u.name, u.role, u.password_hash.get_secret_value()) for u in settings.review.resolved_users())
     limiter = LoginLimiter(settings.review.login_max_failures, settings.review.login_window_s)
-    return ReviewApp(settings, store, labels, users, limiter, _templates())
+    return ReviewApp(settings, store, labels, users, limiter, _templates(), policy)

@@ -218,9 +218,14 @@ async def test_an_operator_resumes_after_the_kappa_guard_and_is_recorded(
         await page.goto(f"{server.url}/operators")
         await page.click("#resume")
         await page.locator(".notice").wait_for()
+        assert "running" in await page.locator("#automation").inner_text()
         await page.fill('form:has(input[value="audit_share"]) input[name="value"]', "0.1")
         await page.click('form:has(input[value="audit_share"]) button')
         await page.locator(".notice").wait_for()
+        # The page shows the live value as every worker reads it, and who set it.
+        live = await page.locator("#control-audit_share .live").inner_text()
+        assert "0.1" in live
+        assert "olga (review UI)" in live
         raw = await read_topic(settings, "control", 2)
     updates = [ControlUpdate.model_validate(json.loads(v)) for v in raw]
     assert {(u.key, u.value) for u in updates} == {("kappa_guard_tripped", False), ("audit_share", 0.1)}
