@@ -281,37 +281,31 @@ def _item_context(item: Item | None) -> dict[str, Any]:
     }
 
 
-async def review_page(app: ReviewApp, request: Request, user: User) -> Response:
+async def _claimed_context(app: ReviewApp, request: Request, user: User) -> dict[str, Any]:
+    """Claim the reviewer's next item under the request's filters; the context both views render."""
     filters = _filters(request)
     item = await app.store.claim_next(user.name, filters, app.settings.review.claim_ttl_s)
     stats = await app.store.stats(filters, user.name)
-    context = {
+    return {
         "user": user,
         "csrf": csrf_token(request),
         "filters": filters,
         "filter_query": _filter_query(filters),
-        "choices": await app.store.choices(),
         "stats": stats,
         "mine": stats.mine,
         **_item_context(item),
     }
+
+
+async def review_page(app: ReviewApp, request: Request, user: User) -> Response:
+    context = await _claimed_context(app, request, user)
+    context["choices"] = await app.store.choices()
     return app.templates.TemplateResponse(request, "review.html", context)
 
 
 async def next_item(app: ReviewApp, request: Request, user: User) -> Response:
     """The next item as an HTML fragment (the page swaps it in without a full reload)."""
-    filters = _filters(request)
-    item = await app.store.claim_next(user.name, filters, app.settings.review.claim_ttl_s)
-    stats = await app.store.stats(filters, user.name)
-    context = {
-        "user": user,
-        "csrf": csrf_token(request),
-        "filter_query": _filter_query(filters),
-        "stats": stats,
-        "mine": stats.mine,
-        **_item_context(item),
-    }
-    return app.templates.TemplateResponse(request, "_item.html", context)
+    return app.templates.TemplateResponse(request, "_item.html", await _claimed_context(app, request, user))
 
 
 async def submit_label(app: ReviewApp, request: Request, user: User) -> Response:
