@@ -1,4 +1,4 @@
-"""Champion-challenger scoring as pure logic: the anytime-valid deployment gate (``gate``)."""
+"""Champion-challenger scoring as pure logic: the scoreboard (``board``) and the anytime-valid gate (``gate``)."""
 
 from agents.scores.gate import DEFAULT_GATE, GateConfig, GateDecision, GateState, decide, log_e_promote, log_e_reject
 
