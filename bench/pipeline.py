@@ -73,6 +73,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from rich.table import Table
 
@@ -375,7 +376,7 @@ async def run_pairjudge(
     created = {_pair_id(raw): datetime.fromisoformat(json.loads(raw)["metadata"]["created_at"]) for raw in raws}
     console.print(f"[bold]pairjudge[/bold]: {len(raws)} pairs pre-produced; starting {workers} worker(s)")
 
-    work_dir.mkdir(parents=True, exist_ok=True)  # a phase may run in a subfolder of the work dir
+    await anyio.Path(work_dir).mkdir(parents=True, exist_ok=True)  # a phase may run in a subfolder
     env = environ_for(settings)
     # environ_for does not carry the agent concurrency, and this run sets its own.
     env["PAIRJUDGE_WORKER__CONCURRENCY"] = str(concurrency)
