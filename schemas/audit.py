@@ -15,7 +15,7 @@ from pydantic import Field
 
 from schemas._base import Contract, Event
 from schemas.events import HumanLabel, JudgeInfo, ReviewReason, Stage, TieBreakReason
-from schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, utc_now
+from schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
 from schemas.rubric import RubricRef
 
 #: A winner as the audit compares it across pairs: the pair's first or second candidate, or a tie.
@@ -90,6 +90,16 @@ class DecisionRecord(Event):
     canary: bool = False
     #: A label the pair carried in (canaries, labelled evaluation sets).
     known_label: LabelWinner | None = None
+    #: Settled by rule before any judge call (an empty output, identical outputs): not about the judge,
+    #: so the drift statistics skip it; the scoreboard counts it.
+    rule: bool = False
+    #: For the champion-challenger scoreboard: the pair's experiment and traffic, and per candidate (in
+    #: ``candidates`` order) its role, its model and its output's length in characters.
+    experiment: str | None = Field(default=None, max_length=200)
+    traffic: str = "production"
+    roles: tuple[Role, Role] | None = None
+    models: tuple[str, str] | None = None
+    chars: tuple[int, int] | None = None
     decided_at: datetime = Field(default_factory=utc_now)
 
 

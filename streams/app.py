@@ -29,6 +29,7 @@ from streams.judges.preflight import JudgeAuthError, preflight_all
 from streams.offsets import install_commit_ledger, mark_done
 from streams.outcomes import OutcomeTables
 from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
+from streams.scores import Scores, wire_scores
 from streams.settings import Settings
 from streams.telemetry import Telemetry
 from streams.topics import KINDS
@@ -49,6 +50,8 @@ class PairjudgeApp:
     stacks: tuple[JudgeStack, ...] = ()
     #: The drift audit's tables and handlers; None when ``settings.audit.enabled`` is off.
     audit: Audit | None = None
+    #: The champion-challenger scoreboard; None when it or the audit is off.
+    scores: Scores | None = None
     webhook: AlertWebhook | None = None
 
     async def aclose(self) -> None:
@@ -248,8 +251,22 @@ def create_app(
             publish=publish,
             topic_names={kind: settings.topics.name(kind) for kind in ("decisions", "labels", "observations")},
             alert_sink=webhook.submit if webhook is not None else None,
+            feed_scores=settings.scores.enabled,
         )
         wire_audit(app, audit, topics, consume)
+    scores: Scores | None = None
+    if audit is not None and settings.scores.enabled:
+        # The scoreboard reads what the audit's join forwards: it needs the audit on.
+        scores = Scores(
+            app,
+            settings=settings.scores,
+            partitions=kafka.partitions,
+            policy=holder,
+            telemetry=telemetry,
+            publish=publish,
+            topic_name=settings.topics.name("score-events"),
+        )
+        wire_scores(app, scores, topics, consume)
 
     async def expire_outcomes() -> None:
         await outcomes.sweep()
@@ -292,5 +309,6 @@ def create_app(
         outcomes=outcomes,
         stacks=stacks,
         audit=audit,
+        scores=scores,
         webhook=webhook,
     )

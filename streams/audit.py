@@ -42,6 +42,7 @@ from agents.audit import (
     window_key,
     window_start,
 )
+from agents.scores.events import score_event
 from schemas import ControlUpdate, HumanLabel
 from schemas.audit import Alert, AuditObservation, DecisionRecord, ThresholdSnapshot, ThresholdUpdate
 from streams.codecs import decode, encode
@@ -75,8 +76,11 @@ class Audit:
         publish: Publish,
         topic_names: dict[str, str],
         alert_sink: Callable[[Alert], None] | None = None,
+        feed_scores: bool = False,
     ) -> None:
         self.settings = settings
+        #: Also publish each final outcome as a ``ScoreEvent`` for the scoreboard (``streams.scores``).
+        self.feed_scores = feed_scores
         self._alert_sink = alert_sink
         self._app = app
         self._policy = policy
@@ -130,7 +134,12 @@ class Audit:
                 log.info("audit: %s label for pair %s (kept the first)", outcome, item.pair_id)
         else:
             updated, observations = on_record(entry, item, now)
-        await self._publish([self._observation(o) for o in observations])
+        outgoing = [self._observation(o) for o in observations]
+        if self.feed_scores:
+            # The join counts each pair's final decision and its label once: so does the scoreboard.
+            events = [e for e in (score_event(o) for o in observations) if e is not None]
+            outgoing += [Outgoing("score-events", e.experiment.encode(), encode(e), inject_headers()) for e in events]
+        await self._publish(outgoing)
         if updated != entry:
             partition = origin.partition or 0
             await self._store(self.join_table, partition, key, _with_partition(partition, updated.to_bytes()))

@@ -322,6 +322,19 @@ def report(
     Console().print(f"wrote {out}: {len(events.snapshots)} snapshots, {len(events.alerts)} alerts")
 
 
+@app.command()
+def gate(
+    experiment: Annotated[str, typer.Option(help="The experiment id the pairs carry (metadata.experiment_id).")],
+    bootstrap: Bootstrap = None,
+) -> None:
+    """The deployment gate's decision for an experiment: exit 0 promote, 1 reject, 2 continue."""
+    from streams.gate import gate_status
+
+    code, text = asyncio.run(gate_status(_settings(bootstrap), experiment))
+    print(text)
+    raise typer.Exit(code=code)
+
+
 @review_app.command("serve")
 def review_serve(bootstrap: Bootstrap = None) -> None:
     """Consume pairjudge.review into the queue and serve the review UI (127.0.0.1:8088 by default)."""

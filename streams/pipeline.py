@@ -40,7 +40,18 @@ log = logging.getLogger(__name__)
 OUTAGE_RETRIES = 2
 
 TopicKind = Literal[
-    "verdicts", "tiebreak", "review", "deadletter", "audit", "decisions", "observations", "control", "thresholds"
+    "verdicts",
+    "tiebreak",
+    "review",
+    "deadletter",
+    "audit",
+    "decisions",
+    "observations",
+    "control",
+    "thresholds",
+    "score-events",
+    "scores",
+    "gate",
 ]
 #: At most one alert per judge series this often while its requests keep being refused.
 ALERT_EVERY_S = 60.0

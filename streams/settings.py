@@ -194,6 +194,19 @@ class AuditSettings(_Section):
         )
 
 
+class ScoreSettings(_Section):
+    """The champion-challenger scoreboard and its deployment gate (``streams.scores``)."""
+
+    enabled: bool = True
+    #: The gate's error level: an equal challenger is promoted at most this often, however often it is checked.
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    #: The smallest win-probability margin over 1/2 worth shipping for.
+    min_effect: float = Field(default=0.05, gt=0, lt=0.5)
+    snapshot_interval_s: float = Field(default=30.0, ge=0.1)
+    #: Bootstrap resamples for the Bradley-Terry intervals.
+    bootstrap: int = Field(default=100, ge=10, le=2000)
+
+
 class TelemetrySettings(_Section):
     #: ``file`` writes one JSON span per line (readable, for the embedded demo); ``otlp`` exports to any backend.
     exporter: Literal["none", "console", "file", "otlp"] = "none"
@@ -275,6 +288,7 @@ class Settings(BaseSettings):
     audit: AuditSettings = AuditSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     review: ReviewSettings = ReviewSettings()
+    scores: ScoreSettings = ScoreSettings()
     #: Maximum bytes of one incoming event; larger ones are dead-lettered unread.
     max_event_bytes: int = Field(default=256_000, ge=1024)
     #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``.

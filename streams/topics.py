@@ -27,9 +27,16 @@ KINDS = (
     "observations",
     # The calibrated auto-decision thresholds by series, compacted like control: every worker follows it.
     "thresholds",
+    # The champion-challenger scoreboard (streams.scores): its input keyed by experiment, its snapshots,
+    # and the gate's latest decision per experiment (compacted).
+    "score-events",
+    "scores",
+    "gate",
 )
 #: Compacted, one partition, read whole by every worker (streams.control).
 FOLLOWED_KINDS = ("control", "thresholds")
+#: Compacted, one partition, read whole by whoever asks (``pairjudge gate``).
+LATEST_KINDS = ("gate",)
 #: Where a pair's story ends. ``tiebreak`` is a way-station, not an outcome.
 FINAL_KINDS = ("verdicts", "review", "deadletter")
 #: The stages that record their outcomes in a table of their own (streams.outcomes).
@@ -43,11 +50,13 @@ def outcome_table_name(stage: str) -> str:
 #: The drift audit's tables (streams.audit): the label join by pair id, the window sums by series.
 AUDIT_JOIN_TABLE = "audit-join"
 AUDIT_WINDOWS_TABLE = "audit-windows"
+#: The scoreboards by experiment (streams.scores).
+SCORES_TABLE = "scores"
 
 
 def table_names() -> tuple[str, ...]:
     """Every changelog-backed table a worker keeps."""
-    return (*(outcome_table_name(stage) for stage in STAGES), AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE)
+    return (*(outcome_table_name(stage) for stage in STAGES), AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE, SCORES_TABLE)
 
 
 def changelog_topic(app_id: str, table: str) -> str:
@@ -60,9 +69,10 @@ def topic_specs(settings: Settings) -> dict[str, TopicSpec]:
     replication = settings.kafka.replication_factor
     specs = {}
     for kind in KINDS:
+        single = kind in FOLLOWED_KINDS or kind in LATEST_KINDS
         specs[settings.topics.name(kind)] = TopicSpec(
-            partitions=1 if kind in FOLLOWED_KINDS else partitions,
-            compacted=kind in FOLLOWED_KINDS,
+            partitions=1 if single else partitions,
+            compacted=single,
             replication=replication,
         )
     # Faust declares nothing here (topic_allow_declare=False), so the tables' changelogs are created

@@ -35,7 +35,7 @@ class ConfidenceHistogram:
 
     def add(self, observation: AuditObservation) -> None:
         record, label = observation.record, observation.label
-        if observation.kind != "labelled" or label is None or record.canary:
+        if observation.kind != "labelled" or label is None or record.canary or record.rule:
             return
         if record.judge_winner is None or record.confidence is None:
             return

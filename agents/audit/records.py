@@ -23,13 +23,14 @@ def series_of(judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:
 
 def record_for(decision: Decision, judged: CandidatePair | TieBreakRequest) -> DecisionRecord | None:
     """The record of a stage's decision on ``judged`` (a pair, or a tie-break request), in the series
-    of the pair's primary judge; None when no judge was involved, or a rule settled the pair before any
-    judge call (nothing for the audit to follow)."""
+    of the pair's primary judge; None when no judge was involved (nothing for the audit to follow). A pair
+    a rule settled before any judge call gets a record marked ``rule``: the scoreboard counts it, the drift
+    statistics do not."""
     if isinstance(judged, TieBreakRequest):
         return decision_record(decision, judged.pair, series_of(judged.primary_judge, judged.pair))
     outcome = decision.outcome
     judge = outcome.primary_judge if isinstance(outcome, TieBreakRequest) else outcome.judge
-    if judge is None or decision.facts.decided_by == "rule":
+    if judge is None:
         return None
     return decision_record(decision, judged, series_of(judge, judged))
 
@@ -72,6 +73,7 @@ def decision_record(decision: Decision, pair: CandidatePair, series: AuditSeries
     orderings = _orderings(decision) if primary else ()
     decisive = [o for o in orderings if o.valid and o.raw_winner in ("A", "B")]
     outcome = decision.outcome
+    first, second = pair.candidates
     return DecisionRecord(
         pair_id=pair.pair_id,
         series=series,
@@ -92,4 +94,10 @@ def decision_record(decision: Decision, pair: CandidatePair, series: AuditSeries
         model_mismatch=_model_mismatch(decision.calls),
         canary=pair.metadata.traffic == "canary",
         known_label=pair.human_label.winner if pair.human_label is not None else None,
+        rule=facts.decided_by == "rule",
+        experiment=pair.metadata.experiment_id,
+        traffic=pair.metadata.traffic,
+        roles=(first.source.role, second.source.role),
+        models=(first.source.model, second.source.model),
+        chars=(len(first.output), len(second.output)),
     )

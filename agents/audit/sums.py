@@ -54,6 +54,8 @@ class WindowStats:
 
     def add(self, observation: AuditObservation) -> None:
         record = observation.record
+        if record.rule:
+            return  # settled before any judge call: nothing about the judge to count
         if observation.kind == "decision":
             self._add_decision(record)
         elif observation.label is not None:

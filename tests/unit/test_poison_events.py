@@ -398,8 +398,9 @@ def _zero_width_pair() -> bytes:
 async def test_the_stage_handler_settles_an_empty_output_with_a_verdict(tmp_path: Path) -> None:
     origin = Origin(topic="pairjudge.pairs", partition=0, offset=7, key=None)
     result = await asyncio.wait_for(_pipeline(tmp_path).on_pair(_zero_width_pair(), None, origin), timeout=30)
-    [out] = result.outgoing
-    assert out.kind == "verdicts"
+    # The verdict, and the decision record the audit and the scoreboard read (marked as settled by rule).
+    assert sorted(o.kind for o in result.outgoing) == ["decisions", "verdicts"]
+    [out] = [o for o in result.outgoing if o.kind == "verdicts"]
     verdict = PairVerdict.model_validate_json(out.value)
     assert (verdict.decided_by, verdict.orderings, verdict.confidence) == ("rule", (), 1.0)
     assert verdict.loser == _good()["candidates"][0]["candidate_id"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agents.audit import WindowStats
 from agents.audit.records import record_for
 from agents.core import judge_pair
 from agents.offline import OfflineJudge
@@ -11,6 +12,7 @@ from agents.policy import Policy
 from agents.scripted import ScriptedJudge
 from agents.settle import normalized, settle
 from schemas import TIE, PairVerdict
+from schemas.audit import AuditObservation
 from tests.unit.factories import FIRST_OUTPUT, h2h_rubric, make_pair
 
 X, Y = make_pair().candidates[0].candidate_id, make_pair().candidates[1].candidate_id
@@ -41,8 +43,13 @@ async def test_rule_settled_pairs_get_a_verdict_without_a_judge_call(
         assert (decision.calls, decision.audit_copy) == ((), None)
         assert (decision.facts.flip, decision.facts.consistent) == (False, True)
         assert judge.calls == 0
-        # Says nothing about the judge: the drift audit does not count it.
-        assert record_for(decision, pair) is None
+        # Says nothing about the judge: the drift audit's record is marked, and its statistics skip it.
+        record = record_for(decision, pair)
+        assert record is not None
+        assert record.rule
+        stats = WindowStats()
+        stats.add(AuditObservation(kind="decision", series=record.series, record=record))
+        assert stats.pairs == 0
         if winner == TIE:
             assert (verdict.loser, verdict.winner_role) == (None, None)
         else:
