@@ -16,6 +16,8 @@ from aiokafka.structs import OffsetAndMetadata
 
 from agents.errors import InputRejected
 from schemas import HumanLabel, ReviewRequest
+from schemas.scores import ScoreSnapshot
+from streams.brokers import topic_partitions
 from streams.codecs import decode, encode
 from streams.deadletter import build_dead_letter
 from streams.review.store import ReviewStore
@@ -109,3 +111,36 @@ class ReviewFeed:
             self.dead_lettered += 1
             log.warning("review request at %s[%d]@%d dead-lettered: %s", tp.topic, tp.partition, offset, exc.reason)
             return None
+
+
+class ScoresFeed:
+    """Follows ``pairjudge.scores`` from the start (no group): the latest snapshot of every experiment."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._topic = settings.topics.name("scores")
+        self.latest: dict[str, ScoreSnapshot] = {}
+
+    async def run(self) -> None:
+        bootstrap = self._settings.kafka.bootstrap_servers
+        partitions = (await topic_partitions(bootstrap, [self._topic]))[self._topic]
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self._topic, p) for p in partitions]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            while True:
+                batches = await consumer.getmany(timeout_ms=1000)
+                for records in batches.values():
+                    for record in records:
+                        try:
+                            snap = decode(ScoreSnapshot, record.value, max_bytes=self._settings.max_event_bytes)
+                        except InputRejected:
+                            log.warning("unreadable score snapshot at offset %d skipped", record.offset)
+                            continue
+                        current = self.latest.get(snap.experiment)
+                        if current is None or snap.updated_at >= current.updated_at:
+                            self.latest[snap.experiment] = snap
+        finally:
+            await consumer.stop()

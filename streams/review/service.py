@@ -13,7 +13,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from streams.control import PolicyHolder, follow_control
-from streams.review.kafka import LabelSink, ReviewFeed
+from streams.review.kafka import LabelSink, ReviewFeed, ScoresFeed
 from streams.review.store import ReviewStore
 from streams.review.web import ReviewApp, build_app, new_review_app
 from streams.settings import Settings
@@ -50,13 +50,15 @@ async def review_service(settings: Settings) -> AsyncIterator[RunningReview]:
     # The operators' page shows the live controls, as every worker sees them.
     policy = PolicyHolder(settings.policy.to_policy(), follows_control=True)
     follow = asyncio.create_task(follow_control(settings, policy), name="review-control")
-    review = new_review_app(settings, store, labels, policy)
+    scores = ScoresFeed(settings)
+    scoreboards = asyncio.create_task(scores.run(), name="review-scores")
+    review = new_review_app(settings, store, labels, policy, scores)
     if not len(review.users):
         log.warning("no review users configured (PAIRJUDGE_REVIEW__USERS or __USERS_FILE): nobody can sign in")
     try:
         yield RunningReview(build_app(review, session_secret(settings)), review, feed, store)
     finally:
-        for task in (consume, follow):
+        for task in (consume, follow, scoreboards):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -37,7 +37,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from schemas import TIE, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
 from streams.control import PolicyHolder, publish_control
 from streams.review.auth import LoginLimiter, Role, User, Users
-from streams.review.kafka import LabelSink
+from streams.review.charts import evidence_chart, strengths_chart, win_rate_chart
+from streams.review.kafka import LabelSink, ScoresFeed
 from streams.review.store import Filters, Item, ReviewStore, StaleClaim
 from streams.settings import Settings
 
@@ -100,6 +101,8 @@ class ReviewApp:
     templates: Jinja2Templates
     #: The live policy read from the control topic (None: the operators' page shows configured values only).
     policy: PolicyHolder | None = None
+    #: The latest scoreboard per experiment (None: no scoreboard page data).
+    scores: ScoresFeed | None = None
 
 
 def _templates() -> Jinja2Templates:
@@ -394,6 +397,22 @@ async def resume(app: ReviewApp, request: Request, user: User) -> Response:
     return await operators_page(app, request, user, f"Automatic decisions resumed by {user.name}.")
 
 
+async def scores_page(app: ReviewApp, request: Request, user: User) -> Response:
+    """Every experiment's scoreboard: tallies, the gate, and the three charts (inline SVG)."""
+    latest = app.scores.latest if app.scores is not None else {}
+    boards = [
+        {
+            "snap": snap,
+            "win_rate": win_rate_chart(snap.history),
+            "evidence": evidence_chart(snap.history, snap.gate.threshold),
+            "strengths": strengths_chart(snap.strengths),
+        }
+        for _, snap in sorted(latest.items())
+    ]
+    context = {"user": user, "csrf": csrf_token(request), "boards": boards}
+    return app.templates.TemplateResponse(request, "scores.html", context)
+
+
 async def _seen(app: ReviewApp, key: str, value: float | bool, timeout_s: float = 5.0) -> None:
     """Wait (briefly) until the control follower has read the update, so the page shows it as live."""
     if app.policy is None:
@@ -427,6 +446,7 @@ def build_app(review: ReviewApp, session_secret: str) -> Starlette:
         Route("/item", guarded(review, "reviewer", next_item), methods=["GET"]),
         Route("/items/{item_id:int}/label", guarded(review, "reviewer", submit_label, write=True), methods=["POST"]),
         Route("/items/{item_id:int}/skip", guarded(review, "reviewer", skip_item, write=True), methods=["POST"]),
+        Route("/scores", guarded(review, "reviewer", scores_page), methods=["GET"]),
         Route("/operators", guarded(review, "operator", operators_page), methods=["GET"]),
         Route("/operators/control", guarded(review, "operator", set_control, write=True), methods=["POST"]),
         Route("/operators/resume", guarded(review, "operator", resume, write=True), methods=["POST"]),
@@ -448,8 +468,12 @@ def build_app(review: ReviewApp, session_secret: str) -> Starlette:
 
 
 def new_review_app(
-    settings: Settings, store: ReviewStore, labels: LabelSink, policy: PolicyHolder | None = None
+    settings: Settings,
+    store: ReviewStore,
+    labels: LabelSink,
+    policy: PolicyHolder | None = None,
+    scores: ScoresFeed | None = None,
 ) -> ReviewApp:
     users = Users(User(u.name, u.role, u.password_hash.get_secret_value()) for u in settings.review.resolved_users())
     limiter = LoginLimiter(settings.review.login_max_failures, settings.review.login_window_s)
-    return ReviewApp(settings, store, labels, users, limiter, _templates(), policy)
+    return ReviewApp(settings, store, labels, users, limiter, _templates(), policy, scores)
