@@ -294,7 +294,7 @@ def report(
     ] = None,
     bootstrap: Bootstrap = None,
 ) -> None:
-    """Write one self-contained HTML report of the drift audit (plots as inline SVG, no script)."""
+    """Write one self-contained HTML report of the drift audit and the scoreboards (inline SVG, no script)."""
     from rich.markup import escape
 
     try:
@@ -316,6 +316,7 @@ def report(
 
         settings = _settings(bootstrap)
         records = asyncio.run(read_topic(settings, "audit", timeout=10))
+        records += asyncio.run(read_topic(settings, "scores", timeout=10))
         lines = [value for _, value in records if value]
     events = parse_audit_events(lines)
     write_report(events, out)

@@ -21,13 +21,15 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from schemas.audit import Alert, AuditSnapshot
+from schemas.scores import ScoreSnapshot, TallySnapshot
+from streams.charts import evidence_chart, strengths_chart, win_rate_chart
 
 KAPPA_LINE = 0.7
 TIEBREAK_LINE = 0.2
@@ -39,11 +41,14 @@ class AuditEvents:
     alerts: list[Alert]
     #: Lines that were neither a snapshot nor an alert (counted, shown in the report).
     skipped: int = 0
+    #: Champion-challenger scoreboards (``pairjudge.scores``), when the input has them.
+    scores: list[ScoreSnapshot] = field(default_factory=list)
 
 
 def parse_audit_events(lines: Iterable[bytes | str]) -> AuditEvents:
     snapshots: list[AuditSnapshot] = []
     alerts: list[Alert] = []
+    scores: list[ScoreSnapshot] = []
     skipped = 0
     for line in lines:
         if not line or not line.strip():
@@ -52,13 +57,52 @@ def parse_audit_events(lines: Iterable[bytes | str]) -> AuditEvents:
             body = json.loads(line)
             if isinstance(body, dict) and "window_end" in body:
                 snapshots.append(AuditSnapshot.model_validate(body))
+            elif isinstance(body, dict) and "gate" in body and "overall" in body:
+                scores.append(ScoreSnapshot.model_validate(body))
             elif isinstance(body, dict) and "kind" in body:
                 alerts.append(Alert.model_validate(body))
             else:
                 skipped += 1
         except (ValueError, ValidationError):
             skipped += 1
-    return AuditEvents(snapshots, alerts, skipped)
+    return AuditEvents(snapshots, alerts, skipped, scores)
+
+
+def _tally_row(name: str, t: TallySnapshot) -> str:
+    rate = (
+        f"{100 * t.win_rate:.1f}% ({100 * (t.low or 0):.1f}-{100 * (t.high or 0):.1f}%)"
+        if t.win_rate is not None
+        else "-"
+    )
+    return f"<tr><td>{html.escape(name)}</td><td>{t.wins}</td><td>{t.losses}</td><td>{t.ties}</td><td>{rate}</td></tr>"
+
+
+def scoreboard_section(snap: ScoreSnapshot) -> str:
+    """One experiment's latest scoreboard: the gate, the tallies and the three charts (``streams.charts``)."""
+    g = snap.gate
+    gate = (
+        f"<p>Gate: <strong>{html.escape(g.decision.upper())}</strong>"
+        + (f" (refused: {html.escape(g.refused)})" if g.refused else "")
+        + f"; evidence for promotion {g.e_promote:.3g}, for rejection {g.e_reject:.3g}; either decides at "
+        f"{g.threshold:g} (alpha {g.alpha:g}, minimum effect {g.min_effect:g}, valid under continuous monitoring).</p>"
+    )
+    rows = [_tally_row("all automatic", snap.overall)]
+    rows += [_tally_row(f"rubric {k}", t) for k, t in snap.by_rubric.items()]
+    rows += [_tally_row(f"traffic {k}", t) for k, t in snap.by_traffic.items()]
+    rows.append(_tally_row("decided by people", snap.human))
+    table = "<table><tr><th></th><th>wins</th><th>losses</th><th>ties</th><th>win rate (95%)</th></tr>"
+    table += "".join(rows) + "</table>"
+    lc = (
+        f"<p>Length-controlled win rate {100 * snap.length_controlled_win_rate:.1f}% "
+        f"(log-odds per unit of log length ratio {snap.length_coefficient or 0:.2f}).</p>"
+        if snap.length_controlled_win_rate is not None
+        else "<p>Length-controlled win rate: not enough decisive pairs yet.</p>"
+    )
+    charts = win_rate_chart(snap.history) + evidence_chart(snap.history, g.threshold) + strengths_chart(snap.strengths)
+    return (
+        f"<h2>Champion and challenger: experiment {html.escape(snap.experiment)}</h2>"
+        f"{gate}{table}{lc}<div class='plots'>{charts}</div>"
+    )
 
 
 def latest_per_window(snapshots: Iterable[AuditSnapshot]) -> dict[str, list[AuditSnapshot]]:
@@ -279,6 +323,11 @@ def render_report(events: AuditEvents, *, title: str = "pairjudge drift audit") 
             + (f"<ul>{alerts}</ul>" if alerts else "<p>No alert.</p>")
             + f"<div class='plots'>{plots}</div>"
         )
+    latest: dict[str, ScoreSnapshot] = {}
+    for snap in events.scores:
+        if snap.experiment not in latest or snap.updated_at >= latest[snap.experiment].updated_at:
+            latest[snap.experiment] = snap
+    sections += [scoreboard_section(snap) for _, snap in sorted(latest.items())]
     skipped = f"<p>{events.skipped} line(s) were neither a snapshot nor an alert.</p>" if events.skipped else ""
     body = "".join(sections) or "<p>No audit snapshot found.</p>"
     return (

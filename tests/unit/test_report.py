@@ -99,3 +99,28 @@ def test_the_report_command_writes_the_file(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "2 snapshots, 0 alerts" in " ".join(result.output.split())
     assert out.read_text().count("<svg") == 5
+
+
+def test_the_report_shows_each_experiments_latest_scoreboard_with_escaped_text() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from agents.scores.board import Scoreboard
+    from streams.scores import Entry, snapshot
+    from streams.settings import ScoreSettings
+
+    entry = Entry(Scoreboard(), partition=0)
+    lines = []
+    for step in range(3):
+        for i in range(30):
+            side = "win" if (i + step) % 3 else "loss"
+            entry.board.add_judged(side, rubric="tone_style", traffic="shadow", models=("<i>new</i>", "old"))  # type: ignore[arg-type]
+        now = datetime(2026, 12, 1, tzinfo=UTC) + timedelta(minutes=step)
+        lines.append(snapshot("exp-<x>", entry, ScoreSettings(bootstrap=20), False, now).model_dump_json())
+    events = parse_audit_events(lines)
+    assert len(events.scores) == 3
+    page = render_report(events)
+    assert page.count("Champion and challenger: experiment exp-&lt;x&gt;") == 1  # the latest only
+    assert page.count("<svg") >= 3
+    assert "&lt;i&gt;new&lt;/i&gt;" in page
+    assert "<i>new</i>" not in page
+    assert "<script" not in page

@@ -1,7 +1,8 @@
-"""Inline SVG charts for the scoreboard page: drawn here from numbers, no script, no CDN.
+"""Inline SVG charts of a scoreboard, for the review service's page and ``pairjudge report``: drawn here
+from numbers, with no script and no CDN.
 
-Every piece of text in a chart (a model name, an axis label) is escaped; everything else is a number
-this module formats. The result is marked safe for the templates only because of that.
+Every piece of text in a chart (a model name, an axis label) is escaped; everything else is a number this
+module formats. That is why the web layer may mark the result safe for its templates.
 """
 
 from __future__ import annotations
@@ -10,22 +11,19 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from markupsafe import Markup
-
 from schemas.scores import HistoryPoint, StrengthSnapshot
 
 W, H = 560, 220
 LEFT, RIGHT, TOP, BOTTOM = 48, 12, 22, 30
 
 
-def _frame(title: str, y_ticks: Sequence[tuple[float, str]], x_label: str, body: str) -> Markup:
+def _frame(title: str, y_ticks: Sequence[tuple[float, str]], x_label: str, body: str) -> str:
     ticks = "".join(
         f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
         f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(label)}</text>'
         for y, label in y_ticks
     )
-    # Safe by construction: every text in a chart goes through html.escape, the rest are formatted numbers.
-    return Markup(  # noqa: S704
+    return (
         f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{escape(title)}" class="chart">'
         f"<title>{escape(title)}</title>"
         f'<text x="{LEFT}" y="14" class="chart-title">{escape(title)}</text>{ticks}{body}'
@@ -41,7 +39,7 @@ def _y(value: float, low: float, high: float) -> float:
     return H - BOTTOM - (H - TOP - BOTTOM) * ((value - low) / (high - low) if high > low else 0.5)
 
 
-def win_rate_chart(history: Sequence[HistoryPoint]) -> Markup:
+def win_rate_chart(history: Sequence[HistoryPoint]) -> str:
     """The challenger's win rate over the pairs counted, with its Wilson 95% band and the 50% line."""
     points = [p for p in history if p.win_rate is not None and p.low is not None and p.high is not None]
     ticks = [(_y(v, 0, 1), f"{v:.0%}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
@@ -63,7 +61,7 @@ def win_rate_chart(history: Sequence[HistoryPoint]) -> Markup:
     return _frame("Challenger win rate over decisive pairs, with its 95% interval", ticks, "pairs counted", body)
 
 
-def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> Markup:
+def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> str:
     """log e-values for promotion and rejection against the boundary log(1/alpha)."""
     points = [p for p in history if p.log_e_promote is not None or p.log_e_reject is not None]
     boundary = math.log(threshold)
@@ -97,7 +95,7 @@ def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> Markup:
     return _frame("Gate evidence: log e-value for promoting and for rejecting", ticks, "pairs counted", body)
 
 
-def strengths_chart(strengths: Sequence[StrengthSnapshot]) -> Markup:
+def strengths_chart(strengths: Sequence[StrengthSnapshot]) -> str:
     """Bradley-Terry log-strengths with their bootstrap 95% intervals, one row per model."""
     if not strengths:
         return _frame("Bradley-Terry strengths (fewer than two models)", [], "log-strength", "")
