@@ -239,8 +239,10 @@ async def test_a_calibrated_threshold_reaches_every_worker_and_sends_less_truste
         tmp_path,
         "thresh",
         # kappa_min -1: the offline judge names "champion" every time here, and a rater who never varies
-        # has kappa 0 however often it agrees; this test is about the threshold, not the guard.
-        audit={"snapshot_interval_s": 0.5, "window_s": 10_000_000.0, "calibration_min_labels": 40, "kappa_min": -1.0},
+        # has kappa 0 however often it agrees; this test is about the threshold, not the guard. The
+        # threshold is first computed once all 60 labels are in (calibration_min_labels), so its coverage
+        # does not depend on how many labels the join had taken in when the snapshot timer fired.
+        audit={"snapshot_interval_s": 0.5, "window_s": 10_000_000.0, "calibration_min_labels": 60, "kappa_min": -1.0},
         policy={"audit_share": 0.0},
     )
     prefix = settings.topics.prefix
