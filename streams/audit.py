@@ -251,13 +251,15 @@ class Audit:
                 continue
             threshold = self._threshold(window.series.key)
             snapshot = window.snapshot(final=closed, threshold=threshold)
+            if closed:
+                # Marked before the first await: a late observation handled meanwhile updates the stored
+                # window, and this older copy must not be written back over it afterwards.
+                window.stats.final_published = True
+                await self._store(self.windows_table, window.partition, key, window.to_bytes())
             await self._publish([Outgoing("audit", window.series.key.encode(), encode(snapshot), inject_headers())])
             await self._publish_threshold(window.series.key, window.partition, threshold)
             published += 1
             self._dirty.discard(key)
-            if closed:
-                window.stats.final_published = True
-                await self._store(self.windows_table, window.partition, key, window.to_bytes())
         return published
 
     async def _publish_threshold(self, series_key: str, partition: int, threshold: ThresholdSnapshot) -> None:
@@ -276,6 +278,9 @@ class Audit:
         )
         log.warning("audit: series %s now auto-decides from confidence %s (%s)", series_key, live, threshold.note)
         await self._publish([Outgoing("thresholds", series_key.encode(), encode(update), inject_headers())])
+        # Read again after the await: labelled observations may have been added to the histogram meanwhile,
+        # and writing back the copy read before it would lose them.
+        histogram = self._histogram(series_key)
         histogram.published_threshold = live
         value = _with_partition(partition, histogram.to_bytes())
         await self._store(self.windows_table, partition, calibration_key(series_key), value)

@@ -209,6 +209,9 @@ class Scores:
                 continue
             experiment = key.decode()
             snap = snapshot(experiment, entry, self.settings, paused, now)
+            # Stored (the history point) before the first await: an event handled while the snapshot is
+            # being published must never be overwritten by this older copy of the entry.
+            await self._store(entry.partition, key, entry)
             update = GateUpdate(experiment=experiment, gate=snap.gate, decided_at=now)
             await self._publish(
                 [
@@ -216,11 +219,12 @@ class Scores:
                     Outgoing("gate", key, encode(update), inject_headers()),
                 ]
             )
-            await self._store(entry.partition, key, entry)  # keeps the history point
             published += 1
         return published
 
     async def _store(self, partition: int, key: bytes, entry: Entry) -> None:
+        # The in-memory write happens before the first await, so read-modify-write sequences that do not
+        # await between their read and this call cannot lose each other's updates.
         value = entry.to_bytes()
         self.table.data[key] = value
         await self.table.send_changelog(partition, key, value)
