@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from schemas.scores import (
     StrengthSnapshot,
     TallySnapshot,
 )
+from streams.audit import Consume, Publish
 from streams.codecs import decode, encode
 from streams.control import PolicyHolder
 from streams.pipeline import Origin, Outgoing, dead_letter
@@ -47,11 +48,11 @@ MAX_SCORE_EVENT_BYTES = 16_000
 HISTORY_POINTS = 500
 GUARD_REFUSAL = "automatic decisions are paused by the kappa guard; the gate decides again once a person resumes them"
 
-Publish = Callable[[list[Outgoing]], Awaitable[None]]
-
 
 class Entry:
-    """One experiment's table entry: the scoreboard, the last offset taken in, the history."""
+    """One experiment's state: the scoreboard and the last offset taken in (stored under the experiment's
+    key, written per event), and the history of snapshots (stored under ``history_key``, written only by
+    the snapshot timer, so an event never re-serialises up to ``HISTORY_POINTS`` points)."""
 
     def __init__(
         self, board: Scoreboard, partition: int, last_offset: int = -1, history: list[dict[str, Any]] | None = None
@@ -63,19 +64,26 @@ class Entry:
 
     def to_bytes(self) -> bytes:
         return json.dumps(
-            {
-                "board": self.board.to_dict(),
-                "partition": self.partition,
-                "offset": self.last_offset,
-                "history": self.history,
-            },
+            {"board": self.board.to_dict(), "partition": self.partition, "offset": self.last_offset},
             separators=(",", ":"),
         ).encode()
 
+    def history_bytes(self) -> bytes:
+        return json.dumps(self.history, separators=(",", ":")).encode()
+
     @classmethod
-    def from_bytes(cls, raw: bytes) -> Entry:
+    def from_bytes(cls, raw: bytes, history: bytes | None = None) -> Entry:
         data = json.loads(raw)
-        return cls(Scoreboard.from_dict(data["board"]), int(data["partition"]), int(data["offset"]), data["history"])
+        points = json.loads(history) if history else []
+        return cls(Scoreboard.from_dict(data["board"]), int(data["partition"]), int(data["offset"]), points)
+
+
+#: Suffix of the table key that holds an experiment's history (an experiment id is text; NUL is not).
+HISTORY_SUFFIX = b"\x00history"
+
+
+def history_key(key: bytes) -> bytes:
+    return key + HISTORY_SUFFIX
 
 
 def tally_snapshot(t: Tally) -> TallySnapshot:
@@ -190,7 +198,7 @@ class Scores:
                 event.side, rubric=event.rubric_kind, traffic=event.traffic, lengths=event.chars, models=event.models
             )
         entry.last_offset = offset
-        await self._store(partition, key, entry)
+        await self._store(partition, key, entry.to_bytes())
         self._dirty.add(key)
 
     async def publish_snapshots(self, now: datetime | None = None) -> int:
@@ -204,14 +212,14 @@ class Scores:
             self._dirty.discard(key)
             if not stored:
                 continue
-            entry = Entry.from_bytes(stored)
+            entry = Entry.from_bytes(stored, self.table.data.get(history_key(key)))
             if entry.partition not in owned:
                 continue
             experiment = key.decode()
             snap = snapshot(experiment, entry, self.settings, paused, now)
-            # Stored (the history point) before the first await: an event handled while the snapshot is
-            # being published must never be overwritten by this older copy of the entry.
-            await self._store(entry.partition, key, entry)
+            # The timer writes only the history, never the scoreboard: events counted while it awaits the
+            # broker below cannot be overwritten by this copy.
+            await self._store(entry.partition, history_key(key), entry.history_bytes())
             update = GateUpdate(experiment=experiment, gate=snap.gate, decided_at=now)
             await self._publish(
                 [
@@ -222,15 +230,11 @@ class Scores:
             published += 1
         return published
 
-    async def _store(self, partition: int, key: bytes, entry: Entry) -> None:
-        # The in-memory write happens before the first await, so read-modify-write sequences that do not
-        # await between their read and this call cannot lose each other's updates.
-        value = entry.to_bytes()
+    async def _store(self, partition: int, key: bytes, value: bytes) -> None:
+        # The in-memory write happens before the first await: the handler's read-modify-write (no await
+        # between its read and this call) cannot lose another's update.
         self.table.data[key] = value
         await self.table.send_changelog(partition, key, value)
-
-
-Consume = Callable[[Any, str, Callable[[Any, Origin], Awaitable[None]]], AsyncIterator[None]]
 
 
 def wire_scores(app: faust.App, scores: Scores, topics: dict[str, faust.TopicT], consume: Consume) -> Any:
