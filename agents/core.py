@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 import anyio
 
 from agents.errors import InputRejected
+from agents.injection import detect
 from agents.judge import Judge, judge_info
 from agents.jury import Juror, juror, jury_info, reconcile_jury, required_votes, tally, with_agreement
 from agents.policy import Policy
@@ -44,6 +45,7 @@ from agents.validation import AskResult, JudgeCall, ask_validated, check_head_to
 from schemas.audit import AuditSeries
 from schemas.events import (
     DecidedBy,
+    InjectionFlag,
     JudgeInfo,
     JuryVote,
     Order,
@@ -69,6 +71,7 @@ __all__ = [
     "judge_pair",
     "resolve_rubric",
     "resolve_tiebreak",
+    "scan_for_injection",
 ]
 
 T = TypeVar("T")
@@ -134,6 +137,10 @@ class DecisionFacts:
     tiebreak_reason: TieBreakReason | None = None
     forced_choice: bool | None = None
     arithmetic_mismatch: int | None = None
+    #: Review "suspected_injection": the detector's rules that matched, and the candidates they matched
+    #: in, each comma-separated (names and ids only, never text: safe in spans without content capture).
+    injection_rules: str | None = None
+    injection_candidates: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +306,9 @@ async def judge_pair(
     info = jury_info(panel, prompt_hash)
     # The series' calibrated threshold, when the audit has published one (never below the configured).
     threshold = policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key)
+    flags = scan_for_injection(judged_pair) if policy.injection_guard else ()
+    if flags:
+        return _suspected_injection(judged_pair, rubric, flags, info, prompt_hash)
     settled = settle(judged_pair)
     if settled is not None:
         return _settled_decision(judged_pair, rubric, settled, info, prompt_hash)
@@ -343,6 +353,40 @@ async def judge_pair(
         facts=facts,
         evaluation=_evaluation(f"pairwise_{rubric.kind}", outcome, orderings, rec.mean_confidence),
     )
+
+
+def scan_for_injection(pair: CandidatePair) -> tuple[InjectionFlag, ...]:
+    """What ``agents.injection`` finds in each output: text aimed at the judge."""
+    return tuple(
+        InjectionFlag(candidate_id=c.candidate_id, rule=f.rule, excerpt=f.excerpt)
+        for c in pair.candidates
+        for f in detect(c.output)
+    )
+
+
+def _suspected_injection(
+    pair: CandidatePair, rubric: InlineRubric, flags: tuple[InjectionFlag, ...], info: JudgeInfo, prompt_hash: str
+) -> Decision:
+    """Review "suspected_injection", before any judge call: a judge that obeys the text would obey it in
+    both orders, so neither the swap nor the confidence threshold would catch it, and its verdict
+    would be worth nothing. Checked before the rules of ``agents.settle``, so even an injector facing
+    an empty output is looked at by a person."""
+    outcome = review(pair, "suspected_injection", stage="primary", orderings=(), judge=info)
+    outcome = outcome.model_copy(update={"injection": flags})
+    facts = _facts(
+        pair,
+        "primary",
+        outcome,
+        None,
+        prompt_hash=prompt_hash,
+        rubric_kind=rubric.kind,
+        calls=(),
+        audit=False,
+        consistent=False,
+        flip=False,
+        injection=flags,
+    )
+    return Decision(stage="primary", outcome=outcome, audit_copy=None, calls=(), facts=facts, evaluation=None)
 
 
 def _settled_decision(
@@ -489,6 +533,7 @@ def _facts(
     tiebreak_reason: TieBreakReason | None = None,
     forced_choice: bool | None = None,
     arithmetic_mismatch: int | None = None,
+    injection: Sequence[InjectionFlag] = (),
 ) -> DecisionFacts:
     """The decision's facts; ``consistent``/``flip`` come from ``rec`` unless given; ``judged`` is what
     the orderings reached before the policy was applied (the primary stage)."""
@@ -524,6 +569,8 @@ def _facts(
         tiebreak_reason=tiebreak_reason,
         forced_choice=forced_choice,
         arithmetic_mismatch=arithmetic_mismatch,
+        injection_rules=",".join(sorted({f.rule for f in injection})) or None,
+        injection_candidates=",".join(sorted({f.candidate_id for f in injection})) or None,
     )
 
 

@@ -26,6 +26,9 @@ class Policy:
     audit_seed: str = ""
     max_output_chars: int = 20_000  # per candidate output; larger -> InputRejected("oversized_output", ...)
     max_prompt_chars: int = 20_000
+    #: Send a pair to review "suspected_injection", before any judge call, when an output carries text
+    #: aimed at its judge (``agents.injection``). Off only for outputs that quote such text on purpose.
+    injection_guard: bool = True
     default_tiebreak: TieBreakWeights = DEFAULT_TIEBREAK_WEIGHTS
     kappa_guard_tripped: bool = False  # when True, every decision routes to review reason "kappa_guard"
     #: Votes a jury's winner needs (agents.jury); None means a strict majority of all jurors.

@@ -25,6 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from agents.judge import JudgeRequest, TemplateKind
 from agents.prompts import (
+    DATA_NOTE,
     FORBIDDEN_TERMS,
     H2H_CRITERION_ROWS,
     HEAD_TO_HEAD_TEMPLATE,
@@ -33,7 +34,9 @@ from agents.prompts import (
     PW_COMPARISON_ITEM,
     PW_EACH_COMPARE,
     PW_EACH_LIST,
-    PW_IF_CONTEXT,
+    PW_RESPONSE_A,
+    PW_RESPONSE_B,
+    PW_TASK,
     REQUIRED_TERMS,
     RUBRIC_INTRO,
     TASK_INTRO,
@@ -115,40 +118,46 @@ def _between(text: str, opening: str, closing: str, start: int = 0) -> tuple[int
     return begin, last
 
 
-def _outputs(text: str, tag_a: str, tag_b: str) -> tuple[str, str, list[str]]:
-    """Both outputs, and the rest of ``text`` in three parts: before A, between A and B, after B.
+def _outputs(text: str, tag_a: str, tag_b: str) -> tuple[str, str, str, list[str]]:
+    """Both outputs, the prompt's nonce, and the rest of ``text`` in three parts: before A, between A
+    and B, after B.
 
-    The first opening tag is the real one: every text inserted before it is escaped. Seeds 000-002
-    tag outputs ``<output_a id="NONCE">``; the nonce read from A's opening tag must close A and open
-    and close B. Seed 003's fixed ``<response_a>`` tags are part of its template text.
+    The first opening tag is the real one: every text inserted before it is escaped. Every delimiter
+    of a prompt carries one nonce (``<output_a id="NONCE">``, seed 003's ``<response_a id="NONCE">``):
+    the one read from A's opening tag must close A and open and close B. The data note before each
+    opening tag belongs to the output's slot, like the tags.
     """
-    delimited = tag_a == "output_a"
-    if delimited:
-        begin, _ = _between(text, '<output_a id="', '">\n')
-        nonce = text[begin : begin + 16]
-        open_a, close_a = f'<output_a id="{nonce}">\n', f'\n</output_a id="{nonce}">'
-        open_b, close_b = f'<output_b id="{nonce}">\n', f'\n</output_b id="{nonce}">'
-    else:
-        open_a, close_a, open_b, close_b = f"<{tag_a}>\n", f"\n</{tag_a}>", f"<{tag_b}>\n", f"\n</{tag_b}>"
+    begin, _ = _between(text, f'<{tag_a} id="', '">\n')
+    nonce = text[begin : begin + 16]
+    open_a, close_a = f'<{tag_a} id="{nonce}">\n', f'\n</{tag_a} id="{nonce}">'
+    open_b, close_b = f'<{tag_b} id="{nonce}">\n', f'\n</{tag_b} id="{nonce}">'
     a_begin, a_end = _between(text, open_a, close_a)
     b_begin, b_end = _between(text, open_b, close_b, a_end + len(close_a))
     a, b = restore(text[a_begin:a_end]), restore(text[b_begin:b_end])
-    if delimited:  # the tags belong to the value that replaced [OUTPUT_A] / [OUTPUT_B]
-        a_begin, a_end = a_begin - len(open_a), a_end + len(close_a)
-        b_begin, b_end = b_begin - len(open_b), b_end + len(close_b)
-    return a, b, [text[:a_begin], text[a_end:b_begin], text[b_end:]]
+    note = DATA_NOTE + "\n"
+    a_begin, a_end = a_begin - len(open_a) - len(note), a_end + len(close_a)
+    b_begin, b_end = b_begin - len(open_b) - len(note), b_end + len(close_b)
+    if not (text.startswith(note, a_begin) and text.startswith(note, b_begin)):
+        raise PromptUnreadable("an output slot lacks its data note")
+    return a, b, nonce, [text[:a_begin], text[a_end:b_begin], text[b_end:]]
 
 
-def _task(block: str) -> tuple[str, str | None, str]:
+def _tagged(block: str, tag: str, nonce: str) -> tuple[str, str]:
+    """The text of ``block``'s leading ``<tag id="NONCE">`` element (escaping undone), and what follows it."""
+    opening, closing = f'<{tag} id="{nonce}">\n', f'\n</{tag} id="{nonce}">'
+    if not block.startswith(opening):
+        raise PromptUnreadable(f"no <{tag}> where it belongs")
+    begin, end = _between(block, opening, closing)
+    return restore(block[begin:end]), block[end + len(closing) :]
+
+
+def _task(block: str, nonce: str) -> tuple[str, str | None, str]:
     """``<task>`` and an optional ``<context>`` (see ``agents.prompts.task_block``), and what follows."""
-    begin, end = _between(block, "<task>\n", "\n</task>")
-    if begin != len("<task>\n"):
-        raise PromptUnreadable("text before <task>")
-    prompt, rest = restore(block[begin:end]), block[end + len("\n</task>") :]
-    if not rest.startswith("\n<context>\n"):
+    prompt, rest = _tagged(block, "task", nonce)
+    if not rest.startswith("\n<context "):
         return prompt, None, rest
-    c_begin, c_end = _between(rest, "\n<context>\n", "\n</context>")
-    return prompt, restore(rest[c_begin:c_end]), rest[c_end + len("\n</context>") :]
+    context, rest = _tagged(rest[1:], "context", nonce)
+    return prompt, context, rest
 
 
 def _none_given(value: str) -> str:
@@ -170,7 +179,7 @@ def _terms(line: str, label: str) -> tuple[str, ...] | None:
 
 
 def _read_tone_style(text: str) -> PromptSlots:
-    a, b, (before, _, _) = _outputs(text, "output_a", "output_b")
+    a, b, _, (before, _, _) = _outputs(text, "output_a", "output_b")
     head = TONE_STYLE_TEMPLATE.split("[OUTPUT_A]")[0]
     values = _fields(before, head, ("[STYLE_GUIDE]", "[AUDIENCE_DESCRIPTION]"))
     # The rubric's own term lists are the guide's last lines (required after forbidden), as rendered.
@@ -217,7 +226,7 @@ def _h2h_criteria(text: str, names: Sequence[str]) -> tuple[Criterion, ...]:
 
 def _read_head_to_head(text: str) -> PromptSlots:
     template = HEAD_TO_HEAD_TEMPLATE
-    a, b, (before, _, after) = _outputs(text, "output_a", "output_b")
+    a, b, nonce, (before, _, after) = _outputs(text, "output_a", "output_b")
     head, rest = template.split("[OUTPUT_A]")
     criteria_block = _fields(before, head, ("[CRITERIA]",))["[CRITERIA]"]
     tail = _fields(after, rest.split("[OUTPUT_B]")[1], ("[CONSTRAINTS]", H2H_CRITERION_ROWS, "[EXAMPLES]"))
@@ -228,10 +237,10 @@ def _read_head_to_head(text: str) -> PromptSlots:
             raise PromptUnreadable("a criteria_breakdown row is not one the renderer writes")
         names.append(match.group(1))
     # Criterion descriptions are escaped, so the first task block is the real one.
-    at = criteria_block.find(TASK_INTRO + "<task>\n")
+    at = criteria_block.find(f'{TASK_INTRO}<task id="{nonce}">\n')
     if at < 0:
         raise PromptUnreadable("no task after the criteria")
-    prompt, context, trailing = _task(criteria_block[at + len(TASK_INTRO) :])
+    prompt, context, trailing = _task(criteria_block[at + len(TASK_INTRO) :], nonce)
     if trailing:
         raise PromptUnreadable("text after the task")
     rubric = HeadToHeadRubric(
@@ -243,27 +252,31 @@ def _read_head_to_head(text: str) -> PromptSlots:
 
 
 _PW_CRITERION = re.compile(r'\n      "criterion": "((?:[^"\\]|\\.)*)",\n')
-_PW_CONTEXT_OPEN, _PW_CONTEXT_CLOSE = "## Additional Context\n\n<context>\n", "\n</context>\n\n"
+_PW_CONTEXT_OPEN, _PW_CONTEXT_CLOSE = "## Additional Context\n\n", "\n\n"
 
 
 def _read_pairwise(text: str) -> PromptSlots:
     template = PAIRWISE_TEMPLATE
-    a, b, (before, _, after) = _outputs(text, "response_a", "response_b")
-    head, rest = template.split("{{response_a}}")
-    values = _fields(before, head, ("{{original_prompt}}", PW_IF_CONTEXT))
-    block = values[PW_IF_CONTEXT]
+    a, b, nonce, (before, _, after) = _outputs(text, "response_a", "response_b")
+    head, rest = template.split(PW_RESPONSE_A)
+    task, block = _tagged(_fields(before, head, (PW_TASK,))[PW_TASK], "task", nonce)
+    if not block.startswith("\n\n"):
+        raise PromptUnreadable("text after the task")
+    block = block[2:]
     context = None
     if block:
         if not (block.startswith(_PW_CONTEXT_OPEN) and block.endswith(_PW_CONTEXT_CLOSE)):
             raise PromptUnreadable("the context section is not one the renderer writes")
-        context = restore(block[len(_PW_CONTEXT_OPEN) : -len(_PW_CONTEXT_CLOSE)])
-    tail = _fields(after, rest.split("{{response_b}}")[1], (PW_EACH_LIST, PW_EACH_COMPARE, PW_COMPARISON_ITEM))
+        context, trailing = _tagged(block[len(_PW_CONTEXT_OPEN) : -len(_PW_CONTEXT_CLOSE)], "context", nonce)
+        if trailing:
+            raise PromptUnreadable("text after the context")
+    tail = _fields(after, rest.split(PW_RESPONSE_B)[1], (PW_EACH_LIST, PW_EACH_COMPARE, PW_COMPARISON_ITEM))
     # The comparison rows carry each name as a JSON string: one line, quotes escaped.
     names = tuple(restore(json.loads(f'"{m}"')) for m in _PW_CRITERION.findall("\n" + tail[PW_COMPARISON_ITEM]))
     return PromptSlots(
         output_a=a,
         output_b=b,
-        task_prompt=restore(values["{{original_prompt}}"]),
+        task_prompt=task,
         task_context=context,
         rubric=PairwiseRubric(criteria=names),
     )
@@ -293,9 +306,9 @@ def _tiebreak_criteria(text: str) -> tuple[WeightedCriterion, ...]:
 
 def _read_tiebreak(text: str) -> PromptSlots:
     template = TIEBREAK_TEMPLATE
-    a, b, (before, _, after) = _outputs(text, "output_a", "output_b")
+    a, b, nonce, (before, _, after) = _outputs(text, "output_a", "output_b")
     head, rest = template.split("[OUTPUT_A]")
-    prompt, context, trailing = _task(_fields(before, head, ("[ORIGINAL_PROMPT]",))["[ORIGINAL_PROMPT]"])
+    prompt, context, trailing = _task(_fields(before, head, ("[ORIGINAL_PROMPT]",))["[ORIGINAL_PROMPT]"], nonce)
     rubric: InlineRubric | None = None
     if trailing:
         if not trailing.startswith(RUBRIC_INTRO) or "\n" in trailing[len(RUBRIC_INTRO) :]:

@@ -22,6 +22,7 @@ from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import produce_raw
 from schemas import DeadLetter
 from streams.brokers import topic_partitions
+from streams.kafka_security import client_config
 from streams.settings import Settings
 
 #: Just under what a default broker takes in one record batch (message.max.bytes 1,048,588) and what
@@ -122,7 +123,7 @@ def expect_truncated(event: Poison) -> bool:
 
 async def send_raw(settings: Settings, events: list[bytes], keyed: bool = False) -> None:
     """The bytes as they are to the pairs topic, with no key (or ``key_of``'s)."""
-    await produce_raw(settings.kafka.bootstrap_servers, settings.topics.name("pairs"), events, keyed=keyed)
+    await produce_raw(client_config(settings.kafka), settings.topics.name("pairs"), events, keyed=keyed)
 
 
 class DeadLetterReader:
@@ -133,15 +134,13 @@ class DeadLetterReader:
         self.settings = settings
         self.letters: dict[str, list[tuple[DeadLetter, int]]] = {}
         self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka.bootstrap_servers,
-            enable_auto_commit=False,
-            max_partition_fetch_bytes=2**21,
+            **client_config(settings.kafka).kwargs(enable_auto_commit=False, max_partition_fetch_bytes=2**21)
         )
 
     async def start(self) -> None:
         topic = self.settings.topics.name("deadletter")
         await self.consumer.start()
-        ids = (await topic_partitions(self.settings.kafka.bootstrap_servers, [topic]))[topic]
+        ids = (await topic_partitions(client_config(self.settings.kafka), [topic]))[topic]
         parts = [TopicPartition(topic, p) for p in ids]
         self.consumer.assign(parts)
         await self.consumer.seek_to_beginning(*parts)

@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaProducer
 
 from streams.brokers import create_topics
 from streams.demo import start_worker, stop_process
+from streams.kafka_security import ClientConfig, as_client_config, client_config
 from streams.producer import key_of
 from streams.settings import Settings
 from streams.topics import topic_specs
@@ -42,13 +43,13 @@ def run_settings(base: Settings, bootstrap: str, work: Path, *, tag: str, **sect
 async def kafka_run(bootstrap: str, tmp_path: Path, tag: str, **sections: dict[str, Any]) -> Settings:
     """Settings for one test run (``run_settings`` over the defaults), with its topics created."""
     settings = run_settings(Settings(), bootstrap, tmp_path, tag=tag, **sections)
-    await create_topics(bootstrap, topic_specs(settings))
+    await create_topics(client_config(settings.kafka), topic_specs(settings))
     return settings
 
 
-async def produce_raw(bootstrap: str, topic: str, raws: Sequence[bytes], *, keyed: bool) -> None:
+async def produce_raw(bootstrap: str | ClientConfig, topic: str, raws: Sequence[bytes], *, keyed: bool) -> None:
     """The bytes as they are, keyed by ``key_of`` or with no key, the way any producer might send them."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(**as_client_config(bootstrap).kwargs(acks="all", linger_ms=5))
     await producer.start()
     try:
         futures = [await producer.send(topic, value=raw, key=key_of(raw) if keyed else None) for raw in raws]

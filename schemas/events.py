@@ -28,6 +28,7 @@ ReviewReason = Literal[
     "judge_rejected",  # the judge refused the request (a 4xx such as a bad key): never retried
     "audit_sample",  # an automatic verdict sampled for human audit
     "kappa_guard",  # auto-deciding is paused because agreement with humans fell
+    "suspected_injection",  # an output carries text aimed at the judge (agents.injection): never auto-decided
 ]
 #: Why an ordering carries an ``error``. The first three mean it has no usable reply; "unresolved" marks
 #: a schema-valid tie-break reply that still did not settle the tie (its ``error`` says why).
@@ -168,6 +169,16 @@ class TieBreakRequest(Event):
     requested_at: datetime = Field(default_factory=utc_now)
 
 
+class InjectionFlag(Contract):
+    """One detector rule that matched one candidate's output (``agents.injection``)."""
+
+    candidate_id: CandidateId
+    #: verdict_json, override, verdict_claim, judge_address, role_marker, pair_awareness, delimiter or hidden_text.
+    rule: str = Field(min_length=1, max_length=40)
+    #: The matched text, normalised (lower case, look-alikes folded), at most 80 characters: output text.
+    excerpt: str = Field(default="", max_length=80)
+
+
 class ReviewRequest(Event):
     """Everything a human needs. ``last_justification`` is kept for audit; the review UI hides it."""
 
@@ -180,7 +191,12 @@ class ReviewRequest(Event):
     audit: bool = False
     judge: JudgeInfo | None = None
     trace_id: str | None = None
+    #: Reason "suspected_injection": what was found, in which output.
+    injection: tuple[InjectionFlag, ...] = ()
     requested_at: datetime = Field(default_factory=utc_now)
+    #: True when the task, the outputs and the judge's texts were passed through the redaction hook
+    #: (``PAIRJUDGE_REDACTION__ENABLED``) before publishing: they are not what the judge saw.
+    redacted: bool = False
 
 
 class HumanLabel(Event):
@@ -216,10 +232,18 @@ class DeadLetter(Event):
     original_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     #: True when ``original`` holds only the first bytes of the event.
     original_truncated: bool = False
+    #: True when ``original`` (and ``error``) were passed through the redaction hook
+    #: (``PAIRJUDGE_REDACTION__ENABLED``): it is then not the exact bytes that were sent, and cannot be
+    #: replayed as it is; ``original_size`` and ``original_sha256`` still describe the event as received,
+    #: and ``original_truncated`` says whether the redacted text was cut to fit.
+    original_redacted: bool = False
 
     @model_validator(mode="after")
     def _size_matches_original(self) -> DeadLetter:
-        # A consumer comparing sizes must be able to trust the flag: whole means whole.
+        # A consumer comparing sizes must be able to trust the flag: whole means whole. A redacted
+        # original is another text than the one measured, so only its flag can say it was cut.
+        if self.original_redacted:
+            return self
         if self.original_size is None:
             if self.original_truncated:
                 raise ValueError("a truncated original needs original_size")

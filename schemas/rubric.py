@@ -50,9 +50,16 @@ class HeadToHeadRubric(Contract):
         return criteria
 
 
+PAIRWISE_CRITERION = r"^\w[\w .,'&/()+\-]*$"
+
+
 class PairwiseRubric(Contract):
     kind: Literal["pairwise"] = "pairwise"
-    criteria: tuple[Annotated[str, Field(min_length=1, max_length=60)], ...] = Field(min_length=1, max_length=12)
+    #: Names are shown in the prompt as headings and JSON strings: one line of words, digits and light
+    #: punctuation, so a name cannot start a heading, a list or a tag of its own ("\n## Instructions").
+    criteria: tuple[Annotated[str, Field(min_length=1, max_length=60, pattern=PAIRWISE_CRITERION)], ...] = Field(
+        min_length=1, max_length=12
+    )
 
     @field_validator("criteria")
     @classmethod

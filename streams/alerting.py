@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from schemas.audit import Alert
+from streams.cleartext import check_cleartext
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,17 @@ class AlertWebhook:
         timeout_s: float = 5.0,
         queue_size: int = 100,
         backoff_s: float = 1.0,
+        allow_cleartext: bool = False,
     ) -> None:
+        # The start-up check (streams.settings.check_webhook_url) again, for webhooks built by other
+        # paths: the URL's token never goes over plain HTTP off this machine unless allowed.
+        check_cleartext(
+            url.get_secret_value(),
+            allowed=allow_cleartext,
+            what="the alert webhook URL (it carries its token)",
+            setting="PAIRJUDGE_AUDIT__WEBHOOK_URL",
+            allow_setting="PAIRJUDGE_AUDIT__WEBHOOK_ALLOW_CLEARTEXT",
+        )
         self._url = url
         self._attempts = attempts
         self._backoff_s = backoff_s
@@ -140,7 +151,8 @@ class AlertWebhook:
                 await self._task
 
     async def _deliver_all(self) -> None:
-        async with httpx.AsyncClient(timeout=self._timeout) as client:
+        # No redirects: a redirect would carry the alert (and any token in the body) somewhere else.
+        async with httpx.AsyncClient(timeout=self._timeout, follow_redirects=False) as client:
             while not self._queue.empty():
                 alert = await self._queue.get()
                 try:

@@ -24,11 +24,14 @@ from streams.alerting import AlertWebhook
 from streams.audit import Audit, wire_audit
 from streams.control import PolicyHolder
 from streams.control import follow_control as follow_control_topic
+from streams.control_signing import signer_from_settings
 from streams.judges.factory import JudgeStack, build_judge_stack
 from streams.judges.preflight import JudgeAuthError, preflight_all
+from streams.kafka_security import faust_credentials
 from streams.offsets import install_commit_ledger, mark_done
 from streams.outcomes import OutcomeTables
 from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
+from streams.redaction import build_redactor
 from streams.scores import Scores, wire_scores
 from streams.settings import Settings
 from streams.telemetry import Telemetry
@@ -109,17 +112,23 @@ def create_app(
     if settings.jury_quorum is not None:
         policy = dataclasses.replace(policy, jury_quorum=settings.jury_quorum)
     holder = PolicyHolder(policy, follows_control=follow_control)
+    # Off by default; when on, dead letters and review requests are redacted before they leave.
+    redactor = build_redactor(settings.redaction)
     pipeline = Pipeline(
         judges=panel,
         policy=holder,
         telemetry=telemetry,
         catalog=catalog if catalog is not None else load_catalog(settings),
         max_event_bytes=settings.max_event_bytes,
+        redactor=redactor,
     )
     kafka = settings.kafka
     app = faust.App(
         settings.worker.app_id,
         broker=_broker_url(kafka.bootstrap_servers),
+        # TLS/SASL (streams.kafka_security): Faust hands these to its consumer (streams.offsets' subclass
+        # too), producer and every other client it creates.
+        broker_credentials=faust_credentials(kafka),
         datadir=str(settings.worker.data_dir),
         # Topics are created explicitly (streams.topics); faust must not declare anything itself,
         # and the leader topic is not used.
@@ -237,7 +246,15 @@ def create_app(
 
     audit: Audit | None = None
     webhook_url = settings.audit.resolved_webhook_url()
-    webhook = AlertWebhook(webhook_url, attempts=settings.audit.webhook_attempts) if webhook_url else None
+    webhook = (
+        AlertWebhook(
+            webhook_url,
+            attempts=settings.audit.webhook_attempts,
+            allow_cleartext=settings.audit.webhook_allow_cleartext,
+        )
+        if webhook_url
+        else None
+    )
     if webhook is not None:
         pipeline.alert_sink = webhook.submit
         log.info("alerts also go to the webhook at %s", webhook.where)
@@ -249,10 +266,14 @@ def create_app(
             policy=holder,
             telemetry=telemetry,
             publish=publish,
-            topic_names={kind: settings.topics.name(kind) for kind in ("decisions", "labels", "observations")},
+            topic_names={
+                kind: settings.topics.name(kind) for kind in ("decisions", "labels", "observations", "control")
+            },
             alert_sink=webhook.submit if webhook is not None else None,
             feed_scores=settings.scores.enabled,
+            control_signer=signer_from_settings(settings.control),
         )
+        audit.redactor = redactor
         wire_audit(app, audit, topics, consume)
     scores: Scores | None = None
     if audit is not None and settings.scores.enabled:
@@ -266,6 +287,7 @@ def create_app(
             publish=publish,
             topic_name=settings.topics.name("score-events"),
         )
+        scores.redactor = redactor
         wire_scores(app, scores, topics, consume)
 
     async def expire_outcomes() -> None:

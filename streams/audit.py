@@ -47,7 +47,9 @@ from schemas import ControlUpdate, HumanLabel
 from schemas.audit import Alert, AuditObservation, DecisionRecord, ThresholdSnapshot, ThresholdUpdate
 from streams.codecs import decode, encode
 from streams.control import PolicyHolder
+from streams.control_signing import ControlSigner, with_signature
 from streams.pipeline import Origin, Outgoing, dead_letter
+from streams.redaction import EventRedactor
 from streams.settings import AuditSettings
 from streams.telemetry import Telemetry, inject_headers
 from streams.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE
@@ -77,11 +79,16 @@ class Audit:
         topic_names: dict[str, str],
         alert_sink: Callable[[Alert], None] | None = None,
         feed_scores: bool = False,
+        control_signer: ControlSigner | None = None,
     ) -> None:
         self.settings = settings
+        #: Signs the kappa guard's pause when a control signing key is configured (streams.control_signing).
+        self._control_signer = control_signer
         #: Also publish each final outcome as a ``ScoreEvent`` for the scoreboard (``streams.scores``).
         self.feed_scores = feed_scores
         self._alert_sink = alert_sink
+        #: Redacts dead letters before they are published (``streams.redaction``); set by ``create_app``.
+        self.redactor: EventRedactor | None = None
         self._app = app
         self._policy = policy
         self._telemetry = telemetry
@@ -148,7 +155,7 @@ class Audit:
         return Outgoing("observations", observation.series.key.encode(), encode(observation), inject_headers())
 
     def _dead_letter(self, reason: str, detail: str, raw: bytes | None, origin: Origin) -> Outgoing:
-        return dead_letter(self._telemetry, "decode", reason, detail, raw, origin)
+        return dead_letter(self._telemetry, "decode", reason, detail, raw, origin, redactor=self.redactor)
 
     # --- the series windows ----------------------------------------------------------------------
 
@@ -178,7 +185,10 @@ class Audit:
         if offset < 0 or offset > window.last_offset:
             window.stats.add(observation)
             window.last_offset = offset
-            await self._publish(self._act_on_findings(window))
+            findings = self._act_on_findings(window)
+            await self._publish([o for o in findings if o.kind != "control"])
+            for trip in (o for o in findings if o.kind == "control"):
+                await self._publish_guard(trip)
             await self._store(self.windows_table, partition, key, window.to_bytes())
             self._dirty.add(key)
         if observation.kind == "labelled":
@@ -218,7 +228,26 @@ class Audit:
         # (Two series tripping it before the first update comes back write it twice: harmless.)
         update = ControlUpdate(key="kappa_guard_tripped", value=True, updated_by=f"{GUARD_AUTHOR}:{series}"[:200])
         log.critical("audit: kappa guard tripped by %s; automatic decisions pause on every worker", series)
-        return [Outgoing("control", b"kappa_guard_tripped", encode(update), inject_headers())]
+        key, value = b"kappa_guard_tripped", encode(update)
+        topic = self.topic_names.get("control", "")
+        headers = with_signature(self._control_signer, topic, key, value, inject_headers())
+        return [Outgoing("control", key, value, headers)]
+
+    async def _publish_guard(self, trip: Outgoing) -> None:
+        """Publish the kappa guard's pause; a worker not authorised to write the control topic (the
+        operator-only ACL of the README's "Secured Kafka") pauses itself and says so, rather than stopping."""
+        try:
+            await self._publish([trip])
+        except Exception as exc:
+            if not _authorisation_refused(exc):
+                raise
+            log.critical(
+                "audit: not authorised to write the kappa guard's pause to %s (TOPIC_AUTHORIZATION_FAILED): "
+                "automatic decisions pause on this worker only; an operator should run `pairjudge control pause`, "
+                "or grant the workers WRITE on that topic",
+                self.topic_names.get("control", "the control topic"),
+            )
+            self._policy.apply(decode(ControlUpdate, trip.value, max_bytes=MAX_AUDIT_EVENT_BYTES))
 
     # --- timers ----------------------------------------------------------------------------------
 
@@ -334,6 +363,19 @@ def _split_partition(stored: bytes) -> tuple[int, bytes]:
 
 
 Consume = Callable[[Any, str, Callable[[Any, Origin], Awaitable[None]]], AsyncIterator[None]]
+
+
+def _authorisation_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps: Faust wraps producer errors) is a refused topic authorisation."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if getattr(seen, "errno", None) == TOPIC_AUTHORIZATION_FAILED:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+TOPIC_AUTHORIZATION_FAILED = 29
 
 
 def wire_audit(app: faust.App, audit: Audit, topics: dict[str, faust.TopicT], consume: Consume) -> tuple[Any, Any]:

@@ -23,10 +23,14 @@ from typing import Any, Final, Protocol
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped,unused-ignore]
 from aiokafka.errors import for_code  # type: ignore[import-untyped,unused-ignore]
 
+from streams.kafka_security import ClientConfig, as_client_config
+
 __all__ = [
     "BrokerError",
+    "Target",
     "TopicSpec",
     "TopicSpecLike",
+    "check_topics",
     "create_topics",
     "topic_partitions",
     "wait_until_ready",
@@ -34,6 +38,11 @@ __all__ = [
 
 _LOOPBACK: Final = "127.0.0.1"
 _TOPIC_ALREADY_EXISTS: Final = 36
+_TOPIC_AUTHORIZATION_FAILED: Final = 29
+_UNKNOWN_TOPIC: Final = 3
+#: Every function here takes the bootstrap servers as a string (a plaintext client) or a ClientConfig
+#: (streams.kafka_security: bootstrap servers plus TLS/SASL settings).
+Target = str | ClientConfig
 
 
 class BrokerError(RuntimeError):
@@ -49,15 +58,17 @@ def _split_bootstrap(bootstrap: str) -> tuple[str, int]:
     return host.strip("[]") or _LOOPBACK, int(port)
 
 
-async def _probe(bootstrap: str) -> None:
+async def _probe(target: Target) -> None:
     # A plain connect first: aiokafka logs every refused bootstrap at ERROR, which would bury the
     # real failure under a page of noise while a JVM is still starting.
+    config = as_client_config(target)
+    bootstrap = config.bootstrap_servers
     host, port = _split_bootstrap(bootstrap)
     _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=2)
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000, client_id="pairjudge-ready")
+    admin = AIOKafkaAdminClient(**config.kwargs(request_timeout_ms=5000, client_id="pairjudge-ready"))
     try:
         await admin.start()
         cluster = await admin.describe_cluster()
@@ -67,7 +78,9 @@ async def _probe(bootstrap: str) -> None:
         await admin.close()
 
 
-async def wait_until_ready(bootstrap: str, timeout: float, *, process: subprocess.Popen[bytes] | None = None) -> None:
+async def wait_until_ready(
+    bootstrap: Target, timeout: float, *, process: subprocess.Popen[bytes] | None = None
+) -> None:
     """Return once a metadata round-trip to ``bootstrap`` succeeds; raise BrokerError after ``timeout`` s.
 
     With ``process`` (a broker we started), fail as soon as it exits instead of waiting out the deadline.
@@ -112,16 +125,21 @@ class TopicSpecLike(Protocol):
     def replication(self) -> int: ...
 
 
-async def create_topics(bootstrap: str, topics: Mapping[str, TopicSpecLike], timeout: float = 30) -> None:
+async def create_topics(bootstrap: Target, topics: Mapping[str, TopicSpecLike], timeout: float = 30) -> None:
     """Create ``topics`` and wait until the broker's metadata shows each with its partition count.
 
     Idempotent: a topic that already exists is fine *if* it has the requested partition count; one
     with a different count raises BrokerError, because Faust would crash-loop on it (DESIGN §8)
     and silently accepting it only moves the failure somewhere harder to read.
+
+    On a secured cluster, topics are usually created by an operator and a worker's principal may not
+    CREATE them: a topic refused with TOPIC_AUTHORIZATION_FAILED is fine when it already exists (with
+    its partition count); one that does not exist raises BrokerError naming it at once.
     """
     if not topics:
         return
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    config = as_client_config(bootstrap)
+    admin = AIOKafkaAdminClient(**config.kwargs(request_timeout_ms=int(timeout * 1000)))
     try:
         await admin.start()
         new = [
@@ -135,20 +153,52 @@ async def create_topics(bootstrap: str, topics: Mapping[str, TopicSpecLike], tim
         ]
         response = await admin.create_topics(new, timeout_ms=int(timeout * 1000))
         failures = []
+        not_creatable: set[str] = set()
         for entry in response.topic_errors:
             # v0 entries are (topic, code); v1+ add a message.
             name, code = entry[0], entry[1]
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
+            if code == _TOPIC_AUTHORIZATION_FAILED:
+                not_creatable.add(str(name))  # fine if it exists: checked below
+            elif code not in (0, _TOPIC_ALREADY_EXISTS):
                 message = entry[2] if len(entry) > 2 and entry[2] else for_code(code).__name__
                 failures.append(f"{name}: {message}")
         if failures:
-            raise BrokerError(f"creating topics on {bootstrap} failed: {'; '.join(failures)}")
-        await _await_topic_metadata(admin, topics, timeout)
+            raise BrokerError(f"creating topics on {config} failed: {'; '.join(failures)}")
+        await _await_topic_metadata(admin, topics, timeout, not_creatable=not_creatable, where=str(config))
     finally:
         await admin.close()
 
 
-async def _await_topic_metadata(admin: Any, topics: Mapping[str, TopicSpecLike], limit_s: float) -> None:
+async def check_topics(bootstrap: Target, topics: Mapping[str, TopicSpecLike], timeout: float = 30) -> None:
+    """Check, without creating anything, that ``topics`` exist with their partition counts and that this
+    client may see them; raise BrokerError naming the topic (and the refused operation) otherwise."""
+    if not topics:
+        return
+    config = as_client_config(bootstrap)
+    admin = AIOKafkaAdminClient(**config.kwargs(request_timeout_ms=int(timeout * 1000)))
+    try:
+        await admin.start()
+        await _await_topic_metadata(admin, topics, timeout, not_creatable=set(topics), where=str(config))
+    finally:
+        await admin.close()
+
+
+def _not_authorised(names: Sequence[str], where: str) -> BrokerError:
+    return BrokerError(
+        f"not authorised to DESCRIBE topic(s) {', '.join(sorted(names))} on {where} "
+        "(TOPIC_AUTHORIZATION_FAILED): grant this client's principal access to them (see the README's "
+        "'Secured Kafka' ACLs)"
+    )
+
+
+async def _await_topic_metadata(
+    admin: Any,
+    topics: Mapping[str, TopicSpecLike],
+    limit_s: float,
+    *,
+    not_creatable: set[str] | frozenset[str] = frozenset(),
+    where: str = "the cluster",
+) -> None:
     # Topic creation is acknowledged before every partition has a leader in the metadata the
     # brokers serve; a producer or Faust worker started right away could still see it missing.
     deadline = time.monotonic() + limit_s
@@ -157,6 +207,17 @@ async def _await_topic_metadata(admin: Any, topics: Mapping[str, TopicSpecLike],
         pending.clear()
         described = await admin.describe_topics(list(topics))
         by_name = {str(t["topic"]): t for t in described}
+        refused = [n for n in topics if n in by_name and by_name[n]["error_code"] == _TOPIC_AUTHORIZATION_FAILED]
+        if refused:
+            raise _not_authorised(refused, where)
+        missing = [
+            n for n in topics if n in not_creatable and (n not in by_name or by_name[n]["error_code"] == _UNKNOWN_TOPIC)
+        ]
+        if missing:
+            raise BrokerError(
+                f"topic(s) {', '.join(sorted(missing))} do not exist on {where}, and this client may not create "
+                "them (CREATE was not authorised, or creation is left to an operator): create them first"
+            )
         for name, spec in topics.items():
             meta = by_name.get(name)
             if meta is None or meta["error_code"] != 0:
@@ -177,21 +238,25 @@ async def _await_topic_metadata(admin: Any, topics: Mapping[str, TopicSpecLike],
         await asyncio.sleep(0.1)
 
 
-async def topic_partitions(bootstrap: str, topics: Sequence[str], timeout: float = 30) -> dict[str, list[int]]:
+async def topic_partitions(bootstrap: Target, topics: Sequence[str], timeout: float = 30) -> dict[str, list[int]]:
     """Each topic's partition ids, from the admin API.
 
     Readers should not rely on a consumer's metadata cache for this: from aiokafka 0.13 on, a
     consumer that subscribed to nothing never learns other topics' partitions. A topic that does
     not exist raises, so a reader cannot silently read nothing.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    config = as_client_config(bootstrap)
+    admin = AIOKafkaAdminClient(**config.kwargs(request_timeout_ms=int(timeout * 1000)))
     try:
         await admin.start()
         described = await admin.describe_topics(list(topics))
     finally:
         await admin.close()
+    refused = [str(t["topic"]) for t in described if t["error_code"] == _TOPIC_AUTHORIZATION_FAILED]
+    if refused:
+        raise _not_authorised(refused, str(config))
     found = {str(t["topic"]): sorted(p["partition"] for p in t["partitions"]) for t in described if not t["error_code"]}
     missing = [t for t in topics if not found.get(t)]
     if missing:
-        raise BrokerError(f"topics without partitions on {bootstrap}: {missing}; were they created?")
+        raise BrokerError(f"topics without partitions on {config}: {missing}; were they created?")
     return {t: found[t] for t in topics}

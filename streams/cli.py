@@ -13,7 +13,13 @@ from rich.console import Console
 
 from streams.settings import Settings, load_settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Judge pairs of AI outputs on Kafka.")
+# No local variables in tracebacks: they would show secrets (a Kafka client's password, a judge's key).
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Judge pairs of AI outputs on Kafka.",
+    pretty_exceptions_show_locals=False,
+)
 schemas_app = typer.Typer(no_args_is_help=True, help="Event contracts.")
 app.add_typer(schemas_app, name="schemas")
 control_app = typer.Typer(no_args_is_help=True, help="Live settings on pairjudge.control, applied by every worker.")
@@ -34,10 +40,15 @@ Bootstrap = Annotated[
 ]
 
 
+#: The settings the running command read (for main's error report: the Kafka it was talking to).
+_used: list[Settings] = []
+
+
 def _settings(bootstrap: str | None = None) -> Settings:
     base = load_settings()
     if bootstrap:
-        return base.model_copy(update={"kafka": base.kafka.model_copy(update={"bootstrap_servers": bootstrap})})
+        base = base.model_copy(update={"kafka": base.kafka.model_copy(update={"bootstrap_servers": bootstrap})})
+    _used[:] = [base]
     return base
 
 
@@ -61,10 +72,16 @@ def worker(
     create_topics: Annotated[bool, typer.Option(help="Create the pairjudge topics first (idempotent).")] = True,
 ) -> None:
     """Run a judging worker (judge and tie-break agents). Start more for more partitions."""
+    from aiokafka.errors import KafkaError
     from faust import Worker
+    from rich.markup import escape
 
     from streams.app import create_app
+    from streams.brokers import BrokerError
+    from streams.brokers import check_topics as check
     from streams.brokers import create_topics as create
+    from streams.judges.files import private_dir
+    from streams.kafka_security import client_config, explain
     from streams.logquiet import install_quiet_logging
     from streams.topics import topic_specs
 
@@ -79,8 +96,17 @@ def worker(
     # A broker outage makes aiokafka and Faust log the same errors hundreds of times a second:
     # repeats collapse to one line per message per window, with counts (streams/logquiet.py).
     install_quiet_logging()
-    if create_topics:
-        asyncio.run(create(settings.kafka.bootstrap_servers, topic_specs(settings)))
+    # Topics first (or, with --no-create-topics, a check that they exist): on a secured cluster this is
+    # where a wrong password, a refused certificate or a missing ACL stops the worker, with a clear
+    # message and exit code 2, before Faust starts (which would retry for ever).
+    config = client_config(settings.kafka)
+    try:
+        asyncio.run((create if create_topics else check)(config, topic_specs(settings)))
+    except (BrokerError, KafkaError, OSError) as exc:
+        console.print(f"[red]error:[/red] {escape(asyncio.run(explain(exc, config, what='worker start-up')))}")
+        raise typer.Exit(code=2) from None
+    # Faust keeps its tables (pairs' outcomes, the audit's join) under the data directory: owner-only.
+    private_dir(settings.worker.data_dir)
     wired = create_app(settings)
     try:
         QuietWorker(wired.faust_app, loglevel=settings.worker.log_level.lower(), quiet=True).execute_from_commandline()
@@ -356,12 +382,25 @@ def review_hash_password() -> None:
 
 
 def main() -> None:
+    from aiokafka.errors import KafkaError
+
+    from streams.brokers import BrokerError
+
     try:
         app()
     except ValueError as exc:
         # Settings errors name the variable, never its value.
         console.print(f"[red]error:[/red] {exc}")
         sys.exit(2)
+    except (KafkaError, BrokerError) as exc:
+        # A refused ACL, password or certificate: said plainly (streams.kafka_security.explain), never a secret.
+        from rich.markup import escape
+
+        from streams.kafka_security import client_config, explain
+
+        settings = _used[0] if _used else load_settings()
+        console.print(f"[red]error:[/red] {escape(asyncio.run(explain(exc, client_config(settings.kafka))))}")
+        sys.exit(3)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.brokers import topic_partitions
+from streams.kafka_security import client_config
 from streams.settings import Settings
 from streams.topics import FINAL_KINDS
 
@@ -90,10 +91,11 @@ async def collect_outcomes(
     # topic: a producer-side rejection).
     pair_topics = {settings.topics.name("pairs"), settings.topics.name("tiebreak"), None}
     # No consumer group: an observer must not steal partitions from anyone, nor commit offsets.
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
+    config = client_config(settings.kafka)
+    consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
     await consumer.start()
     try:
-        by_topic = await topic_partitions(settings.kafka.bootstrap_servers, list(topic_by_kind))
+        by_topic = await topic_partitions(config, list(topic_by_kind))
         partitions = [TopicPartition(topic, p) for topic, ids in by_topic.items() for p in ids]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
@@ -133,11 +135,12 @@ async def read_topic(
     """Every (key, value) on the ``kind`` topic, read from the start without a group, until ``until``
     holds for what was read (or, without ``until``, until ``timeout`` has passed)."""
     topic = settings.topics.name(kind)
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
+    config = client_config(settings.kafka)
+    consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
     await consumer.start()
     records: list[tuple[bytes | None, bytes | None]] = []
     try:
-        by_topic = await topic_partitions(settings.kafka.bootstrap_servers, [topic])
+        by_topic = await topic_partitions(config, [topic])
         partitions = [TopicPartition(topic, p) for p in by_topic[topic]]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)

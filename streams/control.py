@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import get_args
 
@@ -22,6 +22,8 @@ from schemas import ControlUpdate, ThresholdUpdate
 from schemas.events import SWITCH_KEYS, ControlKey
 from streams.brokers import topic_partitions
 from streams.codecs import decode, encode
+from streams.control_signing import ControlSigner, signer_from_settings, with_signature
+from streams.kafka_security import client_config
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -81,8 +83,35 @@ class PolicyHolder:
         self.current = policy
 
 
-def apply_record(holder: PolicyHolder, key: bytes | None, value: bytes | None) -> None:
-    """Apply one control record; a tombstone returns its setting to the configured value."""
+def apply_record(
+    holder: PolicyHolder,
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    headers: Sequence[tuple[str, bytes]] | None = None,
+    verifier: ControlSigner | None = None,
+    topic: str = "",
+) -> None:
+    """Apply one control record; a tombstone returns its setting to the configured value.
+
+    With a ``verifier`` (a signing key is configured), a record that is unsigned or badly signed is
+    ignored and logged (streams.control_signing); a signed one is applied, its ``updated_by`` prefixed
+    with the verified key id.
+    """
+    signed_by: str | None = None
+    if verifier is not None:
+        check = verifier.verify(topic, key, value, headers)
+        if not check.ok:
+            log.warning(
+                "control: ignored an update for key %r on %s: %s (key id %r); only updates signed with "
+                "PAIRJUDGE_CONTROL__SIGNING_KEY apply",
+                (key or b"")[:64],
+                topic,
+                check.problem,
+                (check.key_id or "")[:64] or None,
+            )
+            return
+        signed_by = check.key_id
     if value is None:
         if key:
             holder.clear(key.decode("utf-8", "replace"))
@@ -90,6 +119,10 @@ def apply_record(holder: PolicyHolder, key: bytes | None, value: bytes | None) -
         return
     try:
         update = decode(ControlUpdate, value, max_bytes=MAX_CONTROL_BYTES)
+        if signed_by is not None:
+            # Who made it is the key's holder: the free text follows, as the signer wrote it.
+            who = f"key {signed_by}" + (f": {update.updated_by}" if update.updated_by else "")
+            update = update.model_copy(update={"updated_by": who})
         holder.apply(update)
     except (InputRejected, ValueError) as exc:
         # A bad control message must not stop the worker or change anything; it is reported loudly.
@@ -141,8 +174,17 @@ async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
         settings.topics.name("control"): apply_record,
         settings.topics.name("thresholds"): apply_threshold_record,
     }
-    partitions = await topic_partitions(settings.kafka.bootstrap_servers, list(appliers))
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
+    control_topic = settings.topics.name("control")
+    signer = signer_from_settings(settings.control)
+    if signer is None:
+        log.warning(
+            "control: updates on %s are not authenticated (PAIRJUDGE_CONTROL__SIGNING_KEY is not set): anyone "
+            "who may write that topic can change this process's policy",
+            control_topic,
+        )
+    config = client_config(settings.kafka)
+    partitions = await topic_partitions(config, list(appliers))
+    consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for topic, ids in partitions.items() for p in ids]
@@ -159,7 +201,17 @@ async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
             batch = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
             for tp, records in batch.items():
                 for record in records:
-                    appliers[tp.topic](holder, record.key, record.value)
+                    if tp.topic == control_topic:
+                        apply_record(
+                            holder,
+                            record.key,
+                            record.value,
+                            headers=record.headers,
+                            verifier=signer,
+                            topic=control_topic,
+                        )
+                    else:
+                        appliers[tp.topic](holder, record.key, record.value)
     finally:
         await consumer.stop()
 
@@ -190,9 +242,12 @@ async def publish_control(settings: Settings, key: str, value: float | bool | No
         payload = encode(update)
     elif key not in CONTROL_KEYS:
         raise ValueError(f"unknown control key {key!r}; one of {', '.join(CONTROL_KEYS)}")
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all")
+    topic = settings.topics.name("control")
+    # Signed when a key is configured (streams.control_signing); workers with the key ignore unsigned updates.
+    headers = with_signature(signer_from_settings(settings.control), topic, key.encode(), payload, [])
+    producer = AIOKafkaProducer(**client_config(settings.kafka).kwargs(acks="all"))
     await producer.start()
     try:
-        await producer.send_and_wait(settings.topics.name("control"), value=payload, key=key.encode())
+        await producer.send_and_wait(topic, value=payload, key=key.encode(), headers=headers)
     finally:
         await producer.stop()

@@ -21,6 +21,7 @@ from typing import Final, Literal
 from agents.errors import InputRejected
 from schemas import DeadLetter
 from streams.codecs import encode, parse_object
+from streams.redaction import EventRedactor
 
 log = logging.getLogger(__name__)
 
@@ -69,29 +70,34 @@ def build_dead_letter(
     offset: int | None = None,
     key: bytes | None = None,
     max_bytes: int = DEFAULT_MAX_LETTER_BYTES,
+    redactor: EventRedactor | None = None,
 ) -> BuiltLetter:
     """Encode the dead letter for ``raw``, keeping as much of it as ``max_bytes`` allows.
 
     The letter is keyed by the guessed pair id, so it lands beside the pair's other events; otherwise by
-    the input's key (bounded); otherwise it has an empty key.
+    the input's key (bounded); otherwise it has an empty key. With a ``redactor`` (``streams.redaction``)
+    the original and the detail are redacted first and the letter says so (``original_redacted``); its
+    size and SHA-256 still describe the event as received.
     """
     if max_bytes < MIN_MAX_LETTER_BYTES:
         raise ValueError(f"max_bytes must be at least {MIN_MAX_LETTER_BYTES}, not {max_bytes}")
-    original = raw or b""
-    pair_id = guess_pair_id(original)
+    received = raw or b""
+    pair_id = guess_pair_id(received)
     letter_key = pair_id.encode() if pair_id else _bounded_key(key)
+    original = redactor.raw(received) if redactor is not None else received
     whole = DeadLetter(
         stage=stage,
         reason=_cap(reason, MAX_REASON_CHARS),
-        error=_cap(detail, MAX_ERROR_CHARS),
+        error=_cap(redactor.text(detail) if redactor is not None else detail, MAX_ERROR_CHARS),
         original=original,
         pair_id=pair_id,
         topic=topic,
         partition=partition,
         offset=offset,
-        original_size=len(original),
-        original_sha256=hashlib.sha256(original).hexdigest(),
+        original_size=len(received),
+        original_sha256=hashlib.sha256(received).hexdigest(),
         original_truncated=False,
+        original_redacted=redactor is not None,
     )
     # The letter without its original, as it would be encoded ("false" is the longer flag), tells how
     # many base64 characters are left: 4 for every 3 bytes kept.

@@ -26,6 +26,8 @@ from schemas.audit import Alert, AuditSnapshot
 from streams.brokers import create_topics, wait_until_ready
 from streams.collector import Outcomes, collect_outcomes, read_topic
 from streams.embedded_broker import RunningBroker, start_tansu
+from streams.judges.files import open_private_append, open_private_write, private_dir
+from streams.kafka_security import PLAINTEXT_CLIENT, client_config
 from streams.labels import Accepted, parse_labels
 from streams.labels_import import publish as publish_labels
 from streams.producer import key_of, read_lines, send_events
@@ -79,8 +81,7 @@ def _tag_run(raw: bytes, run_id: str) -> bytes:
 
 
 def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = log_path.open("ab")
+    log = open_private_append(log_path, what="worker log")
     return subprocess.Popen(
         [sys.executable, "-m", "streams.cli", "worker", "--no-create-topics"],
         env=environ_for(settings),
@@ -117,7 +118,8 @@ async def run_demo(
     started_at = datetime.now(UTC)
     run_id = uuid.uuid4().hex[:8]
     out_dir = out_path.parent
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if not out_dir.exists():
+        private_dir(out_dir)  # it will hold outcomes, audit events and traces: owner-only
     broker: RunningBroker | None = None
     worker: subprocess.Popen[bytes] | None = None
     try:
@@ -125,7 +127,10 @@ async def run_demo(
             broker = start_tansu(log_dir=out_dir)
             bootstrap = broker.bootstrap
             # Tansu holds group joins for half the session timeout: keep it short.
-            kafka = settings.kafka.model_copy(update={"session_timeout_s": 5.0, "heartbeat_interval_s": 1.0})
+            # (And plaintext: the embedded broker has no TLS or SASL, whatever the environment says.)
+            kafka = settings.kafka.model_copy(
+                update={"session_timeout_s": 5.0, "heartbeat_interval_s": 1.0, **PLAINTEXT_CLIENT}
+            )
             console.print(f"[bold]broker[/bold] Tansu on {bootstrap} (in memory)")
         else:
             kafka = settings.kafka
@@ -145,8 +150,8 @@ async def run_demo(
                 "audit": settings.audit.model_copy(update=DEMO_AUDIT),
             }
         )
-        await wait_until_ready(bootstrap, timeout=30)
-        await create_topics(bootstrap, topic_specs(settings))
+        await wait_until_ready(client_config(settings.kafka), timeout=30)
+        await create_topics(client_config(settings.kafka), topic_specs(settings))
         worker = start_worker(settings, out_dir / "demo-worker.log")
         events = [_tag_run(raw, run_id) for raw in (read_lines(pairs_path) if pairs_path else sample_pairs())]
         expected = {pid.decode() for pid in (key_of(raw) for raw in events) if pid}
@@ -205,7 +210,7 @@ async def _audit_loop(
 
 
 def _write_audit(path: Path, snapshots: list[AuditSnapshot], alerts: list[Alert]) -> None:
-    with path.open("w", encoding="utf-8") as fh:
+    with open_private_write(path, what="demo audit file") as fh:
         for event in (*snapshots, *alerts):
             fh.write(event.model_dump_json() + "\n")
 
@@ -243,7 +248,7 @@ def _print_audit(console: Console, result: DemoResult, settings: Settings) -> No
 
 
 def _write_outcomes(path: Path, outcomes: Outcomes) -> None:
-    with path.open("w", encoding="utf-8") as fh:
+    with open_private_write(path, what="demo outcomes file") as fh:
         for pair_id in sorted(outcomes.final):
             kind, event = outcomes.final[pair_id]
             fh.write(json.dumps({"pair_id": pair_id, "outcome": kind, "event": event}) + "\n")

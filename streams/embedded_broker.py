@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 from streams.brokers import BrokerError, wait_until_ready
+from streams.kafka_security import ClientConfig
 
 __all__ = [
     "RunningBroker",
@@ -128,8 +129,12 @@ def launch_broker(
     log_path: Path,
     ready_timeout: float,
     env: Mapping[str, str] | None = None,
+    ready_client: ClientConfig | None = None,
 ) -> RunningBroker:
-    """Start ``argv`` as a broker in its own session, log to ``log_path``, return once it answers metadata."""
+    """Start ``argv`` as a broker in its own session, log to ``log_path``, return once it answers metadata.
+
+    ``ready_client`` is the client that asks (a secured broker's admin); by default a plaintext one on ``port``.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:  # the child keeps its own descriptor; ours can close
         process = subprocess.Popen(  # noqa: S603 - a fixed argv of our own, no shell
@@ -145,7 +150,7 @@ def launch_broker(
     )
     _RUNNING.add(broker)
     try:
-        run_blocking(lambda: wait_until_ready(broker.bootstrap, ready_timeout, process=process))
+        run_blocking(lambda: wait_until_ready(ready_client or broker.bootstrap, ready_timeout, process=process))
     except BaseException as exc:
         broker.stop(timeout=10)
         if isinstance(exc, BrokerError):

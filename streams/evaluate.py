@@ -34,6 +34,7 @@ from streams.app import build_panel, load_catalog
 from streams.codecs import decode
 from streams.deadletter import guess_pair_id
 from streams.judges.factory import JudgeStack
+from streams.judges.files import open_private_write
 from streams.pipeline import JudgePanel
 from streams.settings import Settings
 
@@ -311,8 +312,8 @@ async def run_evaluate(
             await stack.aclose()
     report = EvaluateReport(results=[r for r in results if r is not None])
     if out_path is not None:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        with out_path.open("w", encoding="utf-8") as fh:
+        # It names every pair and its outcome: owner-only (0o600), whatever the umask.
+        with open_private_write(out_path, what="evaluate output") as fh:
             for r in report.results:
                 fh.write(json.dumps(r.__dict__, default=list) + "\n")
     print_report(console, report, panel.tiebreak if len(panel.primary) > 1 else panel.primary[0])

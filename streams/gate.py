@@ -12,6 +12,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from schemas import ControlUpdate
 from schemas.scores import GateUpdate
 from streams.codecs import decode
+from streams.control_signing import signer_from_settings
+from streams.kafka_security import client_config
 from streams.settings import Settings
 
 EXIT_CODES = {"promote": 0, "reject": 1, "continue": 2}
@@ -19,7 +21,8 @@ EXIT_CODES = {"promote": 0, "reject": 1, "continue": 2}
 
 async def _latest(settings: Settings, kind: str) -> dict[bytes, bytes | None]:
     """Every key's latest value on a one-partition compacted topic, read to its current end."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(**client_config(settings.kafka).kwargs(enable_auto_commit=False))
+    signer = signer_from_settings(settings.control) if kind == "control" else None
     await consumer.start()
     try:
         tp = TopicPartition(settings.topics.name(kind), 0)
@@ -30,7 +33,9 @@ async def _latest(settings: Settings, kind: str) -> dict[bytes, bytes | None]:
         while await consumer.position(tp) < end:
             batch = await consumer.getmany(tp, timeout_ms=1000)
             for record in batch.get(tp, []):
-                if record.key is not None:
+                # With a control signing key, an unsigned or badly signed update is not the latest word.
+                verified = signer is None or signer.verify(tp.topic, record.key, record.value, record.headers).ok
+                if record.key is not None and verified:
                     latest[record.key] = record.value
         return latest
     finally:

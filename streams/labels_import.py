@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaProducer
 from streams.brokers import BrokerError, topic_partitions
 from streams.codecs import encode
 from streams.deadletter import BuiltLetter, build_dead_letter
+from streams.kafka_security import client_config
 from streams.labels import Accepted, ParsedFile, Rejected
 from streams.settings import Settings
 
@@ -54,7 +55,7 @@ async def check_topics(settings: Settings) -> None:
     partition count (otherwise a label's key would not put it on its pair's partition)."""
     names = [settings.topics.name(kind) for kind in ("pairs", "labels", "deadletter")]
     try:
-        partitions = await topic_partitions(settings.kafka.bootstrap_servers, names)
+        partitions = await topic_partitions(client_config(settings.kafka), names)
     except BrokerError as exc:
         raise BrokerError(f"{exc} (start a worker, which creates the pairjudge topics, or create them)") from None
     pairs, labels = (len(partitions[n]) for n in names[:2])
@@ -75,7 +76,7 @@ async def publish(settings: Settings, parsed: ParsedFile, source: str) -> Import
     labels_topic = settings.topics.name("labels")
     letters_topic = settings.topics.name("deadletter")
     # No idempotent producer, as in `pairjudge send`: Tansu does not support it.
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(**client_config(settings.kafka).kwargs(acks="all", linger_ms=5))
     await producer.start()
     try:
         pending: list[tuple[bool, asyncio.Future[object]]] = []

@@ -32,6 +32,7 @@ from streams.codecs import decode, encode
 from streams.control import PolicyHolder
 from streams.deadletter import build_dead_letter
 from streams.judges.breaker import CircuitBreaker
+from streams.redaction import EventRedactor
 from streams.telemetry import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
 
 log = logging.getLogger(__name__)
@@ -140,8 +141,11 @@ class Pipeline:
         catalog: Mapping[str, InlineRubric],
         max_event_bytes: int,
         outcomes: OutcomeStore | None = None,
+        redactor: EventRedactor | None = None,
     ) -> None:
         self.outcomes = outcomes
+        #: Redacts dead letters and review requests before they are published (``streams.redaction``).
+        self.redactor = redactor
         #: Set once every judge's credentials were checked at start-up (``streams.judges.preflight``).
         self.judges_checked = asyncio.Event()
         self.judges_checked.set()  # create_app clears it while a worker checks its judges' keys
@@ -301,9 +305,13 @@ class Pipeline:
         self.telemetry.record_decision(span, decision)
         headers = inject_headers()
         outcome = decision.outcome.model_copy(update={"trace_id": trace_id})
+        if self.redactor is not None and isinstance(outcome, ReviewRequest):
+            outcome = self.redactor.review_request(outcome)
         out = [Outgoing(_kind_of(outcome), outcome.pair_id.encode(), encode(outcome), headers)]
         if decision.audit_copy is not None:
             audit = decision.audit_copy.model_copy(update={"trace_id": trace_id})
+            if self.redactor is not None:
+                audit = self.redactor.review_request(audit)
             out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers))
         record = record_for(decision, judged)
         if record is not None:
@@ -321,13 +329,21 @@ class Pipeline:
     ) -> Outgoing:
         span.set_status(Status(StatusCode.ERROR, reason))
         span.set_attributes({"pairjudge.outcome": "deadletter", "pairjudge.reason": reason})
-        return dead_letter(self.telemetry, stage, reason, detail, raw, origin)
+        return dead_letter(self.telemetry, stage, reason, detail, raw, origin, redactor=self.redactor)
 
 
 def dead_letter(
-    telemetry: Telemetry, stage: DeadLetterStage, reason: str, detail: str, raw: bytes | None, origin: Origin
+    telemetry: Telemetry,
+    stage: DeadLetterStage,
+    reason: str,
+    detail: str,
+    raw: bytes | None,
+    origin: Origin,
+    *,
+    redactor: EventRedactor | None = None,
 ) -> Outgoing:
-    """The dead letter for ``raw`` read at ``origin``, counted and logged, ready to publish."""
+    """The dead letter for ``raw`` read at ``origin``, counted and logged, ready to publish (redacted first
+    when a ``redactor`` is given)."""
     telemetry.instruments.dead_letters.add(1, {"pairjudge.stage": stage, "pairjudge.reason": reason})
     # Bounded whatever the input: the pair-id guess cannot recurse or raise, and the letter (a head
     # of the original when the whole would not fit) stays under the producer's request limit.
@@ -340,6 +356,7 @@ def dead_letter(
         partition=origin.partition,
         offset=origin.offset,
         key=origin.key,
+        redactor=redactor,
     )
     log.warning("dead-lettered %s at %s from %s: %s", letter.pair_id or "an event", stage, origin.topic, reason)
     return Outgoing("deadletter", letter.key, letter.value, inject_headers())

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from streams.deadletter import read_pair_id
+from streams.kafka_security import client_config
 from streams.settings import Settings
 from streams.telemetry import inject_headers
 
@@ -54,7 +55,7 @@ async def send_events(
     """
     topic = settings.topics.name("pairs")
     # No idempotent producer: Tansu does not support it, and pair-level idempotency comes from pair_id.
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(**client_config(settings.kafka).kwargs(acks="all", linger_ms=5))
     await producer.start()
     events = list(events)
     task = progress.add_task("sending", total=len(events)) if progress else None

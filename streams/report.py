@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from schemas.audit import Alert, AuditSnapshot
 from schemas.scores import ScoreSnapshot, TallySnapshot
 from streams.charts import evidence_chart, strengths_chart, win_rate_chart
+from streams.judges.files import write_private_text
 
 KAPPA_LINE = 0.7
 TIEBREAK_LINE = 0.2
@@ -339,6 +340,5 @@ def render_report(events: AuditEvents, *, title: str = "pairjudge drift audit") 
 
 
 def write_report(events: AuditEvents, out: Path, *, title: str = "pairjudge drift audit") -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_report(events, title=title), encoding="utf-8")
-    return out
+    # Owner-only (0o600, a created parent 0o700), like every file that describes pairs.
+    return write_private_text(out, render_report(events, title=title), what="report")

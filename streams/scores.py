@@ -37,6 +37,7 @@ from streams.audit import Consume, Publish
 from streams.codecs import decode, encode
 from streams.control import PolicyHolder
 from streams.pipeline import Origin, Outgoing, dead_letter
+from streams.redaction import EventRedactor
 from streams.settings import ScoreSettings
 from streams.telemetry import Telemetry, inject_headers
 from streams.topics import SCORES_TABLE
@@ -167,6 +168,8 @@ class Scores:
         self._policy = policy
         self._telemetry = telemetry
         self._publish = publish
+        #: Redacts dead letters before they are published (``streams.redaction``); set by ``create_app``.
+        self.redactor: EventRedactor | None = None
         self.topic_name = topic_name
         self.table = app.Table(
             SCORES_TABLE,
@@ -182,7 +185,8 @@ class Scores:
         try:
             event = decode(ScoreEvent, raw, max_bytes=MAX_SCORE_EVENT_BYTES)
         except InputRejected as exc:
-            await self._publish([dead_letter(self._telemetry, "decode", exc.reason, exc.detail, raw, origin)])
+            letter = dead_letter(self._telemetry, "decode", exc.reason, exc.detail, raw, origin, redactor=self.redactor)
+            await self._publish([letter])
             return
         partition = origin.partition or 0
         offset = origin.offset if origin.offset is not None else -1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 from pathlib import Path
 from typing import Literal
@@ -28,7 +29,9 @@ from pydantic_settings import (
 
 from agents.audit import GuardBounds
 from agents.policy import Policy
+from agents.redaction import builtin_detectors, custom_detector
 from schemas import InlineRubric
+from streams.cleartext import check_cleartext, is_loopback
 from streams.judges.cost import ModelPrice
 
 
@@ -45,6 +48,66 @@ class KafkaSettings(_Section):
     #: Tansu holds group joins for half the session timeout, so the demo uses 5 s; Kafka can go higher.
     session_timeout_s: float = Field(default=10.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
+    #: How clients reach the brokers (streams.kafka_security turns these into client configuration).
+    #: ``SSL`` is TLS, with a client certificate for mutual TLS; ``SASL_SSL`` is a user name and password
+    #: over TLS. ``SASL_PLAINTEXT`` is for loopback brokers only with ``PLAIN`` (it sends the password).
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    #: A file holding the password (Docker/Kubernetes secrets); wins over ``sasl_password`` when set.
+    sasl_password_file: Path | None = None
+    #: The CA bundle (PEM) the brokers' certificates are checked against; unset: the system's CAs.
+    ssl_cafile: Path | None = None
+    #: A client certificate and its private key (PEM) for mutual TLS; give both.
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    #: The private key's password, if it is encrypted (or a file holding it).
+    ssl_key_password: SecretStr | None = None
+    ssl_key_password_file: Path | None = None
+    #: Check that a broker's certificate names the host connected to. Switch off only for a test cluster.
+    ssl_check_hostname: bool = True
+
+    def resolved_sasl_password(self) -> SecretStr | None:
+        return read_secret(self.sasl_password, self.sasl_password_file, "PAIRJUDGE_KAFKA__SASL_PASSWORD_FILE")
+
+    def resolved_ssl_key_password(self) -> SecretStr | None:
+        return read_secret(self.ssl_key_password, self.ssl_key_password_file, "PAIRJUDGE_KAFKA__SSL_KEY_PASSWORD_FILE")
+
+    @model_validator(mode="after")
+    def _security_usable(self) -> KafkaSettings:
+        # Fail at start-up naming the variable, never a value (streams.kafka_security builds the clients).
+        from streams.kafka_security import check_kafka_security
+
+        check_kafka_security(self)
+        return self
+
+
+class ControlSettings(_Section):
+    """Signed control updates (streams.control_signing): HMAC-SHA256 with a key shared by the operators'
+    tools and every worker. With a key, workers ignore unsigned or badly signed updates; without one,
+    anyone who may write the control topic may change every worker's policy."""
+
+    signing_key: SecretStr | None = None
+    #: A file holding the key; wins over ``signing_key`` when set.
+    signing_key_file: Path | None = None
+    #: The name of the key, sent with each signature (so keys can be told apart when one is rotated).
+    key_id: str = Field(default="default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:@-]+$")
+
+    def resolved_signing_key(self) -> SecretStr | None:
+        key = read_secret(self.signing_key, self.signing_key_file, "PAIRJUDGE_CONTROL__SIGNING_KEY_FILE")
+        if key is not None and not key.get_secret_value():
+            return None
+        return key
+
+    @model_validator(mode="after")
+    def _key_usable(self) -> ControlSettings:
+        key = self.resolved_signing_key()
+        if key is not None and len(key.get_secret_value().encode()) < 16:
+            raise ValueError(
+                "PAIRJUDGE_CONTROL__SIGNING_KEY (or its _FILE variant) is too short: use at least 16 random bytes"
+            )
+        return self
 
 
 class TopicSettings(_Section):
@@ -103,6 +166,9 @@ class JudgeSettings(_Section):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     #: The ``anthropic-version`` header sent by the Anthropic judge (``kind = "anthropic"`` only).
     anthropic_version: str = "2023-06-01"
+    #: Allow sending the API key over plain ``http://`` to a host that is not loopback. Off: such a
+    #: ``base_url`` with a key stops the worker at start-up (streams.cleartext).
+    allow_cleartext_key: bool = False
 
     def resolved_api_key(self) -> SecretStr | None:
         return read_secret(self.api_key, self.api_key_file, "PAIRJUDGE_JUDGE__API_KEY_FILE")
@@ -128,6 +194,8 @@ class PolicySettings(_Section):
     audit_seed: str = Field(default="", max_length=200)
     max_output_chars: int = Field(default=20_000, ge=1)
     max_prompt_chars: int = Field(default=20_000, ge=1)
+    #: Pairs whose outputs carry text aimed at the judge go to review "suspected_injection" (agents.injection).
+    injection_guard: bool = True
 
     def to_policy(self) -> Policy:
         return Policy(
@@ -139,6 +207,7 @@ class PolicySettings(_Section):
             audit_seed=self.audit_seed,
             max_output_chars=self.max_output_chars,
             max_prompt_chars=self.max_prompt_chars,
+            injection_guard=self.injection_guard,
         )
 
 
@@ -176,6 +245,8 @@ class AuditSettings(_Section):
     webhook_url: SecretStr | None = None
     webhook_url_file: Path | None = None
     webhook_attempts: int = Field(default=5, ge=1, le=20)
+    #: Allow an ``http://`` webhook URL to a host that is not loopback (its token would travel in clear).
+    webhook_allow_cleartext: bool = False
 
     def resolved_webhook_url(self) -> SecretStr | None:
         return read_secret(self.webhook_url, self.webhook_url_file, "PAIRJUDGE_AUDIT__WEBHOOK_URL_FILE")
@@ -216,6 +287,83 @@ class TelemetrySettings(_Section):
     #: Output text goes into spans only when this is switched on.
     capture_content: bool = False
     service_name: str = "pairjudge"
+    #: Headers sent with every OTLP export, in the W3C/OTel form ``key=value,key2=value2`` (values may be
+    #: percent-encoded), e.g. ``authorization=Bearer%20abc``. A secret: never logged, never on a span.
+    otlp_headers: SecretStr | None = None
+    #: A secret file holding the same; wins over ``otlp_headers`` when set.
+    otlp_headers_file: Path | None = None
+    #: Allow sending ``otlp_headers`` over plain ``http://`` to a collector that is not loopback.
+    otlp_allow_cleartext_headers: bool = False
+    #: A CA bundle (PEM) to verify the collector's certificate with, instead of the system's.
+    otlp_certificate_file: Path | None = None
+    #: A client certificate and its key (PEM) presented to the collector (mutual TLS); give both.
+    otlp_client_certificate_file: Path | None = None
+    otlp_client_key_file: Path | None = None
+
+    def resolved_otlp_headers(self) -> dict[str, str]:
+        """The OTLP export headers, parsed (``ValueError`` naming the setting, never a value)."""
+        raw = read_secret(self.otlp_headers, self.otlp_headers_file, "PAIRJUDGE_TELEMETRY__OTLP_HEADERS_FILE")
+        if raw is None:
+            return {}
+        return parse_otlp_headers(raw.get_secret_value(), "PAIRJUDGE_TELEMETRY__OTLP_HEADERS")
+
+    @model_validator(mode="after")
+    def _tls_files_paired(self) -> TelemetrySettings:
+        if (self.otlp_client_certificate_file is None) != (self.otlp_client_key_file is None):
+            raise ValueError(
+                "PAIRJUDGE_TELEMETRY__OTLP_CLIENT_CERTIFICATE_FILE and __OTLP_CLIENT_KEY_FILE go together: set both"
+            )
+        return self
+
+
+def parse_otlp_headers(text: str, setting: str) -> dict[str, str]:
+    """``key=value,key2=value2`` (W3C baggage form, as ``OTEL_EXPORTER_OTLP_HEADERS``) to a dict.
+
+    Keys are lower-cased; values are percent-decoded and stripped. A malformed entry is an error naming
+    ``setting`` and the entry's position, never its text (which may hold a token).
+    """
+    headers: dict[str, str] = {}
+    for n, entry in enumerate(text.split(","), start=1):
+        if not entry.strip():
+            continue
+        name, sep, value = entry.partition("=")
+        name = urllib.parse.unquote(name).strip().lower()
+        value = urllib.parse.unquote(value).strip()
+        if not sep or not name or not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"{setting}: entry {n} is not a key=value pair with a valid header name")
+        if any(ch in value for ch in "\r\n\0"):
+            raise ValueError(f"{setting}: entry {n} has a line break or NUL in its value")
+        headers[name] = value
+    return headers
+
+
+class RedactionSettings(_Section):
+    """Redaction of dead letters and review requests before they are published (streams.redaction).
+
+    Off by default. ``patterns`` names built-in detectors (``email``, ``phone``, ``credit_card`` with a
+    Luhn check, ``ipv4``, ``iban`` with its check digits), comma-separated; ``custom`` adds regexes by name
+    (``PAIRJUDGE_REDACTION__CUSTOM='{"ticket": "TCK-[0-9]{6}"}'``); ``hook`` names a callable
+    ``module:function`` taking and returning a ``str``, applied after the patterns.
+    """
+
+    enabled: bool = False
+    patterns: str = "email,phone,credit_card,ipv4,iban"
+    custom: dict[str, str] = Field(default_factory=dict)
+    hook: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+    def pattern_names(self) -> list[str]:
+        return [n.strip() for n in self.patterns.split(",") if n.strip()]
+
+    @model_validator(mode="after")
+    def _patterns_known(self) -> RedactionSettings:
+        # Unknown names and bad regexes stop start-up, naming the setting (the hook is loaded by the edge).
+        try:
+            builtin_detectors(self.pattern_names())
+            for name, regex in self.custom.items():
+                custom_detector(name, regex)
+        except ValueError as exc:
+            raise ValueError(f"PAIRJUDGE_REDACTION__PATTERNS / __CUSTOM: {exc}") from None
+        return self
 
 
 class ReviewUser(_Section):
@@ -289,6 +437,8 @@ class Settings(BaseSettings):
     telemetry: TelemetrySettings = TelemetrySettings()
     review: ReviewSettings = ReviewSettings()
     scores: ScoreSettings = ScoreSettings()
+    control: ControlSettings = ControlSettings()
+    redaction: RedactionSettings = RedactionSettings()
     #: Maximum bytes of one incoming event; larger ones are dead-lettered unread.
     max_event_bytes: int = Field(default=256_000, ge=1024)
     #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``.
@@ -324,6 +474,8 @@ class Settings(BaseSettings):
         check_api_key(self.judge, "PAIRJUDGE_JUDGE__API_KEY")
         for i, juror in enumerate(self.jury):
             check_api_key(juror, f"jury[{i}].api_key (PAIRJUDGE_JURY)")
+        check_webhook_url(self.audit)
+        check_otlp_settings(self.telemetry)
         if self.jury_quorum is not None and self.jury and self.jury_quorum > len(self.jury):
             raise ValueError(
                 f"PAIRJUDGE_JURY_QUORUM: {self.jury_quorum} votes cannot come from {len(self.jury)} jurors"
@@ -332,7 +484,7 @@ class Settings(BaseSettings):
 
 
 CONFIG_ENV = "PAIRJUDGE_CONFIG"
-_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
 
 
 def check_api_key(judge: JudgeSettings, variable: str) -> None:
@@ -341,7 +493,7 @@ def check_api_key(judge: JudgeSettings, variable: str) -> None:
         return
     key = judge.resolved_api_key()
     host = urllib.parse.urlsplit(judge.base_url).hostname or ""
-    needs_key = judge.kind == "anthropic" or host not in _LOOPBACK_HOSTS
+    needs_key = judge.kind == "anthropic" or not is_loopback(host)
     where = f"{variable} (or its _FILE variant)"
     if key is None or not key.get_secret_value():
         if needs_key:
@@ -352,6 +504,39 @@ def check_api_key(judge: JudgeSettings, variable: str) -> None:
         raise ValueError(f"{where} is malformed: it contains whitespace or non-printable characters")
     if len(value) < 8:
         raise ValueError(f"{where} is malformed: it is shorter than any real API key")
+    # PAIRJUDGE_JUDGE__API_KEY -> PAIRJUDGE_JUDGE__ALLOW_CLEARTEXT_KEY; jury[i].api_key -> jury[i].allow_cleartext_key
+    allow = variable.replace("API_KEY", "ALLOW_CLEARTEXT_KEY").replace("api_key", "allow_cleartext_key")
+    check_cleartext(
+        judge.base_url, allowed=judge.allow_cleartext_key, what="the API key", setting=where, allow_setting=allow
+    )
+
+
+def check_webhook_url(audit: AuditSettings) -> None:
+    """The alert webhook URL carries its token: never over plain HTTP off this machine unless allowed."""
+    url = audit.resolved_webhook_url()
+    if url is None:
+        return
+    check_cleartext(
+        url.get_secret_value(),
+        allowed=audit.webhook_allow_cleartext,
+        what="the alert webhook URL (it carries its token)",
+        setting="PAIRJUDGE_AUDIT__WEBHOOK_URL (or its _FILE variant)",
+        allow_setting="PAIRJUDGE_AUDIT__WEBHOOK_ALLOW_CLEARTEXT",
+    )
+
+
+def check_otlp_settings(telemetry: TelemetrySettings) -> None:
+    """OTLP headers parse, and never go over plain HTTP off this machine unless allowed."""
+    if telemetry.exporter != "otlp":
+        return
+    if telemetry.resolved_otlp_headers():
+        check_cleartext(
+            telemetry.otlp_endpoint,
+            allowed=telemetry.otlp_allow_cleartext_headers,
+            what="the OTLP headers (PAIRJUDGE_TELEMETRY__OTLP_HEADERS)",
+            setting="PAIRJUDGE_TELEMETRY__OTLP_ENDPOINT",
+            allow_setting="PAIRJUDGE_TELEMETRY__OTLP_ALLOW_CLEARTEXT_HEADERS",
+        )
 
 
 def load_settings(**overrides: object) -> Settings:

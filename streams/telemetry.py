@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import IO, Any
 
 from opentelemetry import context as otel_context
@@ -22,6 +23,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agents import Decision, DecisionFacts, Judge, JudgeError, JudgeRequest, JudgeResponse, JudgeWrapper
+from streams.cleartext import check_cleartext
 from streams.judges.files import open_private_append
 from streams.settings import TelemetrySettings
 
@@ -63,9 +65,60 @@ def _configured_exporter(settings: TelemetrySettings) -> SpanExporter | None:
         # Owner-only (0o600, a created parent 0o700) whatever the umask; an existing file is tightened.
         out: IO[str] = open_private_append(settings.file_path, what="trace file")
         return ConsoleSpanExporter(out=out, formatter=_compact_json)
+    return otlp_exporter(settings)
+
+
+def otlp_exporter(settings: TelemetrySettings) -> SpanExporter:
+    """OTLP/HTTP to ``otlp_endpoint``, with the configured headers and TLS files.
+
+    The headers (often an auth token) go on export requests and nowhere else: never logged, never on a
+    span. They are refused over plain HTTP to a collector off this machine unless allowed
+    (``streams.cleartext``), here as well as at start-up. The exporter never follows redirects.
+    """
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(endpoint=settings.otlp_endpoint.rstrip("/") + "/v1/traces")
+    headers = settings.resolved_otlp_headers()
+    endpoint = settings.otlp_endpoint.rstrip("/") + "/v1/traces"
+    if headers:
+        check_cleartext(
+            endpoint,
+            allowed=settings.otlp_allow_cleartext_headers,
+            what="the OTLP headers (PAIRJUDGE_TELEMETRY__OTLP_HEADERS)",
+            setting="PAIRJUDGE_TELEMETRY__OTLP_ENDPOINT",
+            allow_setting="PAIRJUDGE_TELEMETRY__OTLP_ALLOW_CLEARTEXT_HEADERS",
+        )
+
+    def path(value: Path | None) -> str | None:
+        return str(value) if value is not None else None
+
+    return OTLPSpanExporter(
+        endpoint=endpoint,
+        headers=headers or None,
+        certificate_file=path(settings.otlp_certificate_file),
+        client_certificate_file=path(settings.otlp_client_certificate_file),
+        client_key_file=path(settings.otlp_client_key_file),
+        session=_pinned_ca_session() if settings.otlp_certificate_file is not None else None,
+    )
+
+
+def _pinned_ca_session() -> Any:
+    """A ``requests`` session that verifies with the CA file it is given, whatever the environment says.
+
+    requests lets ``REQUESTS_CA_BUNDLE`` (or ``CURL_CA_BUNDLE``) override a session's own ``verify``
+    (psf/requests#3829), so a configured collector CA would be silently replaced by the system bundle
+    on any host that sets it, and the export would fail. Proxies from the environment still apply.
+    """
+    import requests
+
+    class PinnedCASession(requests.Session):
+        def merge_environment_settings(
+            self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any
+        ) -> dict[str, Any]:
+            merged: dict[str, Any] = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            merged["verify"] = self.verify
+            return merged
+
+    return PinnedCASession()
 
 
 # --- traceparent in Kafka headers -------------------------------------------------------------

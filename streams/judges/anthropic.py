@@ -40,6 +40,7 @@ from streams.judges.http import (
     JSONEndpoint,
     PostResult,
     RetryPolicy,
+    check_key_transport,
     host_label,
     parse_base_url,
     public_url,
@@ -142,8 +143,11 @@ class AnthropicJudge(EndpointJudge):
         max_retry_after: float = 60.0,
         max_concurrency: int = 32,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        allow_cleartext_key: bool = False,
     ) -> None:
         url = parse_base_url(base_url, example="https://api.anthropic.com")
+        # The start-up check (streams.settings.check_api_key) again, for judges built by other paths.
+        check_key_transport(url, api_key, allowed=allow_cleartext_key)
         if max_concurrency < 1 or max_retries < 0 or max_tokens < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency, max_tokens and max_response_bytes must be >= 1, max_retries >= 0")
         if not 0.0 <= temperature <= 1.0:
@@ -180,6 +184,7 @@ class AnthropicJudge(EndpointJudge):
             secrets=(api_key,),
             retriable_statuses=ANTHROPIC_RETRIABLE_STATUSES,
             error_detail=_error_detail,
+            allow_cleartext_secrets=allow_cleartext_key,
         )
 
     # --- the Judge protocol (identity, aclose: EndpointJudge) ---------------------------------------

@@ -52,6 +52,7 @@ def build_inner_judge(settings: JudgeSettings) -> Judge:
             read_timeout=settings.read_timeout_s,
             max_retries=settings.max_retries,
             max_concurrency=settings.max_concurrency,
+            allow_cleartext_key=settings.allow_cleartext_key,
         )
     from streams.judges.openai import OpenAICompatibleJudge
 
@@ -68,6 +69,7 @@ def build_inner_judge(settings: JudgeSettings) -> Judge:
         read_timeout=settings.read_timeout_s,
         max_retries=settings.max_retries,
         max_concurrency=settings.max_concurrency,
+        allow_cleartext_key=settings.allow_cleartext_key,
     )
 
 

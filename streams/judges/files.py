@@ -1,7 +1,9 @@
-"""Files only their owner can read: the response cache's store and the trace file.
+"""Files only their owner can read: everything pairjudge writes that holds pair content or secrets.
 
-Both hold what pairs said (cached judge replies quote the outputs; traces may carry prompts and
-outputs when content capture is on), so they are created ``0o600`` (files) and ``0o700`` (directories)
+The response cache's store, the trace file, ``pairjudge evaluate --out``, ``pairjudge report --out``,
+the demo's ``out/`` files, the review service's SQLite database and the worker's data directory all
+hold what pairs said (cached judge replies quote the outputs; traces may carry prompts and outputs
+when content capture is on), so they are created ``0o600`` (files) and ``0o700`` (directories)
 whatever the process's umask. One that already exists with wider permissions is tightened, and that
 is logged as a WARNING naming the path and both modes, because the data in it may already have been
 readable by others. Workers that share a cache directory must therefore run as the same user.
@@ -133,6 +135,32 @@ def open_private_append(path: Path | str, *, what: str = "file") -> IO[str]:
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_private_write(path: Path | str, *, what: str = "file") -> IO[str]:
+    """``path`` opened for writing text (UTF-8) from empty, created ``0o600``; an existing file is made
+    ``0o600`` before it is truncated, so its new content is never readable by others.
+
+    Missing parent directories are created ``0o700``; an existing parent is left as it is.
+    """
+    path = Path(path)
+    if not path.parent.exists():
+        private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), PRIVATE_FILE_MODE)
+    try:
+        _private_fd(fd, path, what)
+        os.ftruncate(fd, 0)
+        return os.fdopen(fd, "w", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_private_text(path: Path | str, text: str, *, what: str = "file") -> Path:
+    """Write ``text`` to ``path`` as :func:`open_private_write` opens it; return the path."""
+    with open_private_write(path, what=what) as out:
+        out.write(text)
+    return Path(path)
 
 
 def tighten_tree(root: Path | str, *, what: str = "directory") -> int:

@@ -14,7 +14,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -29,6 +29,7 @@ from tenacity import AsyncRetrying, RetryCallState, RetryError, retry_if_excepti
 
 from agents.errors import JudgeRejected, JudgeUnavailable
 from agents.judge import JudgeIdentity
+from streams.cleartext import cleartext_host
 
 log = logging.getLogger(__name__)
 
@@ -214,25 +215,80 @@ def excerpt(body: bytes, secrets: Iterable[str | None] = (), limit: int = ERROR_
     return redact_edge(text[: limit - 1], values) + "…"
 
 
+class CleartextKeyRefused(JudgeRejected):
+    """A request carrying the key was about to leave for somewhere the key must not go: over plain HTTP
+    to a host that is not loopback (unless allowed), or to another origin than the judge's own."""
+
+
+def secret_guard(
+    origin: httpx.URL, secrets: Sequence[SecretStr], *, allow_cleartext: bool, label: str
+) -> Callable[[httpx.Request], Awaitable[None]]:
+    """An httpx request hook that refuses (``CleartextKeyRefused``) any request whose headers hold one of
+    ``secrets`` when it goes to another origin than ``origin`` (scheme, host, port), or over plain HTTP
+    off this machine unless ``allow_cleartext``.
+
+    Defence in depth behind the start-up check (``streams.settings.check_api_key``): it holds for every
+    request the client sends, a redirect's included, should redirects ever be followed, so a key reaches
+    only the server it was configured for. The message names hosts, never the key.
+    """
+    values = [s.get_secret_value().encode() for s in secrets if s.get_secret_value()]
+    home = (origin.scheme, origin.host, origin.port)
+
+    async def guard(request: httpx.Request) -> None:
+        if not values or not any(v in raw for _, raw in request.headers.raw for v in values):
+            return
+        url = request.url
+        if (url.scheme, url.host, url.port) != home:
+            raise CleartextKeyRefused(
+                f"judge {label}: refusing to send its key to {url.scheme}://{host_label(url)}, "
+                f"which is not the judge's own origin ({origin.scheme}://{host_label(origin)})"
+            )
+        host = cleartext_host(str(url))
+        if host is not None and not allow_cleartext:
+            raise CleartextKeyRefused(
+                f"judge {label}: refusing to send its key over plain http:// to {host}, which is not a "
+                "loopback address (use https://, or allow it with PAIRJUDGE_JUDGE__ALLOW_CLEARTEXT_KEY)"
+            )
+
+    return guard
+
+
+def check_key_transport(base_url: httpx.URL, api_key: SecretStr | None, *, allowed: bool) -> None:
+    """``ValueError`` when ``api_key`` would go over plain HTTP off this machine (see ``streams.cleartext``)."""
+    if api_key is None or not api_key.get_secret_value() or allowed:
+        return
+    host = cleartext_host(str(base_url))
+    if host is not None:
+        raise ValueError(
+            f"refusing to send the API key over plain http:// to {host}, which is not a loopback address; "
+            "use https://, or allow it with PAIRJUDGE_JUDGE__ALLOW_CLEARTEXT_KEY"
+        )
+
+
 def make_client(
     *,
     connect_timeout: float,
     read_timeout: float,
     max_connections: int,
     headers: dict[str, str] | None = None,
+    request_hooks: Sequence[Callable[[httpx.Request], Awaitable[None]]] = (),
 ) -> httpx.AsyncClient:
-    """An httpx client on the aiohttp transport.
+    """An httpx client on the aiohttp transport. It never follows redirects: a redirect is an answer.
 
     httpx's own async pool collapses under concurrency (encode/httpx#3215, DESIGN §8); the aiohttp
     transport holds. The pool is sized to the judge's concurrency limit, so callers never queue for a
-    connection and the pool timeout cannot fire.
+    connection and the pool timeout cannot fire. ``request_hooks`` run before every request is sent.
     """
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
     timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
     # HttpxAiohttpClient (not AsyncClient(transport=...)) so proxies from the environment also go through
     # aiohttp instead of silently falling back to httpx's own pool.
     client: httpx.AsyncClient = HttpxAiohttpClient(
-        limits=limits, timeout=timeout, headers=headers, follow_redirects=False
+        limits=limits,
+        timeout=timeout,
+        headers=headers,
+        follow_redirects=False,
+        event_hooks={"request": list(request_hooks), "response": []},
     )
     return client
 
@@ -406,6 +462,7 @@ class JSONEndpoint:
         secrets: Sequence[SecretStr | None] = (),
         retriable_statuses: frozenset[int] = RETRIABLE_STATUSES,
         error_detail: ErrorDetail | None = None,
+        allow_cleartext_secrets: bool = False,
     ) -> None:
         if max_concurrency < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency and max_response_bytes must be >= 1")
@@ -421,11 +478,15 @@ class JSONEndpoint:
         # Created on first use: anyio primitives want a running event loop on older anyio releases.
         self._limiter: anyio.CapacityLimiter | None = None
         self._closed = False
+        # Every request carrying a secret goes to this URL's origin only, and not over plain HTTP off
+        # this machine unless allowed: the key cannot leave by another path (``secret_guard``).
+        guard = secret_guard(httpx.URL(url), self._secrets, allow_cleartext=allow_cleartext_secrets, label=label)
         self._client = make_client(
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
             max_connections=max_concurrency,
             headers=dict(headers) if headers else None,
+            request_hooks=(guard,),
         )
 
     @property
@@ -479,6 +540,8 @@ class JSONEndpoint:
                     return ProbeResult(status, self._detail(head))
         except TimeoutError:
             return ProbeResult(None, failure=f"no answer within {timeout_s:g} s")
+        except CleartextKeyRefused as exc:
+            return ProbeResult(None, failure=str(exc))
         except httpx.UnsupportedProtocol as exc:
             return ProbeResult(None, failure=f"unsupported URL ({self.excerpt(str(exc).encode(), 120)})")
         except (httpx.TransportError, aiohttp.ClientError) as exc:

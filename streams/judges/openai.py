@@ -42,6 +42,7 @@ from streams.judges.http import (
     PostResult,
     RequestRefused,
     RetryPolicy,
+    check_key_transport,
     host_label,
     parse_base_url,
     public_url,
@@ -257,10 +258,13 @@ class OpenAICompatibleJudge(EndpointJudge):
         max_retry_after: float = 60.0,
         max_concurrency: int = 32,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        allow_cleartext_key: bool = False,
         wire_max_length: int | None = DEFAULT_WIRE_MAX_LENGTH,
         wire_int_enum_max: int | None = DEFAULT_WIRE_INT_ENUM_MAX,
     ) -> None:
         url = parse_base_url(base_url, example="http://127.0.0.1:8080/v1")
+        # The start-up check (streams.settings.check_api_key) again, for judges built by other paths.
+        check_key_transport(url, api_key, allowed=allow_cleartext_key)
         if max_concurrency < 1 or max_retries < 0 or max_tokens < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency, max_tokens and max_response_bytes must be >= 1, max_retries >= 0")
         self._where = host_label(url)
@@ -299,6 +303,7 @@ class OpenAICompatibleJudge(EndpointJudge):
             headers={"Accept": "application/json", "User-Agent": "pairjudge"},
             secrets=(api_key,),
             error_detail=error_detail,
+            allow_cleartext_secrets=allow_cleartext_key,
         )
 
     # --- the Judge protocol (identity, aclose: EndpointJudge) ---------------------------------------

@@ -20,6 +20,7 @@ from schemas.scores import ScoreSnapshot
 from streams.brokers import topic_partitions
 from streams.codecs import decode, encode
 from streams.deadletter import build_dead_letter
+from streams.kafka_security import client_config
 from streams.review.store import ReviewStore
 from streams.settings import Settings
 
@@ -31,11 +32,11 @@ class LabelSink:
 
     def __init__(self, settings: Settings) -> None:
         self._topic = settings.topics.name("labels")
-        self._bootstrap = settings.kafka.bootstrap_servers
+        self._kafka = settings.kafka
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
-        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", enable_idempotence=True)
+        self._producer = AIOKafkaProducer(**client_config(self._kafka).kwargs(acks="all", enable_idempotence=True))
         await self._producer.start()
 
     async def stop(self) -> None:
@@ -58,15 +59,17 @@ class ReviewFeed:
         self._store = store
         self._topic = settings.topics.name("review")
         self._letters = settings.topics.name("deadletter")
+        config = client_config(settings.kafka)
         self._consumer = AIOKafkaConsumer(
             self._topic,
-            bootstrap_servers=settings.kafka.bootstrap_servers,
-            group_id=settings.review.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
+            **config.kwargs(
+                group_id=settings.review.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                isolation_level="read_committed",
+            ),
         )
-        self._producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all")
+        self._producer = AIOKafkaProducer(**config.kwargs(acks="all"))
         self.stored = 0
         self.duplicates = 0
         self.dead_lettered = 0
@@ -122,9 +125,9 @@ class ScoresFeed:
         self.latest: dict[str, ScoreSnapshot] = {}
 
     async def run(self) -> None:
-        bootstrap = self._settings.kafka.bootstrap_servers
-        partitions = (await topic_partitions(bootstrap, [self._topic]))[self._topic]
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        config = client_config(self._settings.kafka)
+        partitions = (await topic_partitions(config, [self._topic]))[self._topic]
+        consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
         await consumer.start()
         try:
             tps = [TopicPartition(self._topic, p) for p in partitions]

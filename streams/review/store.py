@@ -18,6 +18,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -41,6 +42,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from schemas import ReviewRequest
+from streams.judges.files import private_dir, private_file, tighten_if_exists
 
 Status = Literal["pending", "claimed", "done"]
 CHOICES_TTL_S = 10.0
@@ -146,6 +148,20 @@ def item_key(request: ReviewRequest) -> str:
     return f"{request.pair_id}:{'audit' if request.audit else 'review'}"
 
 
+def _private_sqlite_file(database: str | None) -> None:
+    """Create the SQLite database file ``0o600`` (a missing parent ``0o700``) before SQLite opens it, so
+    the queue (which holds the outputs under review) is its owner's only, whatever the umask. SQLite gives
+    its journal and WAL files the database file's mode; any left with wider ones are tightened."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    if not path.parent.exists():
+        private_dir(path.parent)
+    private_file(path, what="review database")
+    for suffix in ("-journal", "-wal", "-shm"):
+        tighten_if_exists(path.with_name(path.name + suffix), what="review database")
+
+
 class ReviewStore:
     """The queue's operations; ``clock`` is injectable so claim expiry is testable without sleeping."""
 
@@ -154,6 +170,8 @@ class ReviewStore:
         if url.startswith("sqlite"):
             engine_options.setdefault("connect_args", {"timeout": 30})
         self.engine: AsyncEngine = create_async_engine(url, **engine_options)
+        if self.engine.dialect.name == "sqlite":
+            _private_sqlite_file(self.engine.url.database)
         self._clock = clock
         self._postgres = self.engine.dialect.name == "postgresql"
         # SQLite has one writer and no row locks: this process's writes go one at a time, so a read in a

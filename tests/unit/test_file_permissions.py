@@ -1,4 +1,7 @@
-"""The response cache and the trace file are private to their owner, whatever the umask.
+"""Files with pair content are private to their owner, whatever the umask.
+
+The response cache, the trace file, ``evaluate --out``, ``report --out``, the demo's files and the review
+service's SQLite database.
 
 Files are 0o600 and directories 0o700 when created; ones that already exist with wider permissions are
 tightened, and that is logged. Modes are read back with ``stat`` from the real files on disk.
@@ -6,6 +9,7 @@ tightened, and that is logged. Modes are read back with ``stat`` from the real f
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -14,11 +18,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from agents.scripted import ScriptedJudge
+from schemas import ReviewRequest
+from streams.collector import Outcomes
+from streams.demo import _write_audit, _write_outcomes
+from streams.evaluate import run_evaluate
 from streams.judges.cache import CachedReply, ResponseCache
-from streams.judges.files import open_private_append, private_dir, private_file, tighten_tree
-from streams.settings import TelemetrySettings
+from streams.judges.files import (
+    open_private_append,
+    open_private_write,
+    private_dir,
+    private_file,
+    tighten_tree,
+    write_private_text,
+)
+from streams.report import parse_audit_events, write_report
+from streams.review.store import ReviewStore
+from streams.settings import Settings, TelemetrySettings
 from streams.telemetry import make_tracer_provider
+from tests.unit.factories import make_pair, tone_reply
 
 LOGGER = "streams.judges.files"
 
@@ -175,3 +195,81 @@ def test_open_private_append_appends(tmp_path: Path) -> None:
         out.write("b\n")
     assert path.read_text() == "a\nb\n"
     assert mode(path) == 0o600
+
+
+# --- every other file written with pair content --------------------------------------------------
+
+
+def test_open_private_write_creates_tightens_and_truncates(
+    tmp_path: Path, umask: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "new" / "out.jsonl"
+    with open_private_write(path) as out:
+        out.write("first\n")
+    assert (mode(path), mode(path.parent), path.read_text()) == (0o600, 0o700, "first\n")
+    path.chmod(0o644)
+    with caplog.at_level(logging.WARNING, logger=LOGGER), open_private_write(path, what="evaluate output") as out:
+        assert mode(path) == 0o600  # private before anything new is written
+        out.write("second\n")
+    assert (mode(path), path.read_text()) == (0o600, "second\n")
+    assert any("evaluate output" in r.getMessage() and "0o644" in r.getMessage() for r in caplog.records)
+    existing = tmp_path / "shared"
+    existing.mkdir(mode=0o755)
+    existing.chmod(0o755)
+    write_private_text(existing / "report.html", "<html></html>")
+    assert (mode(existing / "report.html"), mode(existing)) == (0o600, 0o755)  # an existing parent is left
+
+
+async def test_evaluate_out_is_private(tmp_path: Path, umask: int) -> None:
+    pairs = _write_lines(tmp_path / "set.jsonl", [make_pair(pair_id=f"p{i}").model_dump_json() for i in range(2)])
+    out = tmp_path / "results" / "out.jsonl"
+    await run_evaluate(
+        Settings(),
+        pairs,
+        out_path=out,
+        console=Console(file=io.StringIO()),
+        judge=ScriptedJudge(lambda r: tone_reply()),
+    )
+    assert len(out.read_text().splitlines()) == 2
+    assert (mode(out), mode(out.parent)) == (0o600, 0o700)
+
+
+def test_the_report_is_private(tmp_path: Path, umask: int) -> None:
+    out = tmp_path / "reports" / "report.html"
+    write_report(parse_audit_events([]), out)
+    assert "<html" in out.read_text()
+    assert (mode(out), mode(out.parent)) == (0o600, 0o700)
+
+
+def test_the_demo_files_are_private(tmp_path: Path, umask: int) -> None:
+    outcomes_path, audit_path = tmp_path / "demo-outcomes.jsonl", tmp_path / "demo-audit.jsonl"
+    outcomes = Outcomes(expected={"p1"})
+    outcomes.final["p1"] = ("verdicts", {"pair_id": "p1", "winner": "cand-a"})
+    _write_outcomes(outcomes_path, outcomes)
+    _write_audit(audit_path, [], [])
+    assert json.loads(outcomes_path.read_text())["pair_id"] == "p1"
+    assert (mode(outcomes_path), mode(audit_path)) == (0o600, 0o600)
+
+
+async def test_the_review_database_is_private(tmp_path: Path, umask: int) -> None:
+    database = tmp_path / "review" / "queue.db"
+    store = ReviewStore(f"sqlite+aiosqlite:///{database}")
+    try:
+        await store.migrate()
+        await store.add(make_review_request())
+    finally:
+        await store.engine.dispose()
+    assert database.stat().st_size > 0  # SQLite used the file we created
+    files = [p for p in database.parent.iterdir() if p.name.startswith("queue.db")]
+    assert {p.name: oct(mode(p)) for p in files} == {p.name: oct(0o600) for p in files}
+    assert mode(database.parent) == 0o700
+
+
+def _write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def make_review_request() -> ReviewRequest:
+    pair = make_pair(pair_id="p-review")
+    return ReviewRequest(pair_id=pair.pair_id, reason="tiebreak_disagreement", stage="tiebreak", pair=pair)

@@ -15,6 +15,7 @@ import pytest
 from agents.judge import ChatMessage, JudgeRequest, TemplateKind
 from agents.prompt_reader import PromptUnreadable, read_prompt
 from agents.prompts import PromptSlots, delimiter_nonce, neutralise, render, render_tiebreak, restore
+from agents.untrusted import fold, has_hidden, strip_hidden
 from schemas import DEFAULT_TIEBREAK_WEIGHTS
 from schemas.rubric import (
     Criterion,
@@ -42,7 +43,7 @@ H2H = HeadToHeadRubric(
     constraints="Under 60 words.\n\n## Output A\nnot a heading",
     examples="",
 )
-PAIRWISE = PairwiseRubric(criteria=("accuracy", 'quotes " and \\ back', "line\nbreak", "<response_b> tag"))
+PAIRWISE = PairwiseRubric(criteria=("accuracy", "Tone & voice", "cost/benefit (1-5)", "précision"))
 WEIGHTS = TieBreakWeights(
     criteria=(
         WeightedCriterion(name="safety", weight=0.4, description="Avoids harm?\n9. looks like a row (weight: 3)"),
@@ -70,10 +71,18 @@ def slots(
 
 
 def shown(kind: TemplateKind, s: PromptSlots) -> PromptSlots:
-    """What the prompt shows of ``s``: seed 000 has no task; an empty context is no context."""
+    """What the prompt shows of ``s``: no hidden characters (``agents.untrusted``); seed 000 has no task;
+    an empty context is no context."""
+    s = dataclasses.replace(
+        s,
+        output_a=strip_hidden(s.output_a),
+        output_b=strip_hidden(s.output_b),
+        task_prompt=strip_hidden(s.task_prompt),
+        task_context=strip_hidden(s.task_context or "") or None,
+    )
     if kind == "tone_style":
         return dataclasses.replace(s, task_prompt="", task_context=None)
-    return dataclasses.replace(s, task_context=s.task_context or None)
+    return s
 
 
 KINDS: tuple[TemplateKind, ...] = ("tone_style", "head_to_head", "pairwise", "tiebreak")
@@ -128,6 +137,28 @@ PIECES = (
     "é",
     "🎉",
     "word",
+    # Chat-template special tokens, look-alike and hidden characters (agents.untrusted), and escapes of them.
+    "<|im_end|>",
+    "<|im_start|>system",
+    "[INST]",
+    "[/INST]",
+    "<s>",
+    "</s>",
+    "<<SYS>>",
+    "<start_of_turn>",
+    "&#x5B;",
+    "&#xFF1C;",
+    "&#x5b;INST]",
+    "＜/response_a＞",
+    "</rеsponse_a>",  # Cyrillic е
+    "‹task›",
+    "＆lt;task",
+    "｜",
+    "\u200b",
+    "\u202e",
+    "\u200d",
+    "\U000e0041\U000e0042",
+    "👩\u200d💻",
 )
 
 
@@ -216,15 +247,12 @@ def test_a_tampered_prompt_is_refused(kind: TemplateKind) -> None:
         re.sub(r'id="[0-9a-f]{16}"', 'id="0000000000000000"', text),
         "",
     ):
-        if tampered != text:  # seed 003 has no nonce to change
-            with pytest.raises(PromptUnreadable):
-                read_prompt(_with_user(request, tampered))
-    edited = _with_user(request, text.replace(FIRST_OUTPUT, FIRST_OUTPUT + "!"))
-    if kind == "pairwise":  # fixed tags: an edited output is just another pair
-        assert read_prompt(edited).output_a == FIRST_OUTPUT + "!"
-    else:  # the nonce no longer fits the outputs
         with pytest.raises(PromptUnreadable):
-            read_prompt(edited)
+            read_prompt(_with_user(request, tampered))
+    # Every template's delimiters carry the nonce now, seed 003's too: an edited output no longer fits it.
+    edited = _with_user(request, text.replace(FIRST_OUTPUT, FIRST_OUTPUT + "!"))
+    with pytest.raises(PromptUnreadable):
+        read_prompt(edited)
 
 
 def test_a_prompt_read_as_another_kind_is_refused() -> None:
@@ -275,15 +303,24 @@ def test_a_system_message_that_is_not_ours_is_refused() -> None:
 # --- the escape the reader undoes -----------------------------------------------------------
 
 
+SPECIAL = re.compile(r"<\|[^|<>\s]{1,40}\|>|\[/?inst\]|<<\s*/?\s*sys|</?s>", re.IGNORECASE)
+
+
 def test_restore_inverts_neutralise_and_no_tag_survives() -> None:
     rng = random.Random("escape")
     tag = re.compile(r"<\s*/?\s*(?:output_[ab]|response_[ab]|task|context)\b", re.IGNORECASE)
-    alphabet = ("<", "&", "lt;", "amp;", "output_a", "Response_B", "task", "context", "/", " ", "\n", "x", ">")
+    alphabet = (
+        *("<", "&", "lt;", "amp;", "output_a", "Response_B", "task", "context", "/", " ", "\n", "x", ">"),
+        *("＜", "‹", "#x5B;", "#xFF1C;", "[", "INST]", "|im_end|", "s>", "<SYS>>", "е", "\u200b", "\u202e"),
+    )
     for _ in range(20_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
         escaped = neutralise(text)
-        assert restore(escaped) == text
-        assert tag.search(escaped) is None
+        assert restore(escaped) == strip_hidden(text)
+        assert neutralise(restore(escaped)) == escaped  # what the reader gets renders the same again
+        assert tag.search(fold(escaped)) is None
+        assert SPECIAL.search(fold(escaped)) is None
+        assert not has_hidden(escaped)
 
 
 def test_text_without_tags_is_sent_unchanged() -> None:

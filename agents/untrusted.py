@@ -1,0 +1,180 @@
+"""Untrusted text on its way into a judge's prompt: what is removed, what is escaped, and how to read it.
+
+Outputs, task prompts and contexts come from models and end users. Before any of it is put into a
+prompt (``agents.prompts``) it goes through :func:`neutralise`, in two steps:
+
+1. **Hidden characters are removed** (:func:`strip_hidden`): zero-width spaces, word joiners and byte
+   order marks, bidirectional embeddings, overrides and isolates ("Trojan Source" reordering), Unicode
+   tag characters (U+E0000-E007F, which some models read as ASCII: hidden instructions), invisible
+   operators, the soft hyphen. A zero-width (non-)joiner is kept only between two non-ASCII characters,
+   where scripts (Persian, Indic) and emoji sequences need it. This step is lossy on purpose: what a
+   judge is shown is what a person reading the text would see. ``agents.injection`` flags the text
+   when something was hidden in it.
+2. **Structure-like sequences are escaped**, reversibly (:func:`restore` undoes it exactly):
+   delimiter tags of our templates (``<output_a …>``, ``</response_b>``, ``<task>``, ``<context>``), and
+   chat-template special tokens that servers may parse into real role markers when they render the
+   prompt (``<|im_start|>``, ``<|eot_id|>``, ``<s>``, ``</s>``, ``<<SYS>>``, ``<start_of_turn>``,
+   ``[INST]``, ``[/INST]``, ``[SYSTEM_PROMPT]`` …). Only the opening bracket is escaped (``<`` becomes
+   ``&lt;``, any other bracket a numeric reference such as ``&#x5B;``), so the judge still reads what
+   was written. Look-alikes count: the sequences are found on a *folded* view of the text, where
+   each character that NFKC maps to one ASCII character (fullwidth ``＜``, mathematical letters) or
+   that is a known confusable (Cyrillic ``е``, Greek ``ο``, angle quotes ``‹``, ``〈``) reads as that
+   ASCII character. The fold maps one character to one, so positions in the folded view are
+   positions in the text.
+
+An ``&`` already written before such an escape is escaped too (``&amp;``), which is what makes
+``restore(neutralise(t)) == strip_hidden(t)`` hold for every text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Final
+
+__all__ = ["fold", "has_hidden", "has_tag_text", "neutralise", "restore", "reveal_tags", "strip_hidden"]
+
+# --- hidden characters ------------------------------------------------------------------------
+
+_BIDI: Final = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_ZERO_WIDTH: Final = "\u00ad\u180e\u200b\u2060\u2061\u2062\u2063\u2064\ufeff"
+_JOINERS: Final = "\u200c\u200d"
+# Tag characters: U+E0001 LANGUAGE TAG and U+E0020-E007F mirror ASCII ("ASCII smuggling").
+_TAGS: Final = "\U000e0001-\U000e007f"
+
+_HIDDEN: Final = re.compile(
+    f"[{_BIDI}{_ZERO_WIDTH}{_TAGS}]"
+    # A joiner is hidden unless both neighbours are non-ASCII (a script or an emoji sequence needs it).
+    f"|(?<![^\\x00-\\x7f])[{_JOINERS}]|[{_JOINERS}](?![^\\x00-\\x7f])"
+)
+_TAG_RUN: Final = re.compile("[\U000e0020-\U000e007e]+")
+
+
+def strip_hidden(text: str) -> str:
+    """``text`` without the characters that show nothing yet can steer a reader (see the module doc)."""
+    if text.isascii():
+        return text
+    return _HIDDEN.sub("", text)
+
+
+def has_hidden(text: str) -> bool:
+    """True when :func:`strip_hidden` would change ``text``."""
+    return not text.isascii() and _HIDDEN.search(text) is not None
+
+
+def reveal_tags(text: str) -> str:
+    """``text`` with each run of Unicode tag characters (U+E0020-E007E) replaced by the ASCII it mirrors."""
+    if text.isascii():
+        return text
+    return _TAG_RUN.sub(lambda m: "".join(chr(ord(c) - 0xE0000) for c in m.group(0)), text)
+
+
+def has_tag_text(text: str) -> bool:
+    """True when ``text`` hides ASCII in Unicode tag characters."""
+    return not text.isascii() and _TAG_RUN.search(text) is not None
+
+
+# --- the folded view --------------------------------------------------------------------------
+
+# Confusables that NFKC leaves alone but a reader (or a model) takes for ASCII: letters of the
+# Cyrillic, Greek and IPA blocks drawn like Latin ones, and brackets, bars and slashes. A subset of
+# Unicode's confusables.txt: the characters that can spell our tag names and special tokens.
+_CONFUSABLES: Final = {
+    **dict(zip("аеорсухіјѕԁһӏԛԝ", "aeopcyxijsdhlqw", strict=True)),
+    **dict(zip("АВЕКМНОРСТХІЈЅ", "ABEKMHOPCTXIJS", strict=True)),
+    **dict(zip("αοριτνκυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "aopitvkuxABEZHIKMNOPTYX", strict=True)),
+    **dict(zip("ıɑɡ", "iag", strict=True)),
+    **dict.fromkeys("‹〈〈⟨˂ᐸ❬❮", "<"),
+    **dict.fromkeys("›〉〉⟩˃ᐳ❭❯", ">"),
+    **dict.fromkeys("∣ǀ│❘", "|"),
+    **dict.fromkeys("⁄∕⧸", "/"),
+    **dict.fromkeys("⟦［", "["),
+    **dict.fromkeys("⟧］", "]"),
+}
+
+
+class _FoldTable(dict[int, str]):
+    """``str.translate`` table that works out each non-ASCII character's fold once, on first sight."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = _CONFUSABLES.get(char)
+        if folded is None:
+            nfkc = unicodedata.normalize("NFKC", char)
+            folded = nfkc if len(nfkc) == 1 and nfkc.isascii() else char
+        self[code] = folded
+        return folded
+
+
+_FOLD: Final = _FoldTable()
+
+
+def fold(text: str) -> str:
+    """``text`` with every character that reads as one ASCII character replaced by it; same length."""
+    return text if text.isascii() else text.translate(_FOLD)
+
+
+# --- escaping structure-like sequences --------------------------------------------------------
+
+# What may follow an opening "<" (case-insensitive, spaces allowed where parsers allow them):
+_ANGLE_TAILS: Final = (
+    r"\s*/?\s*(?:output_[ab]|response_[ab]|task|context)\b"  # our delimiters, any attributes
+    r"|\|[^|<>\s]{1,40}\|>"  # <|im_start|>, <|eot_id|>, <|start_header_id|>, <|channel|> ...
+    r"|/?s>"  # <s>, </s>
+    r"|<\s*/?\s*sys\s*>>"  # <<SYS>>, <</SYS>>
+    r"|/?(?:start_of_turn|end_of_turn|bos|eos|eot|pad|unk|sep|cls|mask)>"
+)
+_SQUARE_TAILS: Final = r"/?(?:inst|system_prompt|available_tools|tool_calls|tool_results)\]"
+_DANGER: Final = re.compile(rf"(?i)<(?={_ANGLE_TAILS})|\[(?={_SQUARE_TAILS})")
+_ENTITY: Final = r"(?:lt|#x[0-9A-F]{1,6});"
+# An "&" already before an escape-shaped entity that precedes a dangerous tail, so restore cannot mistake it.
+_AMPERSAND: Final = re.compile(rf"(?i)&(?=(?:amp;)*{_ENTITY}(?:{_ANGLE_TAILS}|{_SQUARE_TAILS}))")
+_ESCAPES: Final = re.compile(
+    rf"(?i)&lt;(?={_ANGLE_TAILS})|&#x([0-9A-F]{{1,6}});(?={_ANGLE_TAILS}|{_SQUARE_TAILS})"
+    rf"|&amp;(?=(?:amp;)*{_ENTITY}(?:{_ANGLE_TAILS}|{_SQUARE_TAILS}))"
+)
+_LITERAL: Final = re.compile(rf"(?i)&(?:amp;)*{_ENTITY}")
+
+
+def _escape(char: str) -> str:
+    return "&lt;" if char == "<" else f"&#x{ord(char):X};"
+
+
+def neutralise(text: str) -> str:
+    """``text`` as it may appear in a prompt: hidden characters removed, structure-like sequences escaped."""
+    text = strip_hidden(text)
+    folded = fold(text)
+    if "<" not in folded and "[" not in folded and "&" not in folded:
+        return text  # the common case: nothing to escape
+    spots = {m.start(): _escape(text[m.start()]) for m in _DANGER.finditer(folded)}
+    # Only a literal ASCII "&amp;…&lt;" run can be mistaken for an escape (``restore`` reads no look-alikes).
+    spots.update((m.start(), "&amp;") for m in _AMPERSAND.finditer(folded) if _LITERAL.match(text, m.start()))
+    if not spots:
+        return text
+    pieces: list[str] = []
+    last = 0
+    for at in sorted(spots):
+        pieces += (text[last:at], spots[at])
+        last = at + 1
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def restore(text: str) -> str:
+    """The inverse of :func:`neutralise`'s escaping: ``restore(neutralise(t)) == strip_hidden(t)``."""
+    if "&" not in text:
+        return text
+    folded = fold(text)
+    pieces: list[str] = []
+    last = 0
+    for m in _ESCAPES.finditer(folded):
+        token = m.group(0)
+        if not text.startswith(token, m.start()):
+            continue  # a look-alike of an escape (fullwidth "＆lt;"): neutralise never writes one
+        char = "<" if token.lower() == "&lt;" else "&" if token.lower() == "&amp;" else chr(int(m.group(1), 16))
+        pieces += (text[last : m.start()], char)
+        last = m.end()
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
