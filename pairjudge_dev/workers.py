@@ -5,8 +5,10 @@ Shared by the integration tests and the benchmarks (``pairjudge_dev.bench``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -67,3 +69,18 @@ def running_worker(settings: Settings, log_path: Path) -> Iterator[subprocess.Po
         yield worker
     finally:
         stop_process(worker)
+
+
+def read_log(path: Path) -> str:
+    """A worker's log so far; empty before the worker has written it."""
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+async def wait_for_log(path: Path, text: str, timeout: float) -> str:
+    """The log once it holds ``text``, or as it is after ``timeout`` seconds (the caller asserts on it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log = await asyncio.to_thread(read_log, path)
+        if text in log or time.monotonic() > deadline:
+            return log
+        await asyncio.sleep(0.5)

@@ -3,31 +3,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-import time
 from pathlib import Path
 
 import pytest
 
-from pairjudge_dev.workers import kafka_run, running_worker
+from pairjudge_dev.workers import kafka_run, running_worker, wait_for_log
 from streams.control import publish_control
 from streams.settings import ControlSettings
 
 pytestmark = [pytest.mark.kafka]
-
-
-def _read(path: Path) -> str:
-    return path.read_text(errors="replace") if path.exists() else ""
-
-
-async def _wait_for_log(path: Path, text: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        log = await asyncio.to_thread(_read, path)
-        if text in log or time.monotonic() > deadline:
-            return log
-        await asyncio.sleep(0.5)
 
 
 async def test_a_worker_with_a_key_ignores_unsigned_updates_and_applies_signed_ones(
@@ -40,9 +25,9 @@ async def test_a_worker_with_a_key_ignores_unsigned_updates_and_applies_signed_o
     log_path = tmp_path / "worker.log"
     with running_worker(settings, log_path):
         await publish_control(forger, "primary_confidence_threshold", 0.0, "alice (really mallory)")
-        ignored = await _wait_for_log(log_path, "ignored an update for key b'primary_confidence_threshold'", 60)
+        ignored = await wait_for_log(log_path, "ignored an update for key b'primary_confidence_threshold'", 60)
         await publish_control(settings, "primary_confidence_threshold", 0.95, "olga")
-        log = await _wait_for_log(log_path, "control: primary_confidence_threshold = 0.95", 60)
+        log = await wait_for_log(log_path, "control: primary_confidence_threshold = 0.95", 60)
     assert "ignored an update for key b'primary_confidence_threshold'" in ignored, ignored[-3000:]
     assert "unsigned" in ignored
     assert "control: primary_confidence_threshold = 0.95 (by key ops-test: olga)" in log, log[-3000:]
@@ -56,6 +41,6 @@ async def test_a_worker_without_a_key_says_so_once_and_applies_updates(kafka_boo
     log_path = tmp_path / "worker.log"
     with running_worker(settings, log_path):
         await publish_control(settings, "audit_share", 0.2, "bob")
-        log = await _wait_for_log(log_path, "control: audit_share = 0.2 (by bob)", 60)
+        log = await wait_for_log(log_path, "control: audit_share = 0.2 (by bob)", 60)
     assert "control: audit_share = 0.2 (by bob)" in log, log[-3000:]
     assert log.count("are not authenticated (PAIRJUDGE_CONTROL__SIGNING_KEY is not set)") == 1

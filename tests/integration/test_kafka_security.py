@@ -21,7 +21,7 @@ import pytest
 
 from pairjudge_dev.kafka_secure import SecureKafka, start_secure_kafka
 from pairjudge_dev.pairgen import sample_dicts
-from pairjudge_dev.workers import running_worker
+from pairjudge_dev.workers import running_worker, wait_for_log
 from streams.brokers import BrokerError, create_topics
 from streams.collector import collect_outcomes, read_topic
 from streams.kafka_security import ClientConfig, client_config, explain
@@ -34,19 +34,7 @@ pytestmark = [pytest.mark.kafka]
 #: The runs whose topics and ACLs the fixture sets up (fresh broker per session: fixed names are fine).
 E2E, CTL, RT = "sec-e2e", "sec-ctl", "sec-rt"
 #: What a worker writes; it reads every pairjudge topic. Not ``pairs``, ``labels`` or ``control``.
-WORKER_WRITES = (
-    "verdicts",
-    "tiebreak",
-    "review",
-    "deadletter",
-    "audit",
-    "decisions",
-    "observations",
-    "thresholds",
-    "score-events",
-    "scores",
-    "gate",
-)
+WORKER_WRITES = tuple(kind for kind in KINDS if kind not in ("pairs", "labels", "control"))
 
 
 def _app_id(prefix: str) -> str:
@@ -136,19 +124,6 @@ def _decisive(prefix: str, n: int) -> bytes:
     return json.dumps(pair).encode()
 
 
-def _read(path: Path) -> str:
-    return path.read_text(errors="replace") if path.exists() else ""
-
-
-async def _wait_for_log(path: Path, text: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        log = await asyncio.to_thread(_read, path)
-        if text in log or time.monotonic() > deadline:
-            return log
-        await asyncio.sleep(0.5)
-
-
 async def test_a_worker_judges_a_pair_over_sasl_ssl_with_scram(secure_kafka: SecureKafka, tmp_path: Path) -> None:
     worker = _settings(secure_kafka, "worker", E2E, tmp_path)
     admin = _settings(secure_kafka, "admin", E2E, tmp_path)
@@ -170,7 +145,7 @@ async def test_only_the_operator_may_write_control(secure_kafka: SecureKafka, tm
     with running_worker(worker, log_path):
         refused = _cli(worker, "control", "set", "primary_confidence_threshold", "0", "--by", "worker")
         allowed = _cli(operator, "control", "set", "tiebreak_enabled", "false", "--by", "olga")
-        log = await _wait_for_log(log_path, "control: tiebreak_enabled = False", timeout=60)
+        log = await wait_for_log(log_path, "control: tiebreak_enabled = False", timeout=60)
     assert refused.returncode == 3, refused.stdout + refused.stderr
     message = " ".join(refused.stderr.split())
     assert "not authorised" in message, message
