@@ -160,6 +160,11 @@ class JudgeSettings(_Section):
     breaker_failures: int = Field(default=5, ge=1)
     breaker_cooldown_s: float = Field(default=5.0, gt=0)
     breaker_max_cooldown_s: float = Field(default=60.0, gt=0)
+    #: Once the cooldown has grown, how often the open breaker checks the judge with a GET of its model
+    #: list; an answer lets the half-open probe go at once, so a judge back from a long outage is used
+    #: within about this long instead of the rest of its cooldown. 0 turns the checks off. The offline
+    #: judge has nothing to check.
+    breaker_probe_interval_s: float = Field(default=2.0, ge=0)
     #: US dollars per million tokens by model name, as JSON:
     #: ``PAIRJUDGE_JUDGE__PRICES='{"gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10}}'``.
     #: A model missing here has an unknown cost (None), not zero.

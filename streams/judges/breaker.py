@@ -2,8 +2,8 @@
 
 States::
 
-    closed ──N consecutive outages──► open ──cooldown elapsed──► half-open ──probe ok──► closed
-                                        ▲                            │
+    closed ──N consecutive outages──► open ──cooldown elapsed, or a check──► half-open ──probe ok──► closed
+                                        ▲        saw the judge come back          │
                                         └──── probe failed: cooldown × backoff (≤ max) ◄┘
 
 * **closed**: calls go through. ``failure_threshold`` consecutive ``JudgeUnavailable`` open it.
@@ -13,6 +13,22 @@ States::
   keep failing fast while it is in flight. Success closes the breaker (and resets the cooldown); an
   outage re-opens it with the cooldown multiplied by ``backoff`` up to ``max_cooldown_s``.
 
+**Checks** (when the breaker is given a ``check``: a cheap request such as a GET of the model list).
+The doubled cooldown keeps real judge calls away from a judge that stays down, but it also means a judge
+that comes back after a long outage waits up to ``max_cooldown_s`` to be used. So once the cooldown has
+grown past its base (a real probe already failed), the breaker also runs a check every
+``check_interval_s`` while it is open. A check that finds the judge up makes the breaker ready for its
+half-open probe at once, before the cooldown ends. It never closes the breaker by itself: a server
+may list its models while its completions fail (a load balancer in front of crashed workers, a model
+still loading), and only a real call proves the judge can judge. The check is only believed while it has
+been right: if a probe it let through fails, its "up" answers are ignored (the cooldown rules alone)
+until a check sees the judge down again, so a judge whose model list always answers gets one extra
+probe, not a probe every interval. While the cooldown is at its base the breaker does not check: the
+base cooldown is short, and it gives an overloaded judge its rest.
+
+Checks run inside ``wait_until_closed``, in one waiter at a time: the breaker starts no task of its
+own, and nobody checks a judge nobody is waiting for.
+
 What counts as an outage: only ``JudgeUnavailable`` (transport failures, timeouts, 5xx/429 after the
 adapter's own retries). A ``JudgeRejected`` (auth, bad request) or an ``InvalidReply`` means the
 endpoint *answered*: it is up, and opening the breaker would not fix a wrong key or a bad prompt, only
@@ -20,9 +36,9 @@ hide it behind "circuit open". So they count as answers: they end a run of outag
 half-open breaker. A call cancelled (or failing with a non-judge error) counts as neither; a cancelled
 probe frees the probe slot for the next call.
 
-Outcomes of calls admitted before the breaker last changed state are ignored: a slow call that fails
-after the breaker already opened does not lengthen the cooldown, and one that fails after it closed
-again does not count towards the next opening.
+Outcomes of calls (and checks) admitted before the breaker last changed state are ignored: a slow call
+that fails after the breaker already opened does not lengthen the cooldown, and one that fails after it
+closed again does not count towards the next opening.
 
 Backpressure: ``is_open`` is True while a call would be refused, and ``wait_until_closed()`` returns
 when one would be admitted again. The stream edge stops taking new pairs meanwhile. Because only a
@@ -36,8 +52,9 @@ The clock is injectable (``time.monotonic`` by default) so tests need not sleep.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,7 +63,12 @@ import anyio
 from agents.errors import JudgeError, JudgeUnavailable
 from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
 
+log = logging.getLogger(__name__)
+
 State = Literal["closed", "open", "half_open"]
+
+#: A cheap request to the judge: True when it answered as a judge that is up does, False when not.
+Check = Callable[[], Awaitable[bool]]
 
 
 class CircuitOpen(JudgeUnavailable):
@@ -59,6 +81,15 @@ class Ticket:
 
     generation: int
     probe: bool
+    #: A probe let through early by a check, before the cooldown ended.
+    early: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CheckTicket:
+    """A check the breaker asked for. Hand it back with its result (``record_check``)."""
+
+    generation: int
 
 
 class CircuitBreaker:
@@ -73,6 +104,8 @@ class CircuitBreaker:
         backoff: float = 2.0,
         probe_lease_s: float = 1.0,
         max_wait_poll_s: float = 1.0,
+        check: Check | None = None,
+        check_interval_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         name: str = "judge",
     ) -> None:
@@ -82,6 +115,8 @@ class CircuitBreaker:
             raise ValueError("need 0 < cooldown_s <= max_cooldown_s")
         if backoff < 1 or probe_lease_s <= 0 or max_wait_poll_s <= 0:
             raise ValueError("backoff must be >= 1; probe_lease_s and max_wait_poll_s positive")
+        if check is not None and check_interval_s <= 0:
+            raise ValueError("check_interval_s must be positive (or pass no check)")
         self._threshold = failure_threshold
         self._base_cooldown = cooldown_s
         self._max_cooldown = max_cooldown_s
@@ -90,6 +125,8 @@ class CircuitBreaker:
         self._max_poll = max_wait_poll_s
         self._clock = clock
         self._name = name
+        self._check = check
+        self._check_interval = check_interval_s
 
         self._state: State = "closed"
         #: Bumped on every state change; outcomes of calls admitted under an older one are ignored.
@@ -102,15 +139,26 @@ class CircuitBreaker:
         self._lease_until = 0.0
         #: Set (and replaced) on every state change, to wake waiters. Created on first wait, in a loop.
         self._changed: anyio.Event | None = None
+        #: A check found the judge up: the half-open probe may go before the cooldown ends.
+        self._ready = False
+        #: When the next check is due, and whether one is out now.
+        self._next_check_at = 0.0
+        self._check_in_flight = False
+        #: Whether a check's "up" is believed: false once a probe it let through failed, true again
+        #: once a check sees the judge down (module docstring).
+        self._trust_checks = True
         #: How often the breaker opened, for metrics.
         self.opened_count = 0
+        #: How many checks ran, and how many half-open probes they let through early, for metrics.
+        self.checks_count = 0
+        self.early_probes = 0
 
     # --- observing ------------------------------------------------------------------------------
 
     @property
     def state(self) -> State:
         """The state now: "open" turns into "half_open" by itself once the cooldown has elapsed."""
-        if self._state == "open" and self._clock() - self._opened_at >= self._cooldown:
+        if self._state == "open" and (self._ready or self._clock() - self._opened_at >= self._cooldown):
             return "half_open"
         return self._state
 
@@ -129,9 +177,14 @@ class CircuitBreaker:
         """The current cooldown (it grows while probes keep failing)."""
         return self._cooldown
 
+    @property
+    def checks_enabled(self) -> bool:
+        """Whether the open breaker checks its judge with a cheap request (module docstring)."""
+        return self._check is not None
+
     def retry_in(self) -> float:
         """Seconds until the breaker is ready for a probe; 0 when not open."""
-        if self._state != "open":
+        if self._state != "open" or self._ready:
             return 0.0
         return max(0.0, self._cooldown - (self._clock() - self._opened_at))
 
@@ -143,10 +196,13 @@ class CircuitBreaker:
         if state == "closed":
             return Ticket(self._generation, probe=False)
         if state == "half_open" and not self._probe_in_flight:
+            early = self._state == "open" and self._ready and self._clock() - self._opened_at < self._cooldown
             if self._state == "open":
                 self._transition("half_open")
             self._probe_in_flight = True
-            return Ticket(self._generation, probe=True)
+            if early:
+                self.early_probes += 1
+            return Ticket(self._generation, probe=True, early=early)
         detail = "a probe call is in flight" if state == "half_open" else f"retry in {self.retry_in():.1f} s"
         raise CircuitOpen(f"judge {self._name}: circuit open after {self._failures} consecutive failures ({detail})")
 
@@ -158,6 +214,7 @@ class CircuitBreaker:
             self._probe_in_flight = False
             self._cooldown = self._base_cooldown
             self._failures = 0
+            self._trust_checks = True
             self._transition("closed")
         elif self._state == "closed":
             self._failures = 0
@@ -170,11 +227,15 @@ class CircuitBreaker:
             self._probe_in_flight = False
             self._failures += 1
             self._cooldown = min(self._cooldown * self._backoff, self._max_cooldown)
+            if ticket.early:
+                # The check said "up" and the judge was not: its answers say nothing about this outage.
+                self._trust_checks = False
             self._open()
         elif self._state == "closed":
             self._failures += 1
             if self._failures >= self._threshold:
                 self._cooldown = self._base_cooldown
+                self._trust_checks = True
                 self._open()
 
     def release(self, ticket: Ticket) -> None:
@@ -183,8 +244,57 @@ class CircuitBreaker:
             self._probe_in_flight = False
             self._notify()
 
+    # --- checks -------------------------------------------------------------------------------
+
+    def check_due_in(self) -> float | None:
+        """Seconds until the next check is due (0: now); None while no check is wanted.
+
+        Checks are wanted while the breaker is open in a cooldown that has grown past its base, with
+        no check out and no probe already allowed.
+        """
+        if self._check is None or self._check_in_flight or self.state != "open":
+            return None
+        if self._cooldown <= self._base_cooldown:
+            return None
+        return max(0.0, self._next_check_at - self._clock())
+
+    def begin_check(self) -> CheckTicket | None:
+        """Claim the check that is due now, if one is; run it and hand the result to ``record_check``."""
+        if self.check_due_in() != 0.0:
+            return None
+        self._check_in_flight = True
+        self._next_check_at = self._clock() + self._check_interval
+        self.checks_count += 1
+        return CheckTicket(self._generation)
+
+    def record_check(self, ticket: CheckTicket, up: bool | None) -> None:
+        """The check's result: True (the judge answered), False (it did not), None (no result: cancelled)."""
+        self._check_in_flight = False
+        if up is not None and ticket.generation == self._generation and self._state == "open":
+            if not up:
+                self._trust_checks = True
+            elif self._trust_checks and not self._ready:
+                self._ready = True
+                log.info("judge %s: a check found it answering; letting a probe call through", self._name)
+        self._notify()
+
+    async def _run_check(self, ticket: CheckTicket) -> None:
+        assert self._check is not None
+        up: bool | None = None
+        try:
+            up = await self._check()
+        except Exception as exc:  # noqa: BLE001 - a broken check must not stop the worker: the cooldown still rules
+            log.warning("judge %s: the breaker's check failed: %s: %s", self._name, type(exc).__name__, exc)
+        finally:
+            self.record_check(ticket, up)
+
+    # --- transitions ----------------------------------------------------------------------------
+
     def _open(self) -> None:
         self._opened_at = self._clock()
+        # The first check of a (re)opened breaker is due at once; a check already out belongs to the
+        # previous generation and its result will be ignored.
+        self._next_check_at = self._opened_at
         self.opened_count += 1
         self._transition("open")
 
@@ -192,6 +302,7 @@ class CircuitBreaker:
         self._state = state
         self._generation += 1
         self._lease_until = 0.0
+        self._ready = False
         self._notify()
 
     def _notify(self) -> None:
@@ -204,8 +315,9 @@ class CircuitBreaker:
     async def wait_until_closed(self) -> None:
         """Return once a call would be admitted: closed, or ready for its half-open probe.
 
-        While the breaker is ready for a probe, waiters are released one at a time: each released
-        waiter has ``probe_lease_s`` to make its call before the next is let go.
+        While the breaker is open, one waiter at a time runs its check (module docstring). While the
+        breaker is ready for a probe, waiters are released one at a time: each released waiter has
+        ``probe_lease_s`` to make its call before the next is let go.
         """
         while True:
             now = self._clock()
@@ -216,7 +328,15 @@ class CircuitBreaker:
                 self._lease_until = now + self._probe_lease
                 return
             if state == "open":
+                check = self.begin_check()
+                if check is not None:
+                    # This waiter runs the check; the others wait for its outcome (or their deadlines).
+                    await self._run_check(check)
+                    continue
                 delay = self.retry_in()
+                check_in = self.check_due_in()
+                if check_in is not None:
+                    delay = min(delay, check_in)
             elif not self._probe_in_flight:
                 delay = self._lease_until - now
             else:

@@ -9,6 +9,10 @@ outermost so a hit never touches the breaker (cached replies are served even whi
 and is never priced (it costs 0.0). The breaker sits between them, so it sees only real calls. The
 offline judge gets no cache (it is cheap and deterministic) but the same breaker and pricing, so the
 edges need no special case.
+
+An open breaker over an HTTP judge checks it with a GET of its model list (``breaker_check``) every
+``breaker_probe_interval_s`` once its cooldown has grown, so a judge back from a long outage is used
+again within seconds; see ``streams.judges.breaker``.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ import httpx
 
 from agents.judge import Judge
 from agents.offline import OfflineJudge
-from streams.judges.breaker import BreakerJudge, CircuitBreaker
+from streams.judges.breaker import BreakerJudge, Check, CircuitBreaker
 from streams.judges.cache import CachingJudge, ResponseCache
 from streams.judges.cost import PricedJudge, PriceTable
-from streams.judges.http import public_url
+from streams.judges.http import RETRIABLE_STATUSES, EndpointJudge, ProbeResult, public_url
 from streams.settings import JudgeSettings
 
 
@@ -113,13 +117,47 @@ def cache_params(settings: JudgeSettings) -> dict[str, Any]:
     }
 
 
+#: The shortest wait for a breaker check's answer (below).
+MIN_CHECK_TIMEOUT_S = 1.0
+
+
+def judge_answered(result: ProbeResult) -> bool:
+    """Whether a GET of the model list says the judge is up: any answer but a 5xx, 408 or 429.
+
+    A 404 (a server without a model list) or a 401 still proves the server answers; what the adapter
+    would retry as an outage (no answer, a 5xx, 408, 429) does not.
+    """
+    status = result.status
+    return status is not None and status < 500 and status not in RETRIABLE_STATUSES
+
+
+def breaker_check(inner: Judge, settings: JudgeSettings) -> Check | None:
+    """The open breaker's cheap check of ``inner`` (a GET of its model list); None for a judge without one.
+
+    It waits at most the check interval (at least ``MIN_CHECK_TIMEOUT_S``): a check slower than that
+    only delays the next one, and a judge that cannot list its models that fast is not answering well.
+    """
+    if not isinstance(inner, EndpointJudge) or settings.breaker_probe_interval_s <= 0:
+        return None
+    endpoint = inner
+    timeout_s = max(settings.breaker_probe_interval_s, MIN_CHECK_TIMEOUT_S)
+
+    async def check() -> bool:
+        return judge_answered(await endpoint.probe_models(timeout_s=timeout_s))
+
+    return check
+
+
 def build_judge_stack(settings: JudgeSettings, *, clock: Callable[[], float] | None = None) -> JudgeStack:
     """The configured judge wrapped for cost, resilience and caching (order in the module docstring)."""
     inner = build_inner_judge(settings)
+    check = breaker_check(inner, settings)
     breaker = CircuitBreaker(
         failure_threshold=settings.breaker_failures,
         cooldown_s=settings.breaker_cooldown_s,
         max_cooldown_s=max(settings.breaker_max_cooldown_s, settings.breaker_cooldown_s),
+        check=check,
+        check_interval_s=settings.breaker_probe_interval_s,
         name=inner.identity.model,
         clock=clock or time.monotonic,
     )

@@ -16,7 +16,8 @@ from schemas import PairVerdict
 from streams.judges.breaker import BreakerJudge
 from streams.judges.cache import CachingJudge
 from streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
-from streams.judges.factory import build_judge_stack, cache_params
+from streams.judges.factory import build_judge_stack, cache_params, judge_answered
+from streams.judges.http import ProbeResult
 from streams.judges.openai import OpenAICompatibleJudge
 from streams.settings import JudgeSettings, Settings, environ_for
 from tests.unit.factories import make_pair, tone_reply
@@ -102,6 +103,7 @@ def test_judge_settings_defaults() -> None:
         None,
     )
     assert (s.breaker_failures, s.breaker_cooldown_s, s.breaker_max_cooldown_s, s.prices) == (5, 5.0, 60.0, {})
+    assert s.breaker_probe_interval_s == 2.0
 
 
 def test_prices_come_from_the_environment_as_json_and_travel_to_child_workers(
@@ -203,3 +205,42 @@ def test_the_stack_exposes_the_outermost_judge() -> None:
     judge = build_judge_stack(JudgeSettings()).judge
     assert isinstance(judge, BreakerJudge)
     assert judge.identity == OfflineJudge().identity
+
+
+# --- the breaker's check --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("result", "up"),
+    [
+        (ProbeResult(200), True),
+        (ProbeResult(404, "no model list"), True),  # llama.cpp builds without /models still answer
+        (ProbeResult(401, "bad key"), True),  # the server answered; a bad key is not an outage
+        (ProbeResult(None, failure="connection refused"), False),
+        (ProbeResult(None, failure="no answer within 2 s"), False),
+        (ProbeResult(503, "overloaded"), False),
+        (ProbeResult(502), False),
+        (ProbeResult(429, "slow down"), False),
+        (ProbeResult(408), False),
+    ],
+)
+def test_a_check_counts_as_up_what_the_adapter_would_not_retry(result: ProbeResult, up: bool) -> None:
+    assert judge_answered(result) is up
+
+
+async def test_http_judges_get_a_checking_breaker_the_offline_judge_and_interval_0_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PAIRJUDGE_JUDGE__BREAKER_PROBE_INTERVAL_S", "0.5")
+    assert Settings().judge.breaker_probe_interval_s == 0.5
+    offline = build_judge_stack(JudgeSettings())
+    assert offline.breaker is not None
+    assert not offline.breaker.checks_enabled
+    for interval, enabled in ((2.0, True), (0.0, False)):
+        settings = JudgeSettings(kind="openai", breaker_probe_interval_s=interval, cache_dir=tmp_path / "c")
+        stack = build_judge_stack(settings)
+        try:
+            assert stack.breaker is not None
+            assert stack.breaker.checks_enabled is enabled
+        finally:
+            await stack.aclose()
