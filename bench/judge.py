@@ -397,7 +397,7 @@ class Cell:
 
     @property
     def rate(self) -> float:
-        return self.completed / self.window_s
+        return self.completed / self.window_s if self.window_s > 0 else 0.0
 
 
 async def run_cell(
@@ -583,7 +583,7 @@ class StreamRun:
 
     @property
     def rate(self) -> float:
-        return self.pairs / self.wall_s
+        return self.pairs / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
     def lookups(self) -> int:
@@ -696,8 +696,28 @@ async def cache_runs(server: ServerProcess, args: argparse.Namespace, work_dir: 
 # --------------------------------------------------------------------------------------------------
 
 
-def _share(rate: float, ideal: float) -> str:
-    return f"{rate:,.1f} ({rate / ideal:.2f})"
+#: What the report prints for a ratio whose denominator is zero (a column that completed no pair).
+NA = "n/a"
+
+
+def _ratio(num: float, den: float) -> str:
+    """``num ÷ den`` to 2 places; n/a when ``den`` is zero (or not a number: no samples)."""
+    if den == 0 or math.isnan(den) or math.isnan(num):
+        return NA
+    return f"{num / den:.2f}"
+
+
+def _ms(values: Sequence[float], q: float, digits: int = 0) -> str:
+    """A percentile in ms; n/a without samples."""
+    return f"{percentile(values, q):,.{digits}f}" if values else NA
+
+
+def _share(cell: Cell, ideal: float) -> str:
+    # A client that completed nothing in the window (plain httpx collapses at high concurrency) is
+    # reported as such, not divided by.
+    if not cell.completed:
+        return "0 pairs"
+    return f"{cell.rate:,.1f} ({_ratio(cell.rate, ideal)})"
 
 
 def report(
@@ -726,11 +746,11 @@ def report(
         main.add_row(
             f"{shipped.inflight} ({2 * shipped.inflight})",
             f"{ideal:,.1f}",
-            _share(shipped.rate, ideal),
-            _share(plain.rate, ideal),
-            f"{shipped.rate / plain.rate:.2f}",
-            _share(ref.rate, ideal),
-            f"{shipped.rate / ref.rate:.2f}",
+            _share(shipped, ideal),
+            _share(plain, ideal),
+            _ratio(shipped.rate, plain.rate),
+            _share(ref, ideal),
+            _ratio(shipped.rate, ref.rate),
         )
     console.print(main)
 
@@ -750,11 +770,11 @@ def report(
                 cell.client,
                 str(cell.inflight),
                 str(cell.completed),
-                f"{percentile(cell.pair_ms, 0.5):,.0f}",
-                f"{percentile(cell.pair_ms, 0.95):,.0f}",
+                _ms(cell.pair_ms, 0.5),
+                _ms(cell.pair_ms, 0.95),
                 "—" if cell.server_peak is None else str(cell.server_peak),
                 f"{cell.client_cores:.2f}",
-                f"{1000 * cell.client_cores / cell.rate:.2f}" if cell.completed else "—",
+                _ratio(1000 * cell.client_cores, cell.rate),
                 "—" if cell.server_cores is None else f"{cell.server_cores:.2f}",
             )
     console.print(detail)
@@ -766,39 +786,41 @@ def report(
     lat.add_column("server peak in flight", justify="right")
     lat.add_row(
         "one call (judge.complete, AB only)",
-        f"{percentile(low.call_ms, 0.5):.1f}",
-        f"{percentile(low.call_ms, 0.95):.1f}",
+        _ms(low.call_ms, 0.5, 1),
+        _ms(low.call_ms, 0.95, 1),
         str(low.call_peak),
     )
     lat.add_row(
         "one pair (judge_pair: AB and BA)",
-        f"{percentile(low.pair_ms, 0.5):.1f}",
-        f"{percentile(low.pair_ms, 0.95):.1f}",
+        _ms(low.pair_ms, 0.5, 1),
+        _ms(low.pair_ms, 0.95, 1),
         str(low.pair_peak),
     )
     lat.add_row(
         "pair ÷ call",
-        f"{percentile(low.pair_ms, 0.5) / percentile(low.call_ms, 0.5):.2f}",
-        f"{percentile(low.pair_ms, 0.95) / percentile(low.call_ms, 0.95):.2f}",
+        _ratio(percentile(low.pair_ms, 0.5), percentile(low.call_ms, 0.5)),
+        _ratio(percentile(low.pair_ms, 0.95), percentile(low.call_ms, 0.95)),
         "",
     )
     console.print(lat)
-    overhead_ms = percentile(low.pair_ms, 0.5) - percentile(low.call_ms, 0.5)
-    console.print(
-        f"Server latency {latency_ms:.0f} ms; a pair costs {overhead_ms:+.1f} ms "
-        f"over one call at p50 (2 calls in sequence would be ×2.0)."
-    )
+    if low.pair_ms and low.call_ms:
+        overhead_ms = percentile(low.pair_ms, 0.5) - percentile(low.call_ms, 0.5)
+        console.print(
+            f"Server latency {latency_ms:.0f} ms; a pair costs {overhead_ms:+.1f} ms "
+            f"over one call at p50 (2 calls in sequence would be ×2.0)."
+        )
 
     empty, off, _ = runs
+    repeat_share = f"{repeats / empty.pairs:.0%}" if empty.pairs else NA
     cache = Table(
-        title=f"response cache: {empty.pairs} pairs, {repeats} exact repeats ({repeats / empty.pairs:.0%}), shuffled, "
+        title=f"response cache: {empty.pairs} pairs, {repeats} exact repeats ({repeat_share}), shuffled, "
         f"{args.cache_concurrency} pairs in flight"
     )
     cache.add_column("")
     for run in runs:
         cache.add_column(run.label, justify="right")
     cache.add_row("pairs/s", *(f"{r.rate:,.1f}" for r in runs))
-    cache.add_row("÷ cache off", *(f"{r.rate / off.rate:.2f}" for r in runs))
+    cache.add_row("÷ cache off", *(_ratio(r.rate, off.rate) for r in runs))
     cache.add_row("wall s", *(f"{r.wall_s:.2f}" for r in runs))
     cache.add_row("judge calls asked by judge_pair", *(str(2 * r.pairs) for r in runs))
     cache.add_row("requests reaching the server", *(str(r.server_requests) for r in runs))
