@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import sqlite3
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +28,14 @@ from agents.policy import Policy
 from agents.prompts import render_primary
 from agents.scripted import ScriptedJudge
 from schemas import PairVerdict, RubricRef
-from streams.judges.cache import CachedReply, CachingJudge, ResponseCache, is_json_object, request_key
+from streams.judges.cache import (
+    CachedReply,
+    CachingJudge,
+    ResponseCache,
+    WriterStats,
+    is_json_object,
+    request_key,
+)
 from tests.unit.factories import make_pair, tone_reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +50,13 @@ def a_request(order: Literal["AB", "BA"] = "AB") -> JudgeRequest:
 
 def scripted(*answers: str | Exception, **kwargs: Any) -> ScriptedJudge:
     return ScriptedJudge(list(answers), model="judge-m", input_tokens=300, output_tokens=80, latency_s=1.5, **kwargs)
+
+
+async def until_keys_loaded(store: ResponseCache) -> None:
+    """Wait for the writer thread to load the set of keys on disk (until then every miss reads the disk)."""
+    with anyio.fail_after(10):
+        while not store.keys_loaded:  # noqa: ASYNC110 - polling a thread's state
+            await anyio.sleep(0.01)
 
 
 @pytest.fixture
@@ -109,16 +126,46 @@ async def test_entries_survive_closing_and_reopening_the_cache(tmp_path: Path) -
     assert (response.cached, response.text, inner.calls) == (True, REPLY, 0)
 
 
-async def test_two_judges_on_one_directory_share_entries(tmp_path: Path) -> None:
-    # Two workers on one host: both open the directory first, then one stores and the other reads.
-    store_1, store_2 = ResponseCache(tmp_path / "shared"), ResponseCache(tmp_path / "shared")
-    worker_1, worker_2 = CachingJudge(scripted(REPLY), store_1), CachingJudge(scripted(), store_2)
-    await worker_1.complete(a_request())
-    response = await worker_2.complete(a_request())
-    assert response.cached
-    assert response.text == REPLY
+async def test_a_worker_opened_later_reads_what_another_stored_and_closed(tmp_path: Path) -> None:
+    # Two workers on one host: one stores and closes (its writes flushed), the other opens afterwards.
+    store_1 = ResponseCache(tmp_path / "shared")
+    await CachingJudge(scripted(REPLY), store_1).complete(a_request())
     store_1.close()
+    store_2 = ResponseCache(tmp_path / "shared")
+    await until_keys_loaded(store_2)
+    worker_2 = CachingJudge(scripted(), store_2)  # would fail the test if called: it has no replies
+    response = await worker_2.complete(a_request())
     store_2.close()
+    assert (response.cached, response.text) == (True, REPLY)
+    assert worker_2.stats.disk_reads == 1  # a genuine disk hit: the one lookup that hops to a thread
+
+
+async def test_a_key_stored_by_another_worker_after_opening_is_seen_once_the_key_set_reloads(tmp_path: Path) -> None:
+    # The trade-off in the module docstring: keys another worker writes after we loaded the key set
+    # cost a judge call until the set is reloaded, never a wrong answer.
+    directory = tmp_path / "shared"
+    never = ResponseCache(directory, key_refresh_s=None)
+    soon = ResponseCache(directory, key_refresh_s=0.2)
+    await until_keys_loaded(never)
+    await until_keys_loaded(soon)
+    writer = ResponseCache(directory)
+    await CachingJudge(scripted(REPLY), writer).complete(a_request())
+    writer.close()
+
+    loads = soon.writer_stats.key_loads  # any reload from now on comes after the write
+    not_seen = scripted(tone_reply("B"))
+    assert not (await CachingJudge(not_seen, never).complete(a_request())).cached
+    assert not_seen.calls == 1
+    with anyio.fail_after(10):
+        while soon.writer_stats.key_loads == loads:  # noqa: ASYNC110 - polling a thread's counter
+            await anyio.sleep(0.05)
+    # What ``never`` stored on its miss is queued behind its batch delay, not on disk yet; either way
+    # the reply read is one of the two stored under this key, from disk.
+    seen = CachingJudge(scripted(), soon)
+    assert (await seen.complete(a_request())).text in {REPLY, tone_reply("B")}
+    assert seen.stats.disk_reads == 1
+    never.close()
+    soon.close()
 
 
 async def test_another_process_reads_what_this_one_stored(tmp_path: Path) -> None:
@@ -267,6 +314,12 @@ async def test_only_json_object_replies_are_stored(cache: ResponseCache, text: s
     assert is_json_object(text) is stored
 
 
+def test_a_stored_value_holds_every_field_of_the_reply() -> None:
+    reply = CachedReply("{}", "m", 3, None, 0.25, 12.5)
+    assert json.loads(reply.encode()) == {"format": 1, **dataclasses.asdict(reply)}
+    assert CachedReply.decode(reply.encode()) == reply
+
+
 class Boom:
     """Unpickling this raises: proof that the cache never loads a pickle."""
 
@@ -282,22 +335,29 @@ def _explode(message: str) -> None:
     raise AssertionError(message)
 
 
-async def test_a_corrupt_or_foreign_entry_reads_as_a_miss(cache: ResponseCache, tmp_path: Path) -> None:
-    judge = CachingJudge(scripted(REPLY, REPLY), cache)
-    key = judge.key_for(a_request())
-    raw = diskcache.Cache(str(tmp_path / "cache"))
-    raw.set(key, "not json at all")
-    assert not (await judge.complete(a_request())).cached
-    raw.set(key, Boom())  # a pickle planted in the directory is never loaded
-    assert not (await judge.complete(a_request())).cached
+@pytest.mark.parametrize("planted", ["not json at all", Boom()], ids=["not-json", "pickle"])
+async def test_a_corrupt_or_foreign_entry_reads_as_a_miss(tmp_path: Path, planted: object) -> None:
+    directory = tmp_path / "cache"
+    key = CachingJudge(scripted(), ResponseCache(directory)).key_for(a_request())
+    raw = diskcache.Cache(str(directory))
+    raw.set(key, planted)  # planted before this worker opens the directory, so it knows the key is there
     raw.close()
-    assert LOADED == []
+    store = ResponseCache(directory)
+    await until_keys_loaded(store)
+    judge = CachingJudge(scripted(REPLY), store)
+    assert not (await judge.complete(a_request())).cached
+    store.close()
+    assert judge.stats.disk_reads == 1  # it did read the planted entry
+    assert LOADED == []  # a pickle planted in the directory is never loaded
     assert judge.stats.errors == 0  # read as "no entry", not as a failed read
     assert CachedReply.decode(json.dumps({"format": 999, "text": "x"})) is None
 
 
 async def test_a_failing_cache_degrades_to_misses_and_never_fails_the_call(tmp_path: Path) -> None:
     class Broken(ResponseCache):
+        def might_be_on_disk(self, key: str) -> bool:
+            return True  # as if stored by an earlier run, so the lookup reads the (failing) disk
+
         def get(self, key: str) -> CachedReply | None:
             raise OSError(28, "No space left on device")
 
@@ -314,16 +374,72 @@ async def test_a_failing_cache_degrades_to_misses_and_never_fails_the_call(tmp_p
     store.close()
 
 
+async def test_writes_that_fail_on_disk_are_logged_kept_in_memory_and_never_fail_the_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Another process holds the database's write lock longer than our busy timeout (what timed out
+    # under load before): the writer's batch fails, the judge call does not.
+    directory = tmp_path / "locked"
+    store = ResponseCache(directory, timeout_s=0.1)
+    await until_keys_loaded(store)
+    holder = sqlite3.connect(directory / "cache.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        inner = scripted(REPLY)
+        judge = CachingJudge(inner, store)
+        with caplog.at_level(logging.WARNING, logger="streams.judges.cache"):
+            assert (await judge.complete(a_request())).text == REPLY
+            assert store.flush(timeout_s=10)
+        assert store.writer_stats.failed == 1
+        assert judge.stats.errors == 1
+        assert any(
+            "could not store 1 replies" in r.getMessage() and "Timeout" in r.getMessage() for r in caplog.records
+        )
+        # Still served from memory, without another judge call.
+        assert (await judge.complete(a_request())).cached
+        assert inner.calls == 1
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store.close()
+    reopened = ResponseCache(directory)
+    assert len(reopened) == 0  # nothing half-written
+    reopened.close()
+
+
+async def test_a_full_write_queue_keeps_replies_in_memory_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = ResponseCache(tmp_path / "q", max_pending=2, batch_delay_s=30.0)  # the writer waits for a batch
+    with caplog.at_level(logging.WARNING, logger="streams.judges.cache"):
+        for i in range(3):
+            store.put(f"k{i}", CachedReply(REPLY, "m", 1, 1, 0.1, 0.0))
+    assert store.writer_stats.failed == 1
+    assert any("behind" in r.getMessage() for r in caplog.records)
+    assert store.recall("k2") is not None
+    store.close()
+    assert store.writer_stats.written == 2
+
+
 async def test_entries_expire_after_the_ttl(tmp_path: Path) -> None:
-    store = ResponseCache(tmp_path / "ttl", ttl_s=0.2)
+    store = ResponseCache(tmp_path / "ttl", ttl_s=0.3)
     inner = scripted(REPLY, REPLY)
     judge = CachingJudge(inner, store)
     await judge.complete(a_request())
-    assert (await judge.complete(a_request())).cached
-    await anyio.sleep(0.3)
-    assert not (await judge.complete(a_request())).cached
-    assert inner.calls == 2
+    assert (await judge.complete(a_request())).cached  # from memory
     store.close()
+    reopened = ResponseCache(tmp_path / "ttl", ttl_s=0.3)
+    judge = CachingJudge(inner, reopened)
+    assert (await judge.complete(a_request())).cached  # from disk, within the TTL
+    await anyio.sleep(0.4)
+    assert not (await judge.complete(a_request())).cached  # expired in memory (read back from disk)
+    assert inner.calls == 2
+    reopened.close()
+    # ... and on disk: what the second call stored has expired there too.
+    await anyio.sleep(0.4)
+    last = ResponseCache(tmp_path / "ttl")
+    assert not (await CachingJudge(scripted(REPLY), last).complete(a_request())).cached
+    last.close()
 
 
 # --- single flight ----------------------------------------------------------------------------
@@ -418,9 +534,12 @@ async def test_a_cancelled_leader_hands_over_to_a_waiting_follower(cache: Respon
 # --- the size bound ---------------------------------------------------------------------------
 
 
-async def test_the_size_limit_evicts_the_least_recently_stored_entries(tmp_path: Path) -> None:
+# 30 s: the writer waits for a full batch, so every write goes in the largest batches it makes (a
+# batch far over the bound used to evict nearly everything, itself included); 0: one write at a time.
+@pytest.mark.parametrize("batch_delay_s", [0.0, 30.0])
+async def test_the_size_limit_evicts_the_least_recently_stored_entries(tmp_path: Path, batch_delay_s: float) -> None:
     limit = 256 * 1024
-    store = ResponseCache(tmp_path / "small", size_limit_bytes=limit)
+    store = ResponseCache(tmp_path / "small", size_limit_bytes=limit, batch_delay_s=batch_delay_s)
     big = "x" * 4000
     keys = [f"k{i:04d}" for i in range(300)]  # ~1.2 MB offered to a 256 KB cache
     for i, key in enumerate(keys):
@@ -430,7 +549,84 @@ async def test_the_size_limit_evicts_the_least_recently_stored_entries(tmp_path:
     assert store.volume() <= limit * 1.25
     assert keys[0] not in store
     assert keys[-1] in store
-    assert 0 < len(store) < len(keys)
+    assert 10 < len(store) < len(keys)
     survivors = [k for k in keys if k in store]
     assert survivors == keys[-len(survivors) :]  # what is left is the newest, in one run
     store.close()
+
+
+def test_the_memory_tier_is_bounded_and_evicts_the_oldest_stored_first(tmp_path: Path) -> None:
+    store = ResponseCache(tmp_path / "mem", memory_limit_bytes=20_000, batch_delay_s=0.0)
+    keys = [f"k{i:03d}" for i in range(60)]
+    for i, key in enumerate(keys):
+        store.put(key, CachedReply("x" * 1000, "m", 1, 1, 0.1, float(i)))
+        store.recall(keys[0])  # reading the oldest does not keep it (least-recently-stored)
+    entries, size = store.memory_usage
+    assert 0 < size <= 20_000
+    assert entries < len(keys)
+    in_memory = [k for k in keys if store.recall(k) is not None or k in store._pending]
+    assert in_memory == keys[-len(in_memory) :]  # the newest, in one run
+    assert store.flush(timeout_s=10)
+    assert store.recall(keys[0]) is None  # gone from memory ...
+    assert store.get(keys[0]) is not None  # ... but on disk, and read back
+    store.close()
+
+
+async def test_close_writes_what_is_still_queued(tmp_path: Path) -> None:
+    directory = tmp_path / "queued"
+    store = ResponseCache(directory, batch_delay_s=30.0)  # left alone, the writer would wait 30 s for a batch
+    judge = CachingJudge(scripted(REPLY), store)
+    await judge.complete(a_request())
+    key = judge.key_for(a_request())
+    raw = diskcache.Cache(str(directory))
+    assert raw.get(key) is None  # still queued
+    with anyio.fail_after(10):
+        await anyio.to_thread.run_sync(store.close)  # as JudgeStack.aclose closes it
+    assert CachedReply.decode(raw.get(key)) is not None
+    raw.close()
+    assert store.writer_stats == WriterStats(written=1, batches=1, key_loads=1)
+
+
+async def test_a_miss_and_a_store_never_hop_threads_only_a_disk_hit_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hops: list[object] = []
+    real_run_sync = anyio.to_thread.run_sync
+
+    async def counting_run_sync(func: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(func)
+        return await real_run_sync(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting_run_sync)
+    loop_thread = threading.current_thread()
+    touched_from: set[threading.Thread] = set()
+
+    class Watched(ResponseCache):
+        def get(self, key: str) -> CachedReply | None:
+            touched_from.add(threading.current_thread())
+            return super().get(key)
+
+    directory = tmp_path / "hops"
+    store = Watched(directory)
+    await until_keys_loaded(store)
+    judge = CachingJudge(ScriptedJudge(lambda r: tone_reply("A" if r.order == "AB" else "B"), model="m"), store)
+    orders: tuple[Literal["AB", "BA"], ...] = ("AB", "BA")
+    for order in orders:  # two misses (each stored), then two memory hits
+        assert not (await judge.complete(a_request(order))).cached
+    for order in orders:
+        assert (await judge.complete(a_request(order))).cached
+    assert hops == []
+    assert touched_from == set()
+    assert (judge.stats.misses, judge.stats.hits, judge.stats.stored, judge.stats.disk_reads) == (2, 2, 2, 0)
+    store.close()
+
+    restarted = Watched(directory)
+    await until_keys_loaded(restarted)
+    judge = CachingJudge(ScriptedJudge([], model="m"), restarted)  # would fail the test if called
+    assert (await judge.complete(a_request("AB"))).cached  # on disk, not in this run's memory: one hop
+    assert (await judge.complete(a_request("AB"))).cached  # now in memory: none
+    assert len(hops) == 1
+    assert touched_from
+    assert loop_thread not in touched_from
+    assert judge.stats.disk_reads == 1
+    restarted.close()
