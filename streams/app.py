@@ -7,6 +7,7 @@ span exporter and get the same wiring the worker runs.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import tomllib
@@ -168,9 +169,17 @@ def create_app(
 
     async def publish(messages: list[Outgoing]) -> None:
         # Wait for the broker's ack of every output before the input may count as done: at-least-once.
-        for message in messages:
-            fut = await topics[message.kind].send(key=message.key, value=message.value, headers=message.headers)
-            await fut
+        # All of an input's outputs are handed to the producer first and their acks awaited together,
+        # so they share produce requests instead of costing one broker round trip each. Every future
+        # is awaited even when one fails (gather without return_exceptions would leave the others
+        # unawaited); the first failure is then raised, as a sequential loop would have.
+        futures = [await topics[m.kind].send(key=m.key, value=m.value, headers=m.headers) for m in messages]
+        if not futures:
+            return
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def deliver(stage: Stage, result: StageResult, raw: bytes | None, origin: Origin) -> None:
         """Record the outcome, then publish it; an outcome the broker refuses becomes a dead letter.

@@ -10,6 +10,7 @@ POST with retries, timeouts, a concurrency cap and a body cap, failing only with
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import math
 import random
@@ -263,6 +264,11 @@ def check_key_transport(base_url: httpx.URL, api_key: SecretStr | None, *, allow
             f"refusing to send the API key over plain http:// to {host}, which is not a loopback address; "
             "use https://, or allow it with PAIRJUDGE_JUDGE__ALLOW_CLEARTEXT_KEY"
         )
+
+
+def _encode_json(payload: Mapping[str, Any]) -> bytes:
+    """``payload`` as compact UTF-8 JSON, as httpx's ``json=`` would send it."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def make_client(
@@ -551,12 +557,15 @@ class JSONEndpoint:
 
     async def post(
         self,
-        payload: Mapping[str, Any],
+        payload: Mapping[str, Any] | bytes,
         headers: Mapping[str, str] | None = None,
         *,
         refused: RefusalCheck | None = None,
     ) -> PostResult:
         """POST ``payload`` as JSON until a 2xx arrives or the policy gives up.
+
+        ``payload`` is a JSON-able mapping, or its encoding already (a judge that keeps the stable part of
+        its requests encoded once sends bytes); it is encoded once per call, not once per attempt.
 
         An error answer for which ``refused(status, head_of_body)`` is true raises ``RequestRefused`` at
         once, before the status is considered for a retry: some servers report a request they cannot
@@ -566,15 +575,66 @@ class JSONEndpoint:
         if self._closed:
             raise RuntimeError(f"judge {self._label} is closed")
         started = time.perf_counter()
-        attempts = 0
+        attempts = 1
         reasons: list[str] = []
+        result: tuple[bytes, float, Mapping[str, str]] | None = None
+        body = payload if isinstance(payload, bytes) else _encode_json(payload)
+        sent_headers = self._request_headers(headers)
+        # The first attempt runs outside tenacity: nearly every call succeeds at once, and building a
+        # retry controller per call cost more CPU than the rest of the call's bookkeeping. Only a
+        # retriable failure enters the policy's loop, whose first round replays that failure, so
+        # waits and stops count attempts exactly as if the loop had run from the start.
+        try:
+            result = await self._attempt(body, sent_headers, refused)
+        except RetriableHTTPError as exc:
+            reasons.append(exc.reason)
+            log.warning("judge %s attempt 1 failed: %s", self._label, exc.reason)
+            first_failure: RetriableHTTPError | None = exc
+        else:
+            first_failure = None
+        if first_failure is not None:
+            result, attempts = await self._retry(body, sent_headers, refused, first_failure, reasons)
+        assert result is not None  # _retry returns a result or raises
+        body_in, latency, response_headers = result
+        # A careless or hostile server may echo the key inside a 200 reply; the reply text travels
+        # on into prompts, events and spans, so the key is cut out here, at the boundary.
+        for secret in self._secrets:
+            body_in = body_in.replace(secret.get_secret_value().encode(), b"[REDACTED]")
+        return PostResult(
+            body=body_in,
+            latency_s=latency,
+            attempts=attempts,
+            retry_reasons=tuple(reasons),
+            elapsed_s=time.perf_counter() - started,
+            headers=response_headers,
+        )
+
+    def _request_headers(self, headers: Mapping[str, str] | None) -> dict[str, str]:
+        # The body is always JSON bytes, whoever encoded it; a judge's own content type (any case) wins.
+        merged = dict(headers or {})
+        if not any(name.lower() == "content-type" for name in merged):
+            merged["Content-Type"] = "application/json"
+        return merged
+
+    async def _retry(
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        refused: RefusalCheck | None,
+        first_failure: RetriableHTTPError,
+        reasons: list[str],
+    ) -> tuple[tuple[bytes, float, Mapping[str, str]], int]:
+        """Attempts 2, 3, ... under the retry policy, after ``first_failure``; the result and attempts made."""
+        attempts = 1
         result: tuple[bytes, float, Mapping[str, str]] | None = None
         try:
             async for attempt in self._policy.retrying():
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
+                    if attempts == 1:
+                        raise first_failure  # already made: let the policy decide on it
                     try:
-                        result = await self._attempt(payload, headers or {}, refused)
+                        result = await self._attempt(body, headers, refused)
                     except RetriableHTTPError as exc:
                         reasons.append(exc.reason)
                         log.warning("judge %s attempt %d failed: %s", self._label, attempts, exc.reason)
@@ -592,19 +652,7 @@ class JSONEndpoint:
                 )
             raise JudgeUnavailable(f"judge {self._label} unavailable after {attempts} attempt(s): {reason}") from None
         assert result is not None  # the loop only ends without raising after a successful attempt
-        body, latency, response_headers = result
-        # A careless or hostile server may echo the key inside a 200 reply; the reply text travels
-        # on into prompts, events and spans, so the key is cut out here, at the boundary.
-        for secret in self._secrets:
-            body = body.replace(secret.get_secret_value().encode(), b"[REDACTED]")
-        return PostResult(
-            body=body,
-            latency_s=latency,
-            attempts=attempts,
-            retry_reasons=tuple(reasons),
-            elapsed_s=time.perf_counter() - started,
-            headers=response_headers,
-        )
+        return result, attempts
 
     def _limiter_now(self) -> anyio.CapacityLimiter:
         if self._limiter is None:
@@ -612,7 +660,7 @@ class JSONEndpoint:
         return self._limiter
 
     async def _attempt(
-        self, payload: Mapping[str, Any], headers: Mapping[str, str], refused: RefusalCheck | None = None
+        self, body: bytes, headers: Mapping[str, str], refused: RefusalCheck | None = None
     ) -> tuple[bytes, float, Mapping[str, str]]:
         # The limiter is held per attempt, not across backoff sleeps, so a throttled call does not
         # keep a slot from calls that could go ahead.
@@ -620,7 +668,7 @@ class JSONEndpoint:
             t0 = time.perf_counter()
             try:
                 with anyio.fail_after(self._attempt_timeout):
-                    body, response_headers = await self._round_trip(payload, headers, refused)
+                    reply, response_headers = await self._round_trip(body, headers, refused)
             except TimeoutError:
                 raise RetriableHTTPError(f"attempt exceeded {self._attempt_timeout} s") from None
             except httpx.UnsupportedProtocol as exc:
@@ -634,12 +682,12 @@ class JSONEndpoint:
                 raise JudgeUnavailable(
                     f"judge {self._label}: response too large ({exc}; limit {self._max_response_bytes} bytes)"
                 ) from None
-            return body, time.perf_counter() - t0, response_headers
+            return reply, time.perf_counter() - t0, response_headers
 
     async def _round_trip(
-        self, payload: Mapping[str, Any], headers: Mapping[str, str], refused: RefusalCheck | None = None
+        self, body: bytes, headers: Mapping[str, str], refused: RefusalCheck | None = None
     ) -> tuple[bytes, Mapping[str, str]]:
-        async with self._client.stream("POST", self._url, json=payload, headers=dict(headers)) as resp:
+        async with self._client.stream("POST", self._url, content=body, headers=headers) as resp:
             status = resp.status_code
             if 200 <= status < 300:
                 body = await read_capped(resp, self._max_response_bytes)

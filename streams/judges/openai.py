@@ -66,6 +66,9 @@ DEFAULT_WIRE_MAX_LENGTH = 1000
 #: to this many values are sent as the equivalent enum, so the grammar enforces seed 000's 1-5 scores.
 DEFAULT_WIRE_INT_ENUM_MAX = 64
 
+#: How many encoded stable request parts a judge keeps (one per template, criteria list and form in use).
+_MAX_STABLE_PARTS = 512
+
 _SCHEMA_NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
 
 #: The ``provider`` in this judge's identity (any OpenAI-compatible server).
@@ -277,6 +280,8 @@ class OpenAICompatibleJudge(EndpointJudge):
         # A threading lock, not an anyio one: the critical section never awaits, so it is held for
         # microseconds and needs no event loop; it also holds should one judge serve several loops.
         self._form_lock = threading.Lock()
+        #: ``_body``'s encoded stable parts, by (form, schema name, schema id), with the schema they encode.
+        self._stable_parts: dict[tuple[WireFormat, str, int], tuple[object, bytes]] = {}
         self._seed = seed
         self._max_tokens = max_tokens
         self._max_tokens_field = max_tokens_field
@@ -320,7 +325,7 @@ class OpenAICompatibleJudge(EndpointJudge):
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         if self._response_format != "auto":
-            result = await self._http.post(self._payload(request, self._form), self._headers())
+            result = await self._http.post(self._body(request, self._form), self._headers())
             return self._parse(result, self._form)
         started = time.perf_counter()
         form = self._form
@@ -329,7 +334,7 @@ class OpenAICompatibleJudge(EndpointJudge):
             try:
                 # The last form is never taken for a refusal: nothing is left to fall back to.
                 check = is_format_refusal if form in _NEXT_FORM else None
-                result = await self._http.post(self._payload(request, form), self._headers(), refused=check)
+                result = await self._http.post(self._body(request, form), self._headers(), refused=check)
             except RequestRefused as exc:
                 refusals += 1
                 form = self._downgrade(form, exc.status)
@@ -411,10 +416,34 @@ class OpenAICompatibleJudge(EndpointJudge):
                 )
             return self._form
 
+    def _body(self, request: JudgeRequest, form: WireFormat) -> bytes:
+        """The request's JSON: the messages encoded now, everything else encoded once per schema and form.
+
+        Only the messages change from call to call. The rest (model, sampling settings and above all
+        the reply schema, several KiB) is the same for every call of one template and criteria list,
+        so it is kept encoded, keyed by the schema object (``agents.prompts.response_schema`` shares
+        one per template and criteria) and held by reference so its id cannot be reused.
+        """
+        key = (form, request.schema_name, id(request.response_schema))
+        cached = self._stable_parts.get(key)
+        if cached is None or cached[0] is not request.response_schema:
+            stable = self._payload(request, form)
+            encoded = json.dumps(stable, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+            if len(self._stable_parts) >= _MAX_STABLE_PARTS:
+                self._stable_parts.clear()  # a bound, not a policy: real workloads have a few dozen
+            cached = (request.response_schema, encoded[1:-1])  # the members, without the braces
+            self._stable_parts[key] = cached
+        messages = json.dumps(
+            [{"role": m.role, "content": m.content} for m in request.messages],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode()
+        return b'{"messages":' + messages + b"," + cached[1] + b"}"
+
     def _payload(self, request: JudgeRequest, form: WireFormat) -> dict[str, Any]:
+        """Every member of the request but the messages (see ``_body``)."""
         payload: dict[str, Any] = {
             "model": self._model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
             "temperature": self._identity.temperature,
             self._max_tokens_field: self._max_tokens,
             "stream": False,

@@ -121,7 +121,10 @@ async def test_a_judge_outage_pauses_intake_and_loses_nothing(kafka_bootstrap: s
     finally:
         server.stop()
 
-    log = (tmp_path / "worker.log").read_text(errors="replace")[-3000:]
+    whole_log = (tmp_path / "worker.log").read_text(errors="replace")
+    log = whole_log[-3000:]
+    # Stopped gracefully, the worker closed its judge's HTTP pool and cache on the loop that opened them.
+    assert "Unclosed" not in whole_log, whole_log[whole_log.find("Unclosed") - 200 :][:1000]
     sent_during_outage_mb = N_DURING * 2 * len(FILLER) / 1e6
     # Nothing was escalated or otherwise published while the judge was down ...
     assert nothing_yet.unexpected == 0, "outcomes were published during the outage (escalated instead of waiting)"
