@@ -49,17 +49,21 @@ def test_bench_speed_quick_prints_every_row(kafka_bootstrap: str) -> None:
         assert all(figure != "—" for figure, _ in found), f"row {row} has no figure:\n{output[-6000:]}"
 
 
-def test_bench_judge_smallest(tmp_path: Path) -> None:
+def test_bench_judge_smallest() -> None:
     run_bench(
-        ["bench.judge", "--quick", "--levels", "8", "--window", "0.5", "--warmup", "0.3"]
-        + ["--samples", "2", "--cache-pairs", "30", "--cache-concurrency", "8"],
+        [
+            *("bench.judge", "--quick", "--levels", "8", "--window", "0.5", "--warmup", "0.3"),
+            *("--samples", "2", "--cache-pairs", "30", "--cache-concurrency", "8"),
+        ],
         timeout=180,
     )
 
 
 def test_bench_pipeline_tiny(kafka_bootstrap: str) -> None:
     run_bench(
-        ["bench.pipeline", "--bootstrap", kafka_bootstrap, "--pairs", "24", "--judge-sample", "12"]
-        + ["--no-audit-compare", "--timeout", "180"],
+        [
+            *("bench.pipeline", "--bootstrap", kafka_bootstrap, "--pairs", "24", "--judge-sample", "12"),
+            *("--no-audit-compare", "--timeout", "180"),
+        ],
         timeout=300,
     )
