@@ -67,7 +67,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -313,14 +313,21 @@ def _plain_client(
     read_timeout: float,
     max_connections: int,
     headers: dict[str, str] | None = None,
+    request_hooks: Sequence[Callable[[httpx.Request], Awaitable[None]]] = (),
     **unknown: Any,
 ) -> httpx.AsyncClient:
-    """``make_client``'s twin on httpx's own transport: same limits, timeouts, headers and redirects."""
+    """``make_client``'s twin on httpx's own transport: same limits, timeouts, headers, hooks and redirects."""
     if unknown:
         fail(f"make_client grew parameters the plain-httpx twin does not mirror: {sorted(unknown)}")
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
     timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
-    return httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, follow_redirects=False)
+    return httpx.AsyncClient(
+        limits=limits,
+        timeout=timeout,
+        headers=headers,
+        follow_redirects=False,
+        event_hooks={"request": list(request_hooks), "response": []},
+    )
 
 
 @contextlib.contextmanager
