@@ -854,3 +854,30 @@ async def test_settings_can_ask_for_auto_mode(fake_judge_server: FakeJudgeServer
     assert JudgeSettings().response_format == "json_schema"  # the default stays OpenAI's strict form
     with pytest.raises(pydantic.ValidationError):
         JudgeSettings.model_validate({"response_format": "automatic"})
+
+
+async def test_the_direct_path_sends_what_the_client_would(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    """``DirectPost`` skips AsyncClient's per-call layers; the request on the wire must not change.
+
+    The same call goes out once on the direct path and once through ``AsyncClient.stream`` (the
+    fallback); the server sees the same method, path, body and headers.
+    """
+    request = make_request()
+    fake_judge_server.script(reply(DEFAULT_CONTENT), reply(DEFAULT_CONTENT))
+    direct = make_judge(seed=3)
+    assert direct._http._direct._transport is not None  # the client named its transport: direct path
+    await direct.complete(request)
+    fallback = make_judge(seed=3)
+    fallback._http._direct._transport = None  # as for a client that cannot name its transport
+    await fallback.complete(request)
+
+    first, second = fake_judge_server.requests
+    assert (first.method, first.path) == (second.method, second.path) == ("POST", "/v1/chat/completions")
+    assert first.json() == second.json()
+    assert first.body == second.body
+    assert {k.lower(): v for k, v in first.headers.items()} == {k.lower(): v for k, v in second.headers.items()}
+    assert first.headers["authorization"] == f"Bearer {API_KEY}"
+    assert first.headers["content-type"] == "application/json"
+    assert first.headers["user-agent"] == "pairjudge"
