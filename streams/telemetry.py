@@ -18,7 +18,6 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics
 from opentelemetry import trace as trace_api
 from opentelemetry.propagate import get_global_textmap
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
@@ -261,7 +260,10 @@ class Telemetry:
         else:
             self.tracer_provider = tracer_provider or make_tracer_provider(settings)
             self.tracer = self.tracer_provider.get_tracer(INSTRUMENTATION)
-        self.meter_provider = meter_provider or MeterProvider()
+        # Without a provider that has a reader, nothing would ever read a measurement: the SDK's provider
+        # would still build each one (with its context) and aggregate it, per judge call and decision.
+        # A caller that reads metrics passes its provider; otherwise the instruments are no-ops.
+        self.meter_provider = meter_provider or metrics.NoOpMeterProvider()
         self.instruments = Instruments.create(self.meter_provider.get_meter(INSTRUMENTATION))
 
     @property

@@ -58,3 +58,18 @@ def test_an_exporter_still_gets_recorded_spans() -> None:
         assert span.is_recording()
     provider.force_flush()
     assert [s.name for s in exporter.get_finished_spans()] == ["pairjudge.primary"]
+
+
+def test_metrics_go_to_a_provider_that_reads_them_and_nowhere_otherwise() -> None:
+    from opentelemetry.metrics import NoOpMeterProvider
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    assert isinstance(Telemetry(TelemetrySettings(exporter="none")).meter_provider, NoOpMeterProvider)
+    reader = InMemoryMetricReader()
+    telemetry = Telemetry(TelemetrySettings(exporter="none"), meter_provider=MeterProvider(metric_readers=[reader]))
+    telemetry.instruments.outcomes.add(1, {"pairjudge.stage": "primary", "pairjudge.outcome": "verdict"})
+    data = reader.get_metrics_data()
+    assert data is not None
+    names = [m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics]
+    assert names == ["pairjudge.outcomes"]
