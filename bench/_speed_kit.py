@@ -249,6 +249,23 @@ class Samples:
     def rss_between(self, start: float, end: float) -> list[float]:
         return [rss for t, _, rss in self.points if start <= t <= end]
 
+    async def wait_idle(self, *, below: float = 0.05, span_s: float = 2.0, timeout_s: float = 180.0) -> float:
+        """Wait until the process used less than ``below`` of a core over the last ``span_s`` seconds;
+        the seconds waited (``timeout_s`` at most).
+
+        A worker whose outcomes are all out may still be busy: its audit agents (one at a time each)
+        work through the decision records and observations a backlog left behind. A phase measured
+        right after would be charged for that work, so phases that measure CPU start from idle.
+        """
+        started = time.time()
+        await asyncio.sleep(span_s)
+        while time.time() - started < timeout_s:
+            now = time.time()
+            if self.cpu_between(now - span_s, now) < below * span_s:
+                break
+            await asyncio.sleep(0.5)
+        return time.time() - started
+
 
 class Sampler:
     """Samples every registered process every ``interval`` s in a background task."""

@@ -23,7 +23,8 @@ Phases, and the rows they feed (the README of ``bench/`` says what each row mean
   are produced first, then one worker starts. Rate = completions ÷ time over the steady window: the
   broker timestamps of the pairs' final outcomes, less the first and last 10 % (start-up and drain).
   Worker CPU (user + system from /proc, sampled every 0.1 s) over the same window ÷ its completions.
-* **paced** (rows 4, 5): the C=128 worker, warmed up, gets pairs at half its bound (C ÷ 4L, 160/s at
+* **paced** (rows 4, 5): the C=128 worker, warmed up and then idle (its audit agents done with what the
+  backlog left them: under 5 % of a core for 2 s), gets pairs at half its bound (C ÷ 4L, 160/s at
   200 ms) for a while, each stamped ``created_at`` as it is produced. Pair latency = broker timestamp of
   its final outcome − ``created_at``; "one call" is the median of sequential calls to the same server.
 * **outage** (row 8): the same worker; the judge answers 503 to everything (completions and the model
@@ -330,7 +331,8 @@ async def paced(run: Run, watcher: OutcomeWatcher, topic: str, samples: list[Sam
     rate = HIGH / (4 * run.results.latency)
     n = max(10, math.ceil(rate * run.plan.paced_s))
     pairs = SpeedPairs.make(n, prefix)
-    console.print(f"[bold]paced[/bold]: {n} pairs at {rate:g}/s (half the {HIGH}-call bound)")
+    waited = max([await s.wait_idle() for s in samples], default=0.0)
+    console.print(f"[bold]paced[/bold]: {n} pairs at {rate:g}/s (half the {HIGH}-call bound); {waited:.0f} s to idle")
     started = time.time()
     created = await produce_paced(run.broker.bootstrap, topic, pairs.dicts, rate)
     await watcher.wait_for(pairs.ids, run.plan.timeout_s, idle=60)

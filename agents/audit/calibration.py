@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from agents.stats import DEFAULT_THRESHOLD_GRID, Guarantee, calibrate_threshold
 from schemas.audit import (
@@ -63,7 +63,9 @@ class ConfidenceHistogram:
         return calibrate_threshold(confidences, agreeing, target=target, risk=risk, min_labels=min_labels, grid=grid)
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode("utf-8")
+        # Flat JSON values: a shallow dict encodes the same as asdict's deep copy, without the copy.
+        body = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, raw: bytes | None) -> ConfidenceHistogram:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from agents.stats import relative_label
 from schemas.audit import (
@@ -141,8 +141,17 @@ class WindowStats:
         n = self.calibrated_count()
         return self.brier_sum / n if n else None
 
+    def as_json(self) -> dict[str, object]:
+        """The fields as JSON-ready values: what ``dataclasses.asdict`` gives, without its deep copy.
+
+        Every field is a JSON value already (numbers, strings, a dict of counts, lists of lists), and
+        the result is only ever encoded at once; asdict's recursive copy of the bins was most of the
+        cost of storing a window, once per observation.
+        """
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode("utf-8")
+        return json.dumps(self.as_json(), separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, raw: bytes | None) -> WindowStats:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from agents.audit.guards import Finding, GuardBounds, findings
@@ -44,7 +44,7 @@ class SeriesWindow:
             "start": self.start,
             "size": self.size,
             "partition": self.partition,
-            "stats": asdict(self.stats),
+            "stats": self.stats.as_json(),
             "last_offset": self.last_offset,
         }
         return json.dumps(body, separators=(",", ":")).encode("utf-8")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 from datetime import UTC, datetime
 
@@ -293,6 +295,21 @@ def test_a_series_window_survives_its_bytes() -> None:
     window = SeriesWindow(SERIES, 3600.0, 3600.0, 2)
     window.stats.add(labelled(FIRST_ID, SECOND_ID, 0.77, longer="second"))
     assert SeriesWindow.from_bytes(window.to_bytes()) == window
+
+
+def test_stored_audit_state_is_byte_for_byte_what_it_was() -> None:
+    """The shallow encodings (no asdict deep copy) write exactly the bytes changelogs already hold."""
+    window = SeriesWindow(SERIES, 3600.0, 3600.0, 2)
+    window.stats.add(labelled(FIRST_ID, SECOND_ID, 0.77, longer="second"))
+    window.stats.alerts_raised.append("kappa_low")
+    stats = window.stats
+    assert stats.to_bytes() == json.dumps(dataclasses.asdict(stats), separators=(",", ":")).encode()
+    body = json.loads(window.to_bytes())
+    assert body["stats"] == dataclasses.asdict(stats)
+    histogram = ConfidenceHistogram()
+    histogram.add(labelled(FIRST_ID, SECOND_ID, 0.77, longer="second"))
+    expected = json.dumps(dataclasses.asdict(histogram), separators=(",", ":")).encode()
+    assert histogram.to_bytes() == expected
 
 
 def test_windows_are_aligned_tumbling_windows() -> None:
