@@ -630,8 +630,14 @@ class RunReport:
         return len(self.missing) - self.lost
 
     @property
+    def refused(self) -> int:
+        """Requests the LLM-like judge answered 400: a worker sent a prompt it does not take. Those pairs end
+        as dead letters ("judge_rejected") instead of being judged, so the run no longer tests what it says."""
+        return int(self.judge_server.get("bad", 0))
+
+    @property
     def failed(self) -> bool:
-        return bool(self.missing or self.conflicting or self.violations)
+        return bool(self.missing or self.conflicting or self.violations or self.refused)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1056,7 +1062,10 @@ async def _main(args: argparse.Namespace) -> int:
         args.json.write_text(json.dumps([asdict(r) for r in reports], indent=2))
     failed = any(r.failed for r in reports)
     if failed:
-        print(f"pairs lost, stuck, conflicting or committed past unjudged: logs kept under {workdir}")
+        print(
+            "pairs lost, stuck, conflicting or committed past unjudged, or requests the judge refused: "
+            f"logs kept under {workdir}"
+        )
     elif args.keep == "failed" and created:
         shutil.rmtree(workdir, ignore_errors=True)
     return 1 if failed else 0
