@@ -21,6 +21,7 @@ The pure parts (records, the join, the sums, the guards) are in ``agents.audit``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -55,6 +56,9 @@ from streams.telemetry import Telemetry, inject_headers
 from streams.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE
 
 log = logging.getLogger(__name__)
+
+#: A sweep over a table lets other tasks run after this many entries.
+SWEEP_YIELD_EVERY = 1000
 
 #: The largest record, label or observation read; a label is at most about 30 KB (streams.labels).
 MAX_AUDIT_EVENT_BYTES = 256_000
@@ -332,13 +336,17 @@ class Audit:
         now = time.time() if now is None else now
         owned = self._owned("decisions")
         expired = 0
-        for key, stored in list(self.join_table.data.items()):
-            if not stored:
-                continue
+        for seen, (key, stored) in enumerate(list(self.join_table.data.items()), 1):
+            if seen % SWEEP_YIELD_EVERY == 0:
+                # The table holds every pair of the retention (days): let the agents run between slices.
+                await asyncio.sleep(0)
+            if not stored or self.join_table.data.get(key) != stored:
+                continue  # gone, or updated while the sweep yielded: judged on its new value next time
             partition, value = _split_partition(stored)
-            entry = JoinEntry.from_bytes(value)
-            if now - entry.updated_at <= self.settings.join_retention_s:
+            # Only the time is read for the entries that stay: a full decode costs 18 µs per entry.
+            if now - JoinEntry.updated_at_of(value) <= self.settings.join_retention_s:
                 continue
+            entry = JoinEntry.from_bytes(value)
             self.join_table.data.pop(key, None)
             if partition in owned:  # the owner tombstones; a standby only forgets
                 await self.join_table.send_changelog(partition, key, None)

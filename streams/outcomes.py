@@ -31,6 +31,9 @@ from streams.topics import STAGES, outcome_table_name
 
 log = logging.getLogger(__name__)
 
+#: A sweep lets other tasks run after this many entries.
+SWEEP_YIELD_EVERY = 1000
+
 # --- the stored value ---------------------------------------------------------------------------------
 # b"<stored_at>:<partition>:" + zlib(JSON list of messages). The header is read without inflating, so
 # the expiry sweep stays cheap on a large table.
@@ -146,9 +149,12 @@ class OutcomeTables:
         assigned = {tp.partition for tp in self._app.consumer.assignment()}
         expired = 0
         for table in self._tables.values():
-            for key, stored in list(table.data.items()):
-                if not stored:
-                    continue
+            for seen, (key, stored) in enumerate(list(table.data.items()), 1):
+                if seen % SWEEP_YIELD_EVERY == 0:
+                    # A day of pairs: let the agents run between slices instead of stalling the worker.
+                    await asyncio.sleep(0)
+                if not stored or table.data.get(key) != stored:
+                    continue  # gone, or recorded again while the sweep yielded
                 stored_at, partition = header(stored)
                 if now - stored_at <= self.retention_s:
                     continue

@@ -53,6 +53,22 @@ class JoinEntry:
         }
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
+    @staticmethod
+    def updated_at_of(raw: bytes) -> float:
+        """``updated_at`` of a stored entry without decoding the rest (the sweep reads every entry).
+
+        ``to_bytes`` writes it as the body's last member, so it is the last ``"updated_at":`` in the bytes:
+        inside a JSON string the same text has its quotes escaped and cannot match. Anything unexpected
+        falls back to a full decode.
+        """
+        at = raw.rfind(b'"updated_at":')
+        if at >= 0 and raw.endswith(b"}"):
+            try:
+                return float(raw[at + len(b'"updated_at":') : -1])
+            except ValueError:
+                pass
+        return float(json.loads(raw)["updated_at"])
+
     @classmethod
     def from_bytes(cls, raw: bytes | None) -> JoinEntry:
         if not raw:
