@@ -21,7 +21,6 @@ The pure parts (records, the join, the sums, the guards) are in ``agents.audit``
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -52,13 +51,11 @@ from streams.control_signing import ControlSigner, with_signature
 from streams.pipeline import Origin, Outgoing, dead_letter
 from streams.redaction import EventRedactor
 from streams.settings import AuditSettings
+from streams.tables import current_entries
 from streams.telemetry import Telemetry, inject_headers
 from streams.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE
 
 log = logging.getLogger(__name__)
-
-#: A sweep over a table lets other tasks run after this many entries.
-SWEEP_YIELD_EVERY = 1000
 
 #: The largest record, label or observation read; a label is at most about 30 KB (streams.labels).
 MAX_AUDIT_EVENT_BYTES = 256_000
@@ -336,12 +333,8 @@ class Audit:
         now = time.time() if now is None else now
         owned = self._owned("decisions")
         expired = 0
-        for seen, (key, stored) in enumerate(list(self.join_table.data.items()), 1):
-            if seen % SWEEP_YIELD_EVERY == 0:
-                # The table holds every pair of the retention (days): let the agents run between slices.
-                await asyncio.sleep(0)
-            if not stored or self.join_table.data.get(key) != stored:
-                continue  # gone, or updated while the sweep yielded: judged on its new value next time
+        # The table holds every pair of the retention (days): a walk that yields and skips updated entries.
+        async for key, stored in current_entries(self.join_table.data):
             partition, value = _split_partition(stored)
             # Only the time is read for the entries that stay: a full decode costs 18 µs per entry.
             if now - JoinEntry.updated_at_of(value) <= self.settings.join_retention_s:

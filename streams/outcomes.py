@@ -27,12 +27,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from streams.pipeline import Outgoing, Stage, TopicKind
+from streams.tables import current_entries
 from streams.topics import STAGES, outcome_table_name
 
 log = logging.getLogger(__name__)
 
-#: A sweep lets other tasks run after this many entries.
-SWEEP_YIELD_EVERY = 1000
 
 # --- the stored value ---------------------------------------------------------------------------------
 # b"<stored_at>:<partition>:" + zlib(JSON list of messages). The header is read without inflating, so
@@ -149,12 +148,7 @@ class OutcomeTables:
         assigned = {tp.partition for tp in self._app.consumer.assignment()}
         expired = 0
         for table in self._tables.values():
-            for seen, (key, stored) in enumerate(list(table.data.items()), 1):
-                if seen % SWEEP_YIELD_EVERY == 0:
-                    # A day of pairs: let the agents run between slices instead of stalling the worker.
-                    await asyncio.sleep(0)
-                if not stored or table.data.get(key) != stored:
-                    continue  # gone, or recorded again while the sweep yielded
+            async for key, stored in current_entries(table.data):  # a day of pairs: yields, skips updated
                 stored_at, partition = header(stored)
                 if now - stored_at <= self.retention_s:
                     continue

@@ -16,8 +16,9 @@ from typing import Any
 from agents.audit.join import JoinEntry
 from agents.scripted import ScriptedJudge
 from streams.app import create_app
-from streams.audit import SWEEP_YIELD_EVERY, _with_partition
+from streams.audit import _with_partition
 from streams.settings import Settings
+from streams.tables import SWEEP_YIELD_EVERY
 from tests.unit.factories import tone_reply
 
 
