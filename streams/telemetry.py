@@ -252,14 +252,13 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         self.settings = settings
-        self.tracer: trace_api.Tracer
-        if tracer_provider is None and settings.exporter == "none":
+        self.tracer_provider = tracer_provider or make_tracer_provider(settings)
+        self.tracer: trace_api.Tracer = (
             # Nothing would see a recorded span: keep the ids flowing, skip the recording.
-            self.tracer_provider = TracerProvider(resource=Resource.create({"service.name": settings.service_name}))
-            self.tracer = ContextOnlyTracer()
-        else:
-            self.tracer_provider = tracer_provider or make_tracer_provider(settings)
-            self.tracer = self.tracer_provider.get_tracer(INSTRUMENTATION)
+            ContextOnlyTracer()
+            if tracer_provider is None and settings.exporter == "none"
+            else self.tracer_provider.get_tracer(INSTRUMENTATION)
+        )
         # Without a provider that has a reader, nothing would ever read a measurement: the SDK's provider
         # would still build each one (with its context) and aggregate it, per judge call and decision.
         # A caller that reads metrics passes its provider; otherwise the instruments are no-ops.
