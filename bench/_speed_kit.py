@@ -71,32 +71,24 @@ class SpeedPairs:
 
 async def produce_backlog(bootstrap: str, topic: str, pairs: SpeedPairs) -> dict[str, float]:
     """Every pair, stamped and sent as fast as the producer goes; pair id -> created_at (epoch s)."""
-    created: dict[str, float] = {}
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    await producer.start()
-    try:
-        futures = []
-        for data in pairs.dicts:
-            raw, at = SpeedPairs.stamp(data)
-            created[data["pair_id"]] = at
-            futures.append(await producer.send(topic, value=raw, key=data["pair_id"].encode()))
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-    return created
+    return await produce_paced(bootstrap, topic, pairs.dicts, None)
 
 
-async def produce_paced(bootstrap: str, topic: str, dicts: Sequence[dict[str, Any]], rate: float) -> dict[str, float]:
-    """One pair every 1/rate s on a fixed schedule (late ones go at once), each stamped as it is sent."""
+async def produce_paced(
+    bootstrap: str, topic: str, dicts: Sequence[dict[str, Any]], rate: float | None
+) -> dict[str, float]:
+    """One pair every 1/rate s on a fixed schedule (late ones go at once), each stamped as it is sent;
+    with no rate, all at once. Pair id -> created_at (epoch s)."""
     created: dict[str, float] = {}
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    # A backlog is batched as a producer would batch it; a paced pair goes out on its own, at once.
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5 if rate is None else 0)
     await producer.start()
     loop = asyncio.get_running_loop()
     try:
         futures = []
         start = loop.time()
         for i, data in enumerate(dicts):
-            delay = start + i / rate - loop.time()
+            delay = 0.0 if rate is None else start + i / rate - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             raw, at = SpeedPairs.stamp(data)
