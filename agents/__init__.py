@@ -11,7 +11,7 @@ an audit copy when sampled, every judge call, and typed ``DecisionFacts`` for te
 does I/O: no Kafka, HTTP or OpenTelemetry (the layering check in the test suite enforces it).
 """
 
-from agents.core import (
+from pairjudge.agents.core import (
     Decision,
     DecisionFacts,
     EvaluationResult,
@@ -21,12 +21,27 @@ from agents.core import (
     resolve_rubric,
     resolve_tiebreak,
 )
-from agents.errors import InputRejected, InvalidReply, JudgeError, JudgeRejected, JudgeUnavailable, PairjudgeError
-from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, JudgeResponse, JudgeWrapper, judge_info
-from agents.outcomes import is_judge_rejected, rejected_detail, rejected_status
-from agents.policy import Policy
-from agents.reconcile import Outcome, OutcomeKind
-from agents.validation import JudgeCall
+from pairjudge.agents.errors import (
+    InputRejected,
+    InvalidReply,
+    JudgeError,
+    JudgeRejected,
+    JudgeUnavailable,
+    PairjudgeError,
+)
+from pairjudge.agents.judge import (
+    ChatMessage,
+    Judge,
+    JudgeIdentity,
+    JudgeRequest,
+    JudgeResponse,
+    JudgeWrapper,
+    judge_info,
+)
+from pairjudge.agents.outcomes import is_judge_rejected, rejected_detail, rejected_status
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.reconcile import Outcome, OutcomeKind
+from pairjudge.agents.validation import JudgeCall
 
 __all__ = [
     "ChatMessage",

@@ -22,13 +22,13 @@ from typing import Any, NamedTuple, TypeVar
 
 import anyio
 
-from agents.errors import InputRejected
-from agents.injection import detect
-from agents.judge import Judge, judge_info
-from agents.jury import Juror, juror, jury_info, reconcile_jury, required_votes, tally, with_agreement
-from agents.policy import Policy
-from agents.prompts import render_primary, template_hash
-from agents.reconcile import (
+from pairjudge.agents.errors import InputRejected
+from pairjudge.agents.injection import detect
+from pairjudge.agents.judge import Judge, judge_info
+from pairjudge.agents.jury import Juror, juror, jury_info, reconcile_jury, required_votes, tally, with_agreement
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import render_primary, template_hash
+from pairjudge.agents.reconcile import (
     Outcome,
     OutcomeKind,
     Reconciliation,
@@ -39,11 +39,11 @@ from agents.reconcile import (
     review,
     snapshot_pair,
 )
-from agents.settle import Settlement, settle
-from agents.tiebreak import TieBreakOrdering, decide_tiebreak, judge_tiebreak_ordering
-from agents.validation import AskResult, JudgeCall, ask_validated, check_head_to_head, check_pairwise
-from schemas.audit import AuditSeries
-from schemas.events import (
+from pairjudge.agents.settle import Settlement, settle
+from pairjudge.agents.tiebreak import TieBreakOrdering, decide_tiebreak, judge_tiebreak_ordering
+from pairjudge.agents.validation import AskResult, JudgeCall, ask_validated, check_head_to_head, check_pairwise
+from pairjudge.schemas.audit import AuditSeries
+from pairjudge.schemas.events import (
     DecidedBy,
     InjectionFlag,
     JudgeInfo,
@@ -56,9 +56,9 @@ from schemas.events import (
     TieBreakReason,
     TieBreakRequest,
 )
-from schemas.pair import TIE, CandidatePair
-from schemas.replies import HeadToHeadReply, PairwiseReply, ToneStyleReply
-from schemas.rubric import HeadToHeadRubric, InlineRubric, PairwiseRubric, RubricRef, ToneStyleRubric
+from pairjudge.schemas.pair import TIE, CandidatePair
+from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, ToneStyleReply
+from pairjudge.schemas.rubric import HeadToHeadRubric, InlineRubric, PairwiseRubric, RubricRef, ToneStyleRubric
 
 __all__ = [
     "Decision",

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from agents.untrusted import fold, has_tag_text, reveal_tags, strip_hidden
+from pairjudge.agents.untrusted import fold, has_tag_text, reveal_tags, strip_hidden
 
 __all__ = ["RULES", "Finding", "Rule", "detect", "normalise"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from schemas import JudgeInfo
+from pairjudge.schemas import JudgeInfo
 
 TemplateKind = Literal["tone_style", "head_to_head", "pairwise", "tiebreak"]
 

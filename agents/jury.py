@@ -42,12 +42,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agents.judge import Judge, judge_info
-from agents.reconcile import Reconciliation, at_least, failure_reason, reconcile
-from agents.validation import JudgeCall
-from schemas.events import AbstainReason, JudgeInfo, JuryVote, OrderingResult, ReviewReason, TieBreakReason
-from schemas.pair import TIE
-from schemas.replies import Position
+from pairjudge.agents.judge import Judge, judge_info
+from pairjudge.agents.reconcile import Reconciliation, at_least, failure_reason, reconcile
+from pairjudge.agents.validation import JudgeCall
+from pairjudge.schemas.events import AbstainReason, JudgeInfo, JuryVote, OrderingResult, ReviewReason, TieBreakReason
+from pairjudge.schemas.pair import TIE
+from pairjudge.schemas.replies import Position
 
 __all__ = [
     "JUROR_PROVIDER",

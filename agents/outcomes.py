@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from agents.core import Decision
-from agents.reconcile import Outcome
-from schemas.events import OrderingResult, ReviewRequest
+from pairjudge.agents.core import Decision
+from pairjudge.agents.reconcile import Outcome
+from pairjudge.schemas.events import OrderingResult, ReviewRequest
 
 __all__ = ["is_judge_rejected", "rejected_detail", "rejected_orderings", "rejected_status"]
 

@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from schemas.events import SWITCH_KEYS, ControlUpdate
-from schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
+from pairjudge.schemas.events import SWITCH_KEYS, ControlUpdate
+from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,8 @@ from typing import Final
 
 from pydantic import TypeAdapter, ValidationError
 
-from agents.judge import JudgeRequest, TemplateKind
-from agents.prompts import (
+from pairjudge.agents.judge import JudgeRequest, TemplateKind
+from pairjudge.agents.prompts import (
     DATA_NOTE,
     FORBIDDEN_TERMS,
     H2H_CRITERION_ROWS,
@@ -46,7 +46,7 @@ from agents.prompts import (
     render,
     restore,
 )
-from schemas.rubric import (
+from pairjudge.schemas.rubric import (
     Criterion,
     HeadToHeadRubric,
     InlineRubric,

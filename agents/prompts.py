@@ -51,14 +51,21 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any, Final
 
-from agents.judge import ChatMessage, JudgeRequest, TemplateKind
-from agents.untrusted import neutralise as neutralise  # re-exported: tests and callers escape with it
-from agents.untrusted import restore as restore  # re-exported: the reader's inverse of neutralise
-from agents.untrusted import strip_hidden
-from schemas.events import Order
-from schemas.pair import Candidate, CandidatePair
-from schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply, ToneStyleReply
-from schemas.rubric import HeadToHeadRubric, InlineRubric, PairwiseRubric, RubricRef, TieBreakWeights, ToneStyleRubric
+from pairjudge.agents.judge import ChatMessage, JudgeRequest, TemplateKind
+from pairjudge.agents.untrusted import neutralise as neutralise  # re-exported: tests and callers escape with it
+from pairjudge.agents.untrusted import restore as restore  # re-exported: the reader's inverse of neutralise
+from pairjudge.agents.untrusted import strip_hidden
+from pairjudge.schemas.events import Order
+from pairjudge.schemas.pair import Candidate, CandidatePair
+from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply, ToneStyleReply
+from pairjudge.schemas.rubric import (
+    HeadToHeadRubric,
+    InlineRubric,
+    PairwiseRubric,
+    RubricRef,
+    TieBreakWeights,
+    ToneStyleRubric,
+)
 
 
 def _template_file(name: str) -> str:

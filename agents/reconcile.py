@@ -34,10 +34,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard, get_args
 
-from agents.policy import Policy
-from agents.prompts import shown
-from agents.validation import AskResult, JudgeCall
-from schemas.events import (
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import shown
+from pairjudge.agents.validation import AskResult, JudgeCall
+from pairjudge.schemas.events import (
     ErrorKind,
     JudgeInfo,
     JuryVote,
@@ -50,8 +50,8 @@ from schemas.events import (
     TieBreakReason,
     TieBreakRequest,
 )
-from schemas.pair import TIE, CandidatePair
-from schemas.replies import (
+from pairjudge.schemas.pair import TIE, CandidatePair
+from pairjudge.schemas.replies import (
     HeadToHeadReply,
     PairwiseReply,
     PositionOrTie,
@@ -59,7 +59,7 @@ from schemas.replies import (
     TieBreakReply,
     ToneStyleReply,
 )
-from schemas.rubric import InlineRubric
+from pairjudge.schemas.rubric import InlineRubric
 
 Outcome = PairVerdict | TieBreakRequest | ReviewRequest
 OutcomeKind = Literal["verdict", "tiebreak", "review"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
 
 Answer = str | JudgeResponse | Exception
 Script = Sequence[Answer] | Callable[[JudgeRequest], Answer]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.invisible import is_blank
-from schemas.pair import TIE, CandidatePair
+from pairjudge.agents.invisible import is_blank
+from pairjudge.schemas.pair import TIE, CandidatePair
 
 
 @dataclass(frozen=True, slots=True)

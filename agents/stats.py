@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
 
-from schemas.pair import TIE
+from pairjudge.schemas.pair import TIE
 
 
 def _check_lengths(a: Sequence[object], b: Sequence[object]) -> None:

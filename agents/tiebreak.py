@@ -28,15 +28,15 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from agents.judge import Judge
-from agents.policy import Policy
-from agents.prompts import forced_choice, render_tiebreak, shown
-from agents.reconcile import Outcome, build_ordering, failure_reason, review, verdict
-from agents.validation import AskResult, JudgeCall, ask_validated, check_tiebreak
-from schemas.events import ErrorKind, JudgeInfo, Order, OrderingResult, TieBreakRequest
-from schemas.pair import CandidatePair
-from schemas.replies import Position, TieBreakReply
-from schemas.rubric import TieBreakWeights
+from pairjudge.agents.judge import Judge
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import forced_choice, render_tiebreak, shown
+from pairjudge.agents.reconcile import Outcome, build_ordering, failure_reason, review, verdict
+from pairjudge.agents.validation import AskResult, JudgeCall, ask_validated, check_tiebreak
+from pairjudge.schemas.events import ErrorKind, JudgeInfo, Order, OrderingResult, TieBreakRequest
+from pairjudge.schemas.pair import CandidatePair
+from pairjudge.schemas.replies import Position, TieBreakReply
+from pairjudge.schemas.rubric import TieBreakWeights
 
 #: Keys added to a tie-break ordering's ``dimension_scores``. A colon cannot occur in a criterion
 #: name (``^[A-Za-z0-9_ \-]+$``), so these never collide with a criterion.

@@ -19,12 +19,12 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from agents.errors import InvalidReply, JudgeError, JudgeRejected
-from agents.judge import Judge, JudgeRequest, JudgeResponse
-from agents.prompts import reask
-from schemas.events import ErrorKind, Order, Stage
-from schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply
-from schemas.rubric import HeadToHeadRubric, PairwiseRubric, TieBreakWeights
+from pairjudge.agents.errors import InvalidReply, JudgeError, JudgeRejected
+from pairjudge.agents.judge import Judge, JudgeRequest, JudgeResponse
+from pairjudge.agents.prompts import reask
+from pairjudge.schemas.events import ErrorKind, Order, Stage
+from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply
+from pairjudge.schemas.rubric import HeadToHeadRubric, PairwiseRubric, TieBreakWeights
 
 R = TypeVar("R", bound=Reply)
 

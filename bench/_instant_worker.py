@@ -21,15 +21,15 @@ from typing import Any, Literal
 
 from faust import Worker
 
-from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.streams.app import create_app
+from pairjudge.streams.brokers import create_topics
+from pairjudge.streams.judges.files import private_dir
+from pairjudge.streams.kafka_security import client_config
+from pairjudge.streams.logquiet import install_quiet_logging
+from pairjudge.streams.settings import load_settings
+from pairjudge.streams.topics import topic_specs
 from pairjudge_dev.slow_judge_server import parse_call, reply_text
-from streams.app import create_app
-from streams.brokers import create_topics
-from streams.judges.files import private_dir
-from streams.kafka_security import client_config
-from streams.logquiet import install_quiet_logging
-from streams.settings import load_settings
-from streams.topics import topic_specs
 
 #: The same marker as bench._speed_server's (this file must not import the bench package: see above).
 MARKER = "[[bench-preferred]]"

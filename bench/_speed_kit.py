@@ -34,8 +34,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.judge import MARKER, make_pairs
-from streams.brokers import topic_partitions
-from streams.settings import Settings
+from pairjudge.streams.brokers import topic_partitions
+from pairjudge.streams.settings import Settings
 
 # --------------------------------------------------------------------------------------------------
 # Pairs

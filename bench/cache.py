@@ -47,9 +47,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from agents.judge import ChatMessage, Judge, JudgeRequest
-from agents.scripted import ScriptedJudge
-from streams.judges import cache as new_cache
+from pairjudge.agents.judge import ChatMessage, Judge, JudgeRequest
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.streams.judges import cache as new_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "93099e9"  # main before the cache change: the "today" of issue 13's figures

@@ -79,21 +79,21 @@ import httpx
 from aiohttp import web
 from rich.table import Table
 
-import streams.judges.http as http_module
-import streams.judges.openai as openai_module
-from agents.core import Decision, judge_pair, resolve_rubric
-from agents.judge import Judge, JudgeIdentity, JudgeRequest, JudgeResponse
-from agents.policy import Policy
-from agents.prompts import render_primary
+import pairjudge.streams.judges.http as http_module
+import pairjudge.streams.judges.openai as openai_module
+from pairjudge.agents.core import Decision, judge_pair, resolve_rubric
+from pairjudge.agents.judge import Judge, JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import render_primary
+from pairjudge.schemas import CandidatePair
+from pairjudge.schemas.events import PairVerdict
+from pairjudge.streams.judges.cache import CachingJudge
+from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
+from pairjudge.streams.settings import JudgeSettings
 from pairjudge_dev.bench import console, fail, percentile
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.processes import AnnouncedProcess, serve_announced
 from pairjudge_dev.replies import tone_reply
-from schemas import CandidatePair
-from schemas.events import PairVerdict
-from streams.judges.cache import CachingJudge
-from streams.judges.factory import JudgeStack, build_judge_stack
-from streams.settings import JudgeSettings
 
 DEFAULT_LEVELS = (16, 64, 128)
 #: Put in the preferred candidate's output; the server's reply picks whichever position shows it.

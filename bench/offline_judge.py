@@ -37,8 +37,8 @@ GOAL = 5.0
 
 def _pairs(kind: str, count: int) -> list[str]:
     """Pair events as JSON lines (tone/style rubric), built from evaldata/ with a fixed seed."""
+    from pairjudge.schemas import Candidate, CandidatePair, CandidateSource, Task
     from pairjudge_dev.humaneval import FORMAL_RUBRIC, PLAIN_RUBRIC, build_pairs, read_onestop
-    from schemas import Candidate, CandidatePair, CandidateSource, Task
 
     if kind == "short":
         return [lp.pair.model_dump_json() for lp in build_pairs("dev", count // 2)[:count]]
@@ -64,11 +64,11 @@ def _worker(path: Path) -> None:
     """Judge every pair in ``path`` with whatever ``agents`` the import path finds; print figures."""
     import anyio
 
-    import agents
-    from agents.core import judge_pair, resolve_tiebreak
-    from agents.offline import OfflineJudge
-    from agents.policy import Policy
-    from schemas import CandidatePair, TieBreakRequest
+    from pairjudge import agents
+    from pairjudge.agents.core import judge_pair, resolve_tiebreak
+    from pairjudge.agents.offline import OfflineJudge
+    from pairjudge.agents.policy import Policy
+    from pairjudge.schemas import CandidatePair, TieBreakRequest
 
     pairs = [CandidatePair.model_validate_json(line) for line in path.read_text().splitlines()]
     judge, policy = OfflineJudge(), Policy()

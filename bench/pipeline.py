@@ -77,9 +77,19 @@ import anyio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from rich.table import Table
 
-from agents.core import judge_pair, resolve_tiebreak
-from agents.offline import OfflineJudge
-from agents.policy import Policy
+from pairjudge.agents.core import judge_pair, resolve_tiebreak
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.agents.policy import Policy
+from pairjudge.schemas import CandidatePair, TieBreakRequest
+from pairjudge.streams.brokers import TopicSpec, create_topics, topic_partitions
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.control import PolicyHolder
+from pairjudge.streams.demo import stop_process
+from pairjudge.streams.pipeline import JudgePanel, Origin, Pipeline
+from pairjudge.streams.producer import key_of, send_events
+from pairjudge.streams.settings import Settings, environ_for, load_settings
+from pairjudge.streams.telemetry import Telemetry
+from pairjudge.streams.topics import FINAL_KINDS, topic_specs
 from pairjudge_dev.bench import (
     add_broker_args,
     bench_broker,
@@ -92,16 +102,6 @@ from pairjudge_dev.bench import (
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.processes import REPO
 from pairjudge_dev.workers import produce_raw
-from schemas import CandidatePair, TieBreakRequest
-from streams.brokers import TopicSpec, create_topics, topic_partitions
-from streams.collector import collect_outcomes
-from streams.control import PolicyHolder
-from streams.demo import stop_process
-from streams.pipeline import JudgePanel, Origin, Pipeline
-from streams.producer import key_of, send_events
-from streams.settings import Settings, environ_for, load_settings
-from streams.telemetry import Telemetry
-from streams.topics import FINAL_KINDS, topic_specs
 
 #: faust's commit cadence as streams/app.py configures it.
 COMMIT_EVERY = 50
@@ -381,7 +381,7 @@ async def run_pairjudge(
     # environ_for does not carry the agent concurrency, and this run sets its own.
     env["PAIRJUDGE_WORKER__CONCURRENCY"] = str(concurrency)
     env["PAIRJUDGE_JUDGE__KIND"] = "offline"
-    argv = [sys.executable, "-m", "streams.cli", "worker", "--no-create-topics"]
+    argv = [sys.executable, "-m", "pairjudge.streams.cli", "worker", "--no-create-topics"]
     procs: list[subprocess.Popen[bytes]] = []
     started_ms = int(time.time() * 1000)
     try:

@@ -43,6 +43,14 @@ from pathlib import Path
 
 from rich.table import Table
 
+from pairjudge.streams.brokers import create_topics
+from pairjudge.streams.codecs import parse_object
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.deadletter import DEFAULT_MAX_LETTER_BYTES
+from pairjudge.streams.demo import start_worker, stop_process
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.settings import Settings, load_settings
+from pairjudge.streams.topics import topic_specs
 from pairjudge_dev.bench import (
     add_broker_args,
     bench_broker,
@@ -53,14 +61,6 @@ from pairjudge_dev.bench import (
 )
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.poison import KINDS, DeadLetterReader, Poison, expect_truncated, poison_events, send_raw
-from streams.brokers import create_topics
-from streams.codecs import parse_object
-from streams.collector import collect_outcomes
-from streams.deadletter import DEFAULT_MAX_LETTER_BYTES
-from streams.demo import start_worker, stop_process
-from streams.producer import send_events
-from streams.settings import Settings, load_settings
-from streams.topics import topic_specs
 
 #: Kinds whose events are 600 KB to 1 MB: fewer of them, so a run stays within a few hundred MB.
 LARGE_KINDS = frozenset({"deep_300k_oversized", "event_800kb", "event_1mb"})

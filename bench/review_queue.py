@@ -23,15 +23,15 @@ from collections.abc import Iterator
 
 import httpx
 
+from pairjudge.schemas import ReviewRequest
+from pairjudge.schemas.pair import Candidate, CandidatePair, CandidateSource, PairMetadata, Task
+from pairjudge.schemas.rubric import ToneStyleRubric
+from pairjudge.streams.review.auth import hash_password
+from pairjudge.streams.review.kafka import LabelSink
+from pairjudge.streams.review.store import ReviewStore
+from pairjudge.streams.review.web import build_app, new_review_app
+from pairjudge.streams.settings import Settings
 from pairjudge_dev.postgres import running_postgres
-from schemas import ReviewRequest
-from schemas.pair import Candidate, CandidatePair, CandidateSource, PairMetadata, Task
-from schemas.rubric import ToneStyleRubric
-from streams.review.auth import hash_password
-from streams.review.kafka import LabelSink
-from streams.review.store import ReviewStore
-from streams.review.web import build_app, new_review_app
-from streams.settings import Settings
 
 RUBRIC = ToneStyleRubric(style_guide="Warm and plain.", audience="Customers.")
 

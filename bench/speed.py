@@ -85,6 +85,10 @@ from bench._speed_kit import (
     worker_env,
 )
 from bench._speed_server import MARKER, SpeedServer
+from pairjudge.streams.brokers import TopicSpec, create_topics
+from pairjudge.streams.demo import stop_process
+from pairjudge.streams.settings import Settings, load_settings
+from pairjudge.streams.topics import FINAL_KINDS, topic_specs
 from pairjudge_dev.bench import (
     BenchBroker,
     add_broker_args,
@@ -96,10 +100,6 @@ from pairjudge_dev.bench import (
     run_settings,
     work_dir,
 )
-from streams.brokers import TopicSpec, create_topics
-from streams.demo import stop_process
-from streams.settings import Settings, load_settings
-from streams.topics import FINAL_KINDS, topic_specs
 
 ALL_ROWS = tuple(range(1, 11))
 #: This file's folder: the helper scripts run by path live here.
@@ -246,7 +246,7 @@ async def workers(
 
 
 def pairjudge_argv() -> list[str]:
-    return [sys.executable, "-m", "streams.cli", "worker"]
+    return [sys.executable, "-m", "pairjudge.streams.cli", "worker"]
 
 
 def pairjudge_envs(

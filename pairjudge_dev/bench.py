@@ -22,11 +22,11 @@ from typing import Any, Literal, NoReturn
 
 from rich.console import Console
 
+from pairjudge.streams.brokers import wait_until_ready
+from pairjudge.streams.embedded_broker import RunningBroker, start_tansu
+from pairjudge.streams.settings import Settings
 from pairjudge_dev import workers
 from pairjudge_dev.kafka import KAFKA_VERSION, start_kafka
-from streams.brokers import wait_until_ready
-from streams.embedded_broker import RunningBroker, start_tansu
-from streams.settings import Settings
 
 BrokerKind = Literal["kafka", "tansu"]
 

@@ -14,9 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agents.offline.tone import ToneGuide, compare_tone
+from pairjudge.agents.offline.tone import ToneGuide, compare_tone
+from pairjudge.schemas.rubric import ToneStyleRubric
 from pairjudge_dev.humaneval import PAIRS_PER_SET, build_pairs
-from schemas.rubric import ToneStyleRubric
 
 MIN_BLOCK = 60
 TARGET = Path(__file__).resolve().parents[1] / "agents" / "offline" / "calibration.py"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.scores.gate import DEFAULT_GATE, GateConfig, log_e_promote, log_e_reject
+from pairjudge.agents.scores.gate import DEFAULT_GATE, GateConfig, log_e_promote, log_e_reject
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,17 +38,17 @@ from typing import Literal
 
 import anyio
 
-from agents.core import judge_pair, resolve_tiebreak
-from agents.judge import Judge
-from agents.offline import OfflineJudge
-from agents.offline.features import count_phrases
-from agents.offline.text import words
-from agents.offline.words import FORMAL_VOCABULARY, SLANG
-from agents.policy import Policy
-from agents.stats import expected_calibration_error, reliability_bins, wilson_interval
-from schemas import Candidate, CandidatePair, CandidateSource, PairVerdict, Task, TieBreakRequest
-from schemas.pair import KnownLabel, PairMetadata
-from schemas.rubric import ToneStyleRubric
+from pairjudge.agents.core import judge_pair, resolve_tiebreak
+from pairjudge.agents.judge import Judge
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.agents.offline.features import count_phrases
+from pairjudge.agents.offline.text import words
+from pairjudge.agents.offline.words import FORMAL_VOCABULARY, SLANG
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.stats import expected_calibration_error, reliability_bins, wilson_interval
+from pairjudge.schemas import Candidate, CandidatePair, CandidateSource, PairVerdict, Task, TieBreakRequest
+from pairjudge.schemas.pair import KnownLabel, PairMetadata
+from pairjudge.schemas.rubric import ToneStyleRubric
 
 DATA = Path(__file__).resolve().parents[1] / "evaldata"
 Split = Literal["dev", "test"]

@@ -31,16 +31,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.core import judge_pair
-from agents.injection import detect
-from agents.judge import JudgeRequest
-from agents.policy import Policy
-from agents.prompt_reader import read_prompt
-from agents.scripted import ScriptedJudge
+from pairjudge.agents.core import judge_pair
+from pairjudge.agents.injection import detect
+from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompt_reader import read_prompt
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import CandidatePair, PairVerdict
+from pairjudge.schemas.rubric import HeadToHeadRubric, PairwiseRubric
 from pairjudge_dev.humaneval import Split, read_onestop, read_pavlick, read_politeness, split_of
 from pairjudge_dev.replies import h2h_reply, pairwise_reply, tiebreak_reply, tone_reply
-from schemas import CandidatePair, PairVerdict
-from schemas.rubric import HeadToHeadRubric, PairwiseRubric
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "hostile_outputs.jsonl"

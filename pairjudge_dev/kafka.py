@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from streams.brokers import BrokerError, wait_until_ready
-from streams.embedded_broker import RunningBroker, free_port, launch_broker, run_blocking
+from pairjudge.streams.brokers import BrokerError, wait_until_ready
+from pairjudge.streams.embedded_broker import RunningBroker, free_port, launch_broker, run_blocking
 
 __all__ = [
     "KAFKA_VERSION",

@@ -28,6 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pairjudge.streams.brokers import BrokerError
+from pairjudge.streams.embedded_broker import RunningBroker, free_port, launch_broker
+from pairjudge.streams.kafka_security import ClientConfig, client_config
+from pairjudge.streams.settings import KafkaSettings
 from pairjudge_dev.kafka import (
     _JVM_OPTIONS,
     _LOG4J2_PROPERTIES,
@@ -38,10 +42,6 @@ from pairjudge_dev.kafka import (
     kafka_server_properties,
     random_cluster_id,
 )
-from streams.brokers import BrokerError
-from streams.embedded_broker import RunningBroker, free_port, launch_broker
-from streams.kafka_security import ClientConfig, client_config
-from streams.settings import KafkaSettings
 
 __all__ = ["SCRAM_USERS", "SecureKafka", "make_certificates", "start_secure_kafka"]
 

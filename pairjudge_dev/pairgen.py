@@ -9,7 +9,7 @@ NAMES = ["Dana", "Sam", "Priya", "Lee", "Ana", "Tomás", "Kofi", "Mei", "Jonas",
 
 
 def sample_dicts() -> list[dict[str, object]]:
-    raw = resources.files("streams").joinpath("data/sample_pairs.jsonl").read_text()
+    raw = resources.files("pairjudge.streams").joinpath("data/sample_pairs.jsonl").read_text()
     out = []
     for line in raw.splitlines():
         try:

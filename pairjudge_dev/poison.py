@@ -18,12 +18,12 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pairjudge.schemas import DeadLetter
+from pairjudge.streams.brokers import topic_partitions
+from pairjudge.streams.kafka_security import client_config
+from pairjudge.streams.settings import Settings
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import produce_raw
-from schemas import DeadLetter
-from streams.brokers import topic_partitions
-from streams.kafka_security import client_config
-from streams.settings import Settings
 
 #: Just under what a default broker takes in one record batch (message.max.bytes 1,048,588) and what
 #: aiokafka's producer sends by default (max_request_size 1,048,576), with room for the record overhead.

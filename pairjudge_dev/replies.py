@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from schemas import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
 
 H2H_CRITERIA = ("accuracy", "clarity", "safety")
 PAIRWISE_CRITERIA = ("accuracy", "specificity", "actionability")

@@ -16,11 +16,11 @@ import json
 import time
 from pathlib import Path
 
+from pairjudge.streams.collector import collect_outcomes, read_topic
+from pairjudge.streams.demo import sample_labels, sample_pairs
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.report import latest_per_window, parse_audit_events, rates_plot, write_report
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
-from streams.collector import collect_outcomes, read_topic
-from streams.demo import sample_labels, sample_pairs
-from streams.producer import send_events
-from streams.report import latest_per_window, parse_audit_events, rates_plot, write_report
 
 WINDOW_S = 20.0
 

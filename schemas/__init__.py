@@ -1,7 +1,7 @@
 """pairjudge contracts: pure pydantic models, no I/O. Every event is frozen and forbids unknown fields."""
 
-from schemas._base import SCHEMA_VERSION, Contract, Event
-from schemas.audit import (
+from pairjudge.schemas._base import SCHEMA_VERSION, Contract, Event
+from pairjudge.schemas.audit import (
     Alert,
     AlertKind,
     AuditObservation,
@@ -11,7 +11,7 @@ from schemas.audit import (
     RelativeWinner,
     ThresholdUpdate,
 )
-from schemas.events import (
+from pairjudge.schemas.events import (
     ControlUpdate,
     DeadLetter,
     ErrorKind,
@@ -26,8 +26,8 @@ from schemas.events import (
     TieBreakReason,
     TieBreakRequest,
 )
-from schemas.pair import TIE, Candidate, CandidatePair, CandidateSource, KnownLabel, PairMetadata, Task
-from schemas.rubric import (
+from pairjudge.schemas.pair import TIE, Candidate, CandidatePair, CandidateSource, KnownLabel, PairMetadata, Task
+from pairjudge.schemas.rubric import (
     DEFAULT_TIEBREAK_WEIGHTS,
     Criterion,
     HeadToHeadRubric,

@@ -13,10 +13,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from schemas._base import Contract, Event
-from schemas.events import HumanLabel, JudgeInfo, ReviewReason, Stage, TieBreakReason
-from schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
-from schemas.rubric import RubricRef
+from pairjudge.schemas._base import Contract, Event
+from pairjudge.schemas.events import HumanLabel, JudgeInfo, ReviewReason, Stage, TieBreakReason
+from pairjudge.schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
+from pairjudge.schemas.rubric import RubricRef
 
 #: A winner as the audit compares it across pairs: the pair's first or second candidate, or a tie.
 RelativeWinner = Literal["first", "second", "TIE"]

@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from schemas._base import Contract, Event
-from schemas.pair import TIE, CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
-from schemas.replies import Position, PositionOrTie
+from pairjudge.schemas._base import Contract, Event
+from pairjudge.schemas.pair import TIE, CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
+from pairjudge.schemas.replies import Position, PositionOrTie
 
 Order = Literal["AB", "BA"]
 #: "rule": settled before any judge call (an empty output loses, identical outputs tie; ``agents.settle``).

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas.audit import Alert, AuditObservation, AuditSnapshot, DecisionRecord, ThresholdUpdate
-from schemas.events import (
+from pairjudge.schemas.audit import Alert, AuditObservation, AuditSnapshot, DecisionRecord, ThresholdUpdate
+from pairjudge.schemas.events import (
     ControlUpdate,
     DeadLetter,
     HumanLabel,
@@ -16,8 +16,8 @@ from schemas.events import (
     ReviewRequest,
     TieBreakRequest,
 )
-from schemas.pair import CandidatePair
-from schemas.replies import HeadToHeadReply, PairwiseReply, TieBreakReply, ToneStyleReply
+from pairjudge.schemas.pair import CandidatePair
+from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, TieBreakReply, ToneStyleReply
 
 EXPORTED: tuple[type[BaseModel], ...] = (
     CandidatePair,

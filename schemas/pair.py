@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from schemas._base import Contract, Event
-from schemas.rubric import Rubric, TieBreakWeights
+from pairjudge.schemas._base import Contract, Event
+from pairjudge.schemas.rubric import Rubric, TieBreakWeights
 
 CandidateId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 PairId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]

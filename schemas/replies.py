@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
-from schemas._base import Contract
+from pairjudge.schemas._base import Contract
 
 Position = Literal["A", "B"]
 PositionOrTie = Literal["A", "B", "TIE"]

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from schemas._base import Contract
+from pairjudge.schemas._base import Contract
 
 ShortText = Annotated[str, Field(min_length=1, max_length=200)]
 LongText = Annotated[str, Field(min_length=1, max_length=20_000)]

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from schemas._base import Contract, Event
-from schemas.pair import PairId, utc_now
+from pairjudge.schemas._base import Contract, Event
+from pairjudge.schemas.pair import PairId, utc_now
 
 Side = Literal["win", "loss", "tie"]
 GateDecision = Literal["promote", "reject", "continue"]

@@ -23,8 +23,8 @@ import httpx
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from schemas.audit import Alert
-from streams.cleartext import check_cleartext
+from pairjudge.schemas.audit import Alert
+from pairjudge.streams.cleartext import check_cleartext
 
 log = logging.getLogger(__name__)
 

@@ -19,24 +19,24 @@ import faust
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from pydantic import TypeAdapter
 
-from agents.judge import Judge
-from schemas import InlineRubric
-from streams.alerting import AlertWebhook
-from streams.audit import Audit, wire_audit
-from streams.control import PolicyHolder
-from streams.control import follow_control as follow_control_topic
-from streams.control_signing import signer_from_settings
-from streams.judges.factory import JudgeStack, build_judge_stack
-from streams.judges.preflight import JudgeAuthError, preflight_all
-from streams.kafka_security import faust_credentials
-from streams.offsets import install_commit_ledger, mark_done
-from streams.outcomes import OutcomeTables
-from streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
-from streams.redaction import build_redactor
-from streams.scores import Scores, wire_scores
-from streams.settings import Settings
-from streams.telemetry import Telemetry
-from streams.topics import KINDS
+from pairjudge.agents.judge import Judge
+from pairjudge.schemas import InlineRubric
+from pairjudge.streams.alerting import AlertWebhook
+from pairjudge.streams.audit import Audit, wire_audit
+from pairjudge.streams.control import PolicyHolder
+from pairjudge.streams.control import follow_control as follow_control_topic
+from pairjudge.streams.control_signing import signer_from_settings
+from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
+from pairjudge.streams.judges.preflight import JudgeAuthError, preflight_all
+from pairjudge.streams.kafka_security import faust_credentials
+from pairjudge.streams.offsets import install_commit_ledger, mark_done
+from pairjudge.streams.outcomes import OutcomeTables
+from pairjudge.streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
+from pairjudge.streams.redaction import build_redactor
+from pairjudge.streams.scores import Scores, wire_scores
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.telemetry import Telemetry
+from pairjudge.streams.topics import KINDS
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import faust
 
-from agents import InputRejected
-from agents.audit import (
+from pairjudge.agents import InputRejected
+from pairjudge.agents.audit import (
     CALIBRATION_SUFFIX,
     ConfidenceHistogram,
     JoinEntry,
@@ -42,18 +42,18 @@ from agents.audit import (
     window_key,
     window_start,
 )
-from agents.scores.events import score_event
-from schemas import ControlUpdate, HumanLabel
-from schemas.audit import Alert, AuditObservation, DecisionRecord, ThresholdSnapshot, ThresholdUpdate
-from streams.codecs import decode, encode
-from streams.control import PolicyHolder
-from streams.control_signing import ControlSigner, with_signature
-from streams.pipeline import Origin, Outgoing, dead_letter
-from streams.redaction import EventRedactor
-from streams.settings import AuditSettings
-from streams.tables import current_entries
-from streams.telemetry import Telemetry, inject_headers
-from streams.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE
+from pairjudge.agents.scores.events import score_event
+from pairjudge.schemas import ControlUpdate, HumanLabel
+from pairjudge.schemas.audit import Alert, AuditObservation, DecisionRecord, ThresholdSnapshot, ThresholdUpdate
+from pairjudge.streams.codecs import decode, encode
+from pairjudge.streams.control import PolicyHolder
+from pairjudge.streams.control_signing import ControlSigner, with_signature
+from pairjudge.streams.pipeline import Origin, Outgoing, dead_letter
+from pairjudge.streams.redaction import EventRedactor
+from pairjudge.streams.settings import AuditSettings
+from pairjudge.streams.tables import current_entries
+from pairjudge.streams.telemetry import Telemetry, inject_headers
+from pairjudge.streams.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped,unused-ignore]
 from aiokafka.errors import for_code  # type: ignore[import-untyped,unused-ignore]
 
-from streams.kafka_security import ClientConfig, as_client_config
+from pairjudge.streams.kafka_security import ClientConfig, as_client_config
 
 __all__ = [
     "BrokerError",

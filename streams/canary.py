@@ -22,10 +22,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from schemas import CandidatePair
-from streams.codecs import encode
-from streams.producer import send_events
-from streams.settings import Settings
+from pairjudge.schemas import CandidatePair
+from pairjudge.streams.codecs import encode
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from schemas.scores import HistoryPoint, StrengthSnapshot
+from pairjudge.schemas.scores import HistoryPoint, StrengthSnapshot
 
 W, H = 560, 220
 LEFT, RIGHT, TOP, BOTTOM = 48, 12, 22, 30

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from streams.settings import Settings, load_settings
+from pairjudge.streams.settings import Settings, load_settings
 
 # No local variables in tracebacks: they would show secrets (a Kafka client's password, a judge's key).
 app = typer.Typer(
@@ -33,7 +33,7 @@ review_app = typer.Typer(
 )
 app.add_typer(review_app, name="review")
 console = Console(stderr=True)
-log = logging.getLogger("streams.cli")
+log = logging.getLogger("pairjudge.streams.cli")
 
 Bootstrap = Annotated[
     str | None,
@@ -61,7 +61,7 @@ def demo(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every pair's outcome.")] = 180.0,
 ) -> None:
     """The main job on embedded defaults: start Tansu and a worker, judge the sample pairs, print a summary."""
-    from streams.demo import run_demo
+    from pairjudge.streams.demo import run_demo
 
     result = asyncio.run(run_demo(_settings(), bootstrap=bootstrap, out_path=out, pairs_path=pairs, timeout=timeout))
     raise typer.Exit(code=0 if result.complete else 1)
@@ -77,14 +77,14 @@ def worker(
     from faust import Worker
     from rich.markup import escape
 
-    from streams.app import create_app
-    from streams.brokers import BrokerError
-    from streams.brokers import check_topics as check
-    from streams.brokers import create_topics as create
-    from streams.judges.files import private_dir
-    from streams.kafka_security import client_config, explain
-    from streams.logquiet import install_quiet_logging
-    from streams.topics import topic_specs
+    from pairjudge.streams.app import create_app
+    from pairjudge.streams.brokers import BrokerError
+    from pairjudge.streams.brokers import check_topics as check
+    from pairjudge.streams.brokers import create_topics as create
+    from pairjudge.streams.judges.files import private_dir
+    from pairjudge.streams.kafka_security import client_config, explain
+    from pairjudge.streams.logquiet import install_quiet_logging
+    from pairjudge.streams.topics import topic_specs
 
     class QuietWorker(Worker):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -139,7 +139,7 @@ def send(
     bootstrap: Bootstrap = None,
 ) -> None:
     """Send pairs to the pairs topic, as they are: the worker dead-letters malformed ones."""
-    from streams.producer import send_file
+    from pairjudge.streams.producer import send_file
 
     sent = asyncio.run(send_file(_settings(bootstrap), file, console=console))
     console.print(f"sent {sent} events to {_settings(bootstrap).topics.name('pairs')}")
@@ -161,7 +161,7 @@ def evaluate(
     """Judge a file with the same core and no Kafka; report agreement with any human labels.
 
     Exits 1 when any pair could not be judged (rejected or an error); --out names each one's reason."""
-    from streams.evaluate import run_evaluate
+    from pairjudge.streams.evaluate import run_evaluate
 
     report = asyncio.run(run_evaluate(_settings(), file, out_path=out, console=Console(), baselines=baselines))
     # Any pair not judged (rejected input or an error) fails the command: a CI step must notice.
@@ -176,7 +176,7 @@ def control_set(
     by: Annotated[str, typer.Option(help="Who made the change, for the record.")] = "",
 ) -> None:
     """Change a setting on every running worker, without a redeploy."""
-    from streams.control import parse_value, publish_control
+    from pairjudge.streams.control import parse_value, publish_control
 
     settings = _settings(bootstrap)
     asyncio.run(publish_control(settings, key, parse_value(key, value), by))
@@ -189,7 +189,7 @@ def control_pause(
     bootstrap: Bootstrap = None,
 ) -> None:
     """Pause automatic decisions on every worker (the kappa guard): every pair goes to human review."""
-    from streams.control import publish_control
+    from pairjudge.streams.control import publish_control
 
     settings = _settings(bootstrap)
     asyncio.run(publish_control(settings, "kappa_guard_tripped", True, by))
@@ -202,7 +202,7 @@ def control_resume(
     bootstrap: Bootstrap = None,
 ) -> None:
     """Resume automatic decisions after the kappa guard paused them (seed 001: only a person does this)."""
-    from streams.control import publish_control
+    from pairjudge.streams.control import publish_control
 
     settings = _settings(bootstrap)
     # An explicit false, not a tombstone: the record of who resumed stays on the compacted topic.
@@ -213,7 +213,7 @@ def control_resume(
 @control_app.command("clear")
 def control_clear(key: Annotated[str, typer.Argument()], bootstrap: Bootstrap = None) -> None:
     """Return a setting to its configured value on every worker (writes a tombstone)."""
-    from streams.control import publish_control
+    from pairjudge.streams.control import publish_control
 
     settings = _settings(bootstrap)
     asyncio.run(publish_control(settings, key, None, ""))
@@ -246,9 +246,9 @@ def labels_import(
     from aiokafka.errors import KafkaError
     from rich.markup import escape
 
-    from streams.brokers import BrokerError
-    from streams.labels import LabelFileError, LabelFormat, detect_format, parse_labels
-    from streams.labels_import import publish, summarise
+    from pairjudge.streams.brokers import BrokerError
+    from pairjudge.streams.labels import LabelFileError, LabelFormat, detect_format, parse_labels
+    from pairjudge.streams.labels_import import publish, summarise
 
     out = Console()
     formats: dict[str, LabelFormat] = {"jsonl": "jsonl", "csv": "csv"}
@@ -299,7 +299,7 @@ _SHOWN_REJECTS = 10
 @schemas_app.command("export")
 def schemas_export(directory: Annotated[Path, typer.Argument(help="Directory to write JSON Schemas into.")]) -> None:
     """Write every event and reply contract as JSON Schema."""
-    from schemas.export import export_json_schemas
+    from pairjudge.schemas.export import export_json_schemas
 
     for path in export_json_schemas(directory):
         console.print(str(path))
@@ -318,7 +318,7 @@ def canary_send(
     against their labels (canary_accuracy, and an alert when it drops)."""
     from rich.markup import escape
 
-    from streams.canary import CanaryFileError, load_canaries, send_rounds
+    from pairjudge.streams.canary import CanaryFileError, load_canaries, send_rounds
 
     try:
         pairs = load_canaries(file)
@@ -348,7 +348,7 @@ def report(
         console.print("[red]error:[/red] the report needs matplotlib: pip install 'pairjudge[report]'")
         raise typer.Exit(code=2) from None
 
-    from streams.report import parse_audit_events, write_report
+    from pairjudge.streams.report import parse_audit_events, write_report
 
     if source is not None:
         try:
@@ -357,7 +357,7 @@ def report(
             console.print(f"[red]error:[/red] cannot read {escape(str(source))}: {escape(str(exc.strerror or exc))}")
             raise typer.Exit(code=2) from None
     else:
-        from streams.collector import read_topic
+        from pairjudge.streams.collector import read_topic
 
         settings = _settings(bootstrap)
         records = asyncio.run(read_topic(settings, "audit", timeout=10))
@@ -374,7 +374,7 @@ def gate(
     bootstrap: Bootstrap = None,
 ) -> None:
     """The deployment gate's decision for an experiment: exit 0 promote, 1 reject, 2 continue."""
-    from streams.gate import gate_status
+    from pairjudge.streams.gate import gate_status
 
     code, text = asyncio.run(gate_status(_settings(bootstrap), experiment))
     print(text)
@@ -384,7 +384,7 @@ def gate(
 @review_app.command("serve")
 def review_serve(bootstrap: Bootstrap = None) -> None:
     """Consume pairjudge.review into the queue and serve the review UI (127.0.0.1:8088 by default)."""
-    from streams.review.service import serve
+    from pairjudge.streams.review.service import serve
 
     settings = _settings(bootstrap)
     console.print(f"review UI on http://{settings.review.host}:{settings.review.port}/")
@@ -394,7 +394,7 @@ def review_serve(bootstrap: Bootstrap = None) -> None:
 @review_app.command("hash-password")
 def review_hash_password() -> None:
     """Read a password (twice, not echoed) and print its scrypt hash for PAIRJUDGE_REVIEW__USERS."""
-    from streams.review.auth import hash_password
+    from pairjudge.streams.review.auth import hash_password
 
     password = typer.prompt("password", hide_input=True, confirmation_prompt=True)
     print(hash_password(password))
@@ -403,7 +403,7 @@ def review_hash_password() -> None:
 def main() -> None:
     from aiokafka.errors import KafkaError
 
-    from streams.brokers import BrokerError
+    from pairjudge.streams.brokers import BrokerError
 
     try:
         app()
@@ -415,7 +415,7 @@ def main() -> None:
         # A refused ACL, password or certificate: said plainly (streams.kafka_security.explain), never a secret.
         from rich.markup import escape
 
-        from streams.kafka_security import client_config, explain
+        from pairjudge.streams.kafka_security import client_config, explain
 
         settings = _used[0] if _used else load_settings()
         console.print(f"[red]error:[/red] {escape(asyncio.run(explain(exc, client_config(settings.kafka))))}")

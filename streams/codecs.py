@@ -29,8 +29,8 @@ from typing import Any, Final, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from agents.errors import InputRejected
-from schemas._base import SUPPORTED_SCHEMA_VERSIONS
+from pairjudge.agents.errors import InputRejected
+from pairjudge.schemas._base import SUPPORTED_SCHEMA_VERSIONS
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from streams.brokers import topic_partitions
-from streams.kafka_security import client_config
-from streams.settings import Settings
-from streams.topics import FINAL_KINDS
+from pairjudge.streams.brokers import topic_partitions
+from pairjudge.streams.kafka_security import client_config
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.topics import FINAL_KINDS
 
 
 @dataclass

@@ -17,14 +17,14 @@ from typing import get_args
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
 
-from agents import InputRejected, Policy
-from schemas import ControlUpdate, ThresholdUpdate
-from schemas.events import SWITCH_KEYS, ControlKey
-from streams.brokers import topic_partitions
-from streams.codecs import decode, encode
-from streams.control_signing import ControlSigner, signer_from_settings, with_signature
-from streams.kafka_security import client_config
-from streams.settings import Settings
+from pairjudge.agents import InputRejected, Policy
+from pairjudge.schemas import ControlUpdate, ThresholdUpdate
+from pairjudge.schemas.events import SWITCH_KEYS, ControlKey
+from pairjudge.streams.brokers import topic_partitions
+from pairjudge.streams.codecs import decode, encode
+from pairjudge.streams.control_signing import ControlSigner, signer_from_settings, with_signature
+from pairjudge.streams.kafka_security import client_config
+from pairjudge.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from streams.settings import ControlSettings
+from pairjudge.streams.settings import ControlSettings
 
 __all__ = ["KEY_ID_HEADER", "SIGNATURE_HEADER", "ControlSigner", "Verification", "canonical", "signer_from_settings"]
 

@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from agents.errors import InputRejected
-from schemas import DeadLetter
-from streams.codecs import encode, parse_object
-from streams.redaction import EventRedactor
+from pairjudge.agents.errors import InputRejected
+from pairjudge.schemas import DeadLetter
+from pairjudge.streams.codecs import encode, parse_object
+from pairjudge.streams.redaction import EventRedactor
 
 log = logging.getLogger(__name__)
 

@@ -22,19 +22,19 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from schemas.audit import Alert, AuditSnapshot
-from streams.brokers import create_topics, wait_until_ready
-from streams.collector import Outcomes, collect_outcomes, read_topic
-from streams.embedded_broker import RunningBroker, start_tansu
-from streams.judges.files import open_private_append, open_private_write, private_dir
-from streams.kafka_security import PLAINTEXT_CLIENT, client_config
-from streams.labels import Accepted, parse_labels
-from streams.labels_import import publish as publish_labels
-from streams.producer import key_of, read_lines, send_events
-from streams.report import latest_per_window, parse_audit_events
-from streams.settings import Settings, environ_for
-from streams.telemetry import Telemetry
-from streams.topics import topic_specs
+from pairjudge.schemas.audit import Alert, AuditSnapshot
+from pairjudge.streams.brokers import create_topics, wait_until_ready
+from pairjudge.streams.collector import Outcomes, collect_outcomes, read_topic
+from pairjudge.streams.embedded_broker import RunningBroker, start_tansu
+from pairjudge.streams.judges.files import open_private_append, open_private_write, private_dir
+from pairjudge.streams.kafka_security import PLAINTEXT_CLIENT, client_config
+from pairjudge.streams.labels import Accepted, parse_labels
+from pairjudge.streams.labels_import import publish as publish_labels
+from pairjudge.streams.producer import key_of, read_lines, send_events
+from pairjudge.streams.report import latest_per_window, parse_audit_events
+from pairjudge.streams.settings import Settings, environ_for
+from pairjudge.streams.telemetry import Telemetry
+from pairjudge.streams.topics import topic_specs
 
 
 @dataclass
@@ -52,13 +52,13 @@ class DemoResult:
 
 
 def sample_pairs() -> list[bytes]:
-    text = resources.files("streams").joinpath("data/sample_pairs.jsonl").read_bytes()
+    text = resources.files("pairjudge.streams").joinpath("data/sample_pairs.jsonl").read_bytes()
     return [line for line in text.splitlines() if line.strip()]
 
 
 def sample_labels() -> list[bytes]:
     """Human labels for the sample pairs, written for the demo by the maintainers (not evidence)."""
-    text = resources.files("streams").joinpath("data/sample_labels.jsonl").read_bytes()
+    text = resources.files("pairjudge.streams").joinpath("data/sample_labels.jsonl").read_bytes()
     return [line for line in text.splitlines() if line.strip()]
 
 
@@ -83,7 +83,7 @@ def _tag_run(raw: bytes, run_id: str) -> bytes:
 def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
     log = open_private_append(log_path, what="worker log")
     return subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "worker", "--no-create-topics"],
+        [sys.executable, "-m", "pairjudge.streams.cli", "worker", "--no-create-topics"],
         env=environ_for(settings),
         stdout=log,
         stderr=subprocess.STDOUT,

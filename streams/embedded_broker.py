@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
-from streams.brokers import BrokerError, wait_until_ready
-from streams.kafka_security import ClientConfig
+from pairjudge.streams.brokers import BrokerError, wait_until_ready
+from pairjudge.streams.kafka_security import ClientConfig
 
 __all__ = [
     "RunningBroker",

@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from agents import InputRejected, Judge, Policy, resolve_tiebreak
-from agents.stats import (
+from pairjudge.agents import InputRejected, Judge, Policy, resolve_tiebreak
+from pairjudge.agents.stats import (
     KappaEstimate,
     agreement,
     cohen_kappa,
@@ -29,14 +29,14 @@ from agents.stats import (
     position_a_win_rate,
     relative_label,
 )
-from schemas import TIE, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
-from streams.app import build_panel, load_catalog
-from streams.codecs import decode
-from streams.deadletter import guess_pair_id
-from streams.judges.factory import JudgeStack
-from streams.judges.files import open_private_write
-from streams.pipeline import JudgePanel
-from streams.settings import Settings
+from pairjudge.schemas import TIE, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.streams.app import build_panel, load_catalog
+from pairjudge.streams.codecs import decode
+from pairjudge.streams.deadletter import guess_pair_id
+from pairjudge.streams.judges.factory import JudgeStack
+from pairjudge.streams.judges.files import open_private_write
+from pairjudge.streams.pipeline import JudgePanel
+from pairjudge.streams.settings import Settings
 
 
 @dataclass

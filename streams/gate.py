@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from schemas import ControlUpdate
-from schemas.scores import GateUpdate
-from streams.codecs import decode
-from streams.control_signing import signer_from_settings
-from streams.kafka_security import client_config
-from streams.settings import Settings
+from pairjudge.schemas import ControlUpdate
+from pairjudge.schemas.scores import GateUpdate
+from pairjudge.streams.codecs import decode
+from pairjudge.streams.control_signing import signer_from_settings
+from pairjudge.streams.kafka_security import client_config
+from pairjudge.streams.settings import Settings
 
 EXIT_CODES = {"promote": 0, "reject": 1, "continue": 2}
 

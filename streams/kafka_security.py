@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from aiokafka.helpers import create_ssl_context
 
-from streams.cleartext import is_loopback
+from pairjudge.streams.cleartext import is_loopback
 
 if TYPE_CHECKING:
     from faust.types.auth import CredentialsT
 
-    from streams.settings import KafkaSettings
+    from pairjudge.streams.settings import KafkaSettings
 
 __all__ = [
     "PLAINTEXT_CLIENT",

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from agents.errors import InputRejected
-from schemas import HumanLabel
-from streams.codecs import decode
+from pairjudge.agents.errors import InputRejected
+from pairjudge.schemas import HumanLabel
+from pairjudge.streams.codecs import decode
 
 LabelFormat = Literal["jsonl", "csv"]
 

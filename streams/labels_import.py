@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer
 
-from streams.brokers import BrokerError, topic_partitions
-from streams.codecs import encode
-from streams.deadletter import BuiltLetter, build_dead_letter
-from streams.kafka_security import client_config
-from streams.labels import Accepted, ParsedFile, Rejected
-from streams.settings import Settings
+from pairjudge.streams.brokers import BrokerError, topic_partitions
+from pairjudge.streams.codecs import encode
+from pairjudge.streams.deadletter import BuiltLetter, build_dead_letter
+from pairjudge.streams.kafka_security import client_config
+from pairjudge.streams.labels import Accepted, ParsedFile, Rejected
+from pairjudge.streams.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

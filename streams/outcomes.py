@@ -26,9 +26,9 @@ from base64 import b64decode, b64encode
 from collections.abc import Iterable
 from typing import Any
 
-from streams.pipeline import Outgoing, Stage, TopicKind
-from streams.tables import current_entries
-from streams.topics import STAGES, outcome_table_name
+from pairjudge.streams.pipeline import Outgoing, Stage, TopicKind
+from pairjudge.streams.tables import current_entries
+from pairjudge.streams.topics import STAGES, outcome_table_name
 
 log = logging.getLogger(__name__)
 

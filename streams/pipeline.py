@@ -16,7 +16,7 @@ from typing import Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from agents import (
+from pairjudge.agents import (
     Decision,
     InputRejected,
     Judge,
@@ -26,14 +26,14 @@ from agents import (
     rejected_detail,
     resolve_tiebreak,
 )
-from agents.audit import record_for
-from schemas import Alert, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
-from streams.codecs import decode, encode
-from streams.control import PolicyHolder
-from streams.deadletter import build_dead_letter
-from streams.judges.breaker import CircuitBreaker
-from streams.redaction import EventRedactor
-from streams.telemetry import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
+from pairjudge.agents.audit import record_for
+from pairjudge.schemas import Alert, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.streams.codecs import decode, encode
+from pairjudge.streams.control import PolicyHolder
+from pairjudge.streams.deadletter import build_dead_letter
+from pairjudge.streams.judges.breaker import CircuitBreaker
+from pairjudge.streams.redaction import EventRedactor
+from pairjudge.streams.telemetry import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
 
 log = logging.getLogger(__name__)
 

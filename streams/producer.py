@@ -13,10 +13,10 @@ from opentelemetry.trace import SpanKind, Tracer
 from rich.console import Console
 from rich.progress import Progress
 
-from streams.deadletter import read_pair_id
-from streams.kafka_security import client_config
-from streams.settings import Settings
-from streams.telemetry import inject_headers
+from pairjudge.streams.deadletter import read_pair_id
+from pairjudge.streams.kafka_security import client_config
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.telemetry import inject_headers
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def _too_large(n: int, total: int, size: int, limit: str) -> None:
 
 
 async def send_file(settings: Settings, path: Path, console: Console) -> int:
-    from streams.telemetry import Telemetry
+    from pairjudge.streams.telemetry import Telemetry
 
     telemetry = Telemetry(settings.telemetry)
     try:

@@ -19,10 +19,10 @@ import importlib
 import logging
 from typing import Final
 
-from agents.redaction import Hook, Redactor, builtin_detectors, custom_detector, placeholder
-from schemas import ReviewRequest
-from schemas.events import OrderingResult
-from streams.settings import RedactionSettings
+from pairjudge.agents.redaction import Hook, Redactor, builtin_detectors, custom_detector, placeholder
+from pairjudge.schemas import ReviewRequest
+from pairjudge.schemas.events import OrderingResult
+from pairjudge.streams.settings import RedactionSettings
 
 log = logging.getLogger(__name__)
 

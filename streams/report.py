@@ -27,10 +27,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schemas.audit import Alert, AuditSnapshot
-from schemas.scores import ScoreSnapshot, TallySnapshot
-from streams.charts import evidence_chart, strengths_chart, win_rate_chart
-from streams.judges.files import write_private_text
+from pairjudge.schemas.audit import Alert, AuditSnapshot
+from pairjudge.schemas.scores import ScoreSnapshot, TallySnapshot
+from pairjudge.streams.charts import evidence_chart, strengths_chart, win_rate_chart
+from pairjudge.streams.judges.files import write_private_text
 
 KAPPA_LINE = 0.7
 TIEBREAK_LINE = 0.2

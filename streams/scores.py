@@ -21,10 +21,10 @@ from typing import Any
 
 import faust
 
-from agents import InputRejected
-from agents.scores.board import Scoreboard, Tally
-from agents.scores.gate import GateConfig, decide
-from schemas.scores import (
+from pairjudge.agents import InputRejected
+from pairjudge.agents.scores.board import Scoreboard, Tally
+from pairjudge.agents.scores.gate import GateConfig, decide
+from pairjudge.schemas.scores import (
     GateSnapshot,
     GateUpdate,
     HistoryPoint,
@@ -33,14 +33,14 @@ from schemas.scores import (
     StrengthSnapshot,
     TallySnapshot,
 )
-from streams.audit import Consume, Publish
-from streams.codecs import decode, encode
-from streams.control import PolicyHolder
-from streams.pipeline import Origin, Outgoing, dead_letter
-from streams.redaction import EventRedactor
-from streams.settings import ScoreSettings
-from streams.telemetry import Telemetry, inject_headers
-from streams.topics import SCORES_TABLE
+from pairjudge.streams.audit import Consume, Publish
+from pairjudge.streams.codecs import decode, encode
+from pairjudge.streams.control import PolicyHolder
+from pairjudge.streams.pipeline import Origin, Outgoing, dead_letter
+from pairjudge.streams.redaction import EventRedactor
+from pairjudge.streams.settings import ScoreSettings
+from pairjudge.streams.telemetry import Telemetry, inject_headers
+from pairjudge.streams.topics import SCORES_TABLE
 
 log = logging.getLogger(__name__)
 

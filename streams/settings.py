@@ -27,12 +27,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from agents.audit import GuardBounds
-from agents.policy import Policy
-from agents.redaction import builtin_detectors, custom_detector
-from schemas import InlineRubric
-from streams.cleartext import check_cleartext, is_loopback
-from streams.judges.cost import ModelPrice
+from pairjudge.agents.audit import GuardBounds
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.redaction import builtin_detectors, custom_detector
+from pairjudge.schemas import InlineRubric
+from pairjudge.streams.cleartext import check_cleartext, is_loopback
+from pairjudge.streams.judges.cost import ModelPrice
 
 
 class _Section(BaseModel):
@@ -77,7 +77,7 @@ class KafkaSettings(_Section):
     @model_validator(mode="after")
     def _security_usable(self) -> KafkaSettings:
         # Fail at start-up naming the variable, never a value (streams.kafka_security builds the clients).
-        from streams.kafka_security import check_kafka_security
+        from pairjudge.streams.kafka_security import check_kafka_security
 
         check_kafka_security(self)
         return self

@@ -24,10 +24,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from agents import Decision, DecisionFacts, Judge, JudgeError, JudgeRequest, JudgeResponse, JudgeWrapper
-from streams.cleartext import check_cleartext
-from streams.judges.files import open_private_append
-from streams.settings import TelemetrySettings
+from pairjudge.agents import Decision, DecisionFacts, Judge, JudgeError, JudgeRequest, JudgeResponse, JudgeWrapper
+from pairjudge.streams.cleartext import check_cleartext
+from pairjudge.streams.judges.files import open_private_append
+from pairjudge.streams.settings import TelemetrySettings
 
 Headers = Sequence[tuple[str, bytes]]
 INSTRUMENTATION = "pairjudge"

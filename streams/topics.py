@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from streams.brokers import TopicSpec
-from streams.settings import Settings
+from pairjudge.streams.brokers import TopicSpec
+from pairjudge.streams.settings import Settings
 
 #: Topic kinds. ``control`` is compacted: the latest value per key is the live setting.
 KINDS = (

@@ -13,7 +13,7 @@ move bytes and the arithmetic is tested without a broker:
    of seeds 001 and 002 and the configured bounds to a window.
 """
 
-from agents.audit.calibration import (
+from pairjudge.agents.audit.calibration import (
     CALIBRATION_SUFFIX,
     HISTOGRAM_BINS,
     ConfidenceHistogram,
@@ -21,11 +21,11 @@ from agents.audit.calibration import (
     grid_bin,
     threshold_snapshot,
 )
-from agents.audit.guards import Finding, GuardBounds, findings
-from agents.audit.join import KNOWN_LABEL_REVIEWER, JoinEntry, LabelOutcome, known_label, on_label, on_record
-from agents.audit.records import decision_record, longer_candidate, record_for, series_of
-from agents.audit.sums import CALIBRATION_BINS, WindowStats
-from agents.audit.windows import SeriesWindow, snapshot, window_key, window_start
+from pairjudge.agents.audit.guards import Finding, GuardBounds, findings
+from pairjudge.agents.audit.join import KNOWN_LABEL_REVIEWER, JoinEntry, LabelOutcome, known_label, on_label, on_record
+from pairjudge.agents.audit.records import decision_record, longer_candidate, record_for, series_of
+from pairjudge.agents.audit.sums import CALIBRATION_BINS, WindowStats
+from pairjudge.agents.audit.windows import SeriesWindow, snapshot, window_key, window_start
 
 __all__ = [
     "CALIBRATION_BINS",

@@ -6,8 +6,8 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 
-from agents.stats import DEFAULT_THRESHOLD_GRID, Guarantee, calibrate_threshold
-from schemas.audit import (
+from pairjudge.agents.stats import DEFAULT_THRESHOLD_GRID, Guarantee, calibrate_threshold
+from pairjudge.schemas.audit import (
     AuditObservation,
     ThresholdSnapshot,
 )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.audit.sums import WindowStats, rate_of
-from agents.stats import kappa_interval
-from schemas.audit import (
+from pairjudge.agents.audit.sums import WindowStats, rate_of
+from pairjudge.agents.stats import kappa_interval
+from pairjudge.schemas.audit import (
     AlertKind,
 )
 

@@ -6,12 +6,12 @@ import json
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from schemas.audit import (
+from pairjudge.schemas.audit import (
     AuditObservation,
     DecisionRecord,
 )
-from schemas.events import HumanLabel
-from schemas.pair import TIE
+from pairjudge.schemas.events import HumanLabel
+from pairjudge.schemas.pair import TIE
 
 #: Reviewer name of a label that came with the pair itself (``CandidatePair.human_label``).
 KNOWN_LABEL_REVIEWER = "known_label"

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agents.core import Decision
-from agents.validation import JudgeCall
-from schemas import JudgeInfo, PairVerdict, ReviewRequest, TieBreakRequest
-from schemas.audit import (
+from pairjudge.agents.core import Decision
+from pairjudge.agents.validation import JudgeCall
+from pairjudge.schemas import JudgeInfo, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.audit import (
     AuditSeries,
     DecisionRecord,
     RelativeWinner,
 )
-from schemas.events import OrderingResult
-from schemas.pair import CandidatePair
+from pairjudge.schemas.events import OrderingResult
+from pairjudge.schemas.pair import CandidatePair
 
 
 def series_of(judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:

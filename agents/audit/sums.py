@@ -6,13 +6,13 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 
-from agents.stats import relative_label
-from schemas.audit import (
+from pairjudge.agents.stats import relative_label
+from pairjudge.schemas.audit import (
     AuditObservation,
     DecisionRecord,
 )
-from schemas.events import HumanLabel
-from schemas.pair import TIE
+from pairjudge.schemas.events import HumanLabel
+from pairjudge.schemas.pair import TIE
 
 #: Equal-width reliability bins over [0, 1].
 CALIBRATION_BINS = 10

@@ -7,10 +7,10 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from agents.audit.guards import Finding, GuardBounds, findings
-from agents.audit.sums import CALIBRATION_BINS, WindowStats, rate_of
-from agents.stats import kappa_interval
-from schemas.audit import (
+from pairjudge.agents.audit.guards import Finding, GuardBounds, findings
+from pairjudge.agents.audit.sums import CALIBRATION_BINS, WindowStats, rate_of
+from pairjudge.agents.stats import kappa_interval
+from pairjudge.schemas.audit import (
     AuditSeries,
     AuditSnapshot,
     ReliabilityBinSnapshot,

@@ -20,7 +20,7 @@ under them: ``text`` (tokens, readability), ``words`` (the word lists), ``featur
 profile) and ``reading`` (reading rubrics and prompts).
 """
 
-from agents.offline.common import (
+from pairjudge.agents.offline.common import (
     HEURISTIC_PREFIX,
     OFFLINE_IDENTITY,
     OFFLINE_JUDGE_VERSION,
@@ -31,9 +31,9 @@ from agents.offline.common import (
     margin_confidence,
     unmeasured_cap,
 )
-from agents.offline.criteria import criterion_family
-from agents.offline.judge import SCORERS, OfflineJudge, judge_reply
-from agents.offline.tone import ToneGuide, score_tone_dimensions
+from pairjudge.agents.offline.criteria import criterion_family
+from pairjudge.agents.offline.judge import SCORERS, OfflineJudge, judge_reply
+from pairjudge.agents.offline.tone import ToneGuide, score_tone_dimensions
 
 __all__ = [
     "HEURISTIC_PREFIX",

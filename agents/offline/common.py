@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from agents.judge import JudgeIdentity
-from agents.offline.features import count_term
-from schemas.replies import (
+from pairjudge.agents.judge import JudgeIdentity
+from pairjudge.agents.offline.features import count_term
+from pairjudge.schemas.replies import (
     Phrase,
     Position,
     Prose,

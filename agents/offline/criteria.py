@@ -8,8 +8,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agents.errors import JudgeRejected
-from agents.offline.common import (
+from pairjudge.agents.errors import JudgeRejected
+from pairjudge.agents.offline.common import (
     CONF_MIN,
     ERRATIC_CV,
     HEURISTIC_PREFIX,
@@ -23,8 +23,8 @@ from agents.offline.common import (
     margin_confidence,
     unmeasured_cap,
 )
-from agents.offline.features import Profile, clamp, count_term, profile
-from agents.offline.reading import (
+from pairjudge.agents.offline.features import Profile, clamp, count_term, profile
+from pairjudge.agents.offline.reading import (
     AudienceProfile,
     Limit,
     ToneTargets,
@@ -37,16 +37,16 @@ from agents.offline.reading import (
     parse_word_limit,
     tone_targets,
 )
-from agents.offline.tone import tone_distance
-from agents.prompts import PromptSlots
-from schemas.replies import (
+from pairjudge.agents.offline.tone import tone_distance
+from pairjudge.agents.prompts import PromptSlots
+from pairjudge.schemas.replies import (
     CriterionWinner,
     HeadToHeadReply,
     PairwiseReply,
     PositionOrTie,
     TieDecision,
 )
-from schemas.rubric import HeadToHeadRubric, PairwiseRubric
+from pairjudge.schemas.rubric import HeadToHeadRubric, PairwiseRubric
 
 # --- criteria: names -> measurable feature families -------------------------------------------
 

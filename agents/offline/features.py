@@ -13,7 +13,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agents.offline.text import (
+from pairjudge.agents.offline.text import (
     _BULLET_RE,
     WORD_RE,
     bullet_count,
@@ -26,7 +26,7 @@ from agents.offline.text import (
     split_sentences,
     words,
 )
-from agents.offline.words import (
+from pairjudge.agents.offline.words import (
     ACRONYMS,
     ADVICE_PHRASES,
     DEICTIC_WORDS,

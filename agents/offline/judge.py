@@ -6,15 +6,15 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
-from agents.errors import JudgeRejected
-from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
-from agents.offline.common import OFFLINE_IDENTITY, OFFLINE_MODEL
-from agents.offline.criteria import score_head_to_head, score_pairwise
-from agents.offline.tiebreak import score_tiebreak
-from agents.offline.tone import score_tone_style
-from agents.prompt_reader import PromptUnreadable, read_prompt
-from agents.prompts import PromptSlots
-from schemas.replies import (
+from pairjudge.agents.errors import JudgeRejected
+from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.agents.offline.common import OFFLINE_IDENTITY, OFFLINE_MODEL
+from pairjudge.agents.offline.criteria import score_head_to_head, score_pairwise
+from pairjudge.agents.offline.tiebreak import score_tiebreak
+from pairjudge.agents.offline.tone import score_tone_style
+from pairjudge.agents.prompt_reader import PromptUnreadable, read_prompt
+from pairjudge.agents.prompts import PromptSlots
+from pairjudge.schemas.replies import (
     Reply,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agents.offline.text import normalize
+from pairjudge.agents.offline.text import normalize
 
 # --- reading rubrics and prompts: cues, rules, limits -----------------------------------------
 

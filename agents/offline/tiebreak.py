@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from agents.offline.common import (
+from pairjudge.agents.offline.common import (
     CONF_MIN,
     HEURISTIC_PREFIX,
     PROSE_MAX,
@@ -14,16 +14,16 @@ from agents.offline.common import (
     margin_confidence,
     unmeasured_cap,
 )
-from agents.offline.criteria import CriteriaContext, criteria_context_h2h, measure_criterion, robust_lead
-from agents.offline.features import profile
-from agents.offline.tone import ToneGuide
-from agents.prompts import PromptSlots
-from schemas.replies import (
+from pairjudge.agents.offline.criteria import CriteriaContext, criteria_context_h2h, measure_criterion, robust_lead
+from pairjudge.agents.offline.features import profile
+from pairjudge.agents.offline.tone import ToneGuide
+from pairjudge.agents.prompts import PromptSlots
+from pairjudge.schemas.replies import (
     CriterionAnalysis,
     Position,
     TieBreakReply,
 )
-from schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, HeadToHeadRubric, ToneStyleRubric
+from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, HeadToHeadRubric, ToneStyleRubric
 
 # --- seed 002: tie-break ----------------------------------------------------------------------
 

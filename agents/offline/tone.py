@@ -6,9 +6,9 @@ import functools
 import math
 from dataclasses import dataclass
 
-from agents.errors import JudgeRejected
-from agents.offline.calibration import tone_confidence
-from agents.offline.common import (
+from pairjudge.agents.errors import JudgeRejected
+from pairjudge.agents.offline.calibration import tone_confidence
+from pairjudge.agents.offline.common import (
     DRIFT_NOISE,
     ERRATIC_CV,
     HEURISTIC_PREFIX,
@@ -21,8 +21,8 @@ from agents.offline.common import (
     missing_terms,
     used_terms,
 )
-from agents.offline.features import Profile, Register, clamp, profile
-from agents.offline.reading import (
+from pairjudge.agents.offline.features import Profile, Register, clamp, profile
+from pairjudge.agents.offline.reading import (
     AudienceProfile,
     StyleRules,
     ToneTargets,
@@ -32,13 +32,13 @@ from agents.offline.reading import (
     style_rules,
     tone_targets,
 )
-from agents.prompts import PromptSlots
-from schemas.replies import (
+from pairjudge.agents.prompts import PromptSlots
+from pairjudge.schemas.replies import (
     TONE_WEIGHTS,
     Position,
     ToneStyleReply,
 )
-from schemas.rubric import ToneStyleRubric
+from pairjudge.schemas.rubric import ToneStyleRubric
 
 # --- seed 000: tone and style -----------------------------------------------------------------
 

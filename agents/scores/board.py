@@ -23,7 +23,7 @@ import choix
 import numpy as np
 from scipy.optimize import minimize
 
-from agents.stats import wilson_interval
+from pairjudge.agents.stats import wilson_interval
 
 Side = Literal["win", "loss", "tie"]
 #: Bins of log(length of the challenger's output / the champion's), clipped to +-LOG_RATIO_MAX.

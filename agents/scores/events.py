@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from schemas.audit import AuditObservation
-from schemas.pair import TIE
-from schemas.scores import ScoreEvent, Side
+from pairjudge.schemas.audit import AuditObservation
+from pairjudge.schemas.pair import TIE
+from pairjudge.schemas.scores import ScoreEvent, Side
 
 
 def score_event(observation: AuditObservation) -> ScoreEvent | None:

@@ -30,10 +30,10 @@ from typing import Any, Final
 import httpx
 from pydantic import SecretStr
 
-from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
-from streams.judges.cost import usage_count
-from streams.judges.http import (
+from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.streams.judges.cost import usage_count
+from pairjudge.streams.judges.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     RETRIABLE_STATUSES,
     EndpointJudge,

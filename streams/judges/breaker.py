@@ -60,8 +60,8 @@ from typing import Literal
 
 import anyio
 
-from agents.errors import JudgeError, JudgeUnavailable
-from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
+from pairjudge.agents.errors import JudgeError, JudgeUnavailable
+from pairjudge.agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
 
 log = logging.getLogger(__name__)
 

@@ -86,9 +86,9 @@ import anyio.to_thread
 import diskcache
 from diskcache.core import DBNAME, MODE_PICKLE, UNKNOWN
 
-from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper, cache_params_of
-from agents.validation import strip_fence
-from streams.judges.files import private_dir, private_file, tighten_if_exists, tighten_tree
+from pairjudge.agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper, cache_params_of
+from pairjudge.agents.validation import strip_fence
+from pairjudge.streams.judges.files import private_dir, private_file, tighten_if_exists, tighten_tree
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
+from pairjudge.agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
 
 #: ``JudgeResponse.extra`` keys for provider-side prompt-cache reads and writes (see the module docstring).
 CACHED_INPUT_TOKENS = "cached_input_tokens"

@@ -26,13 +26,13 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from agents.judge import Judge
-from agents.offline import OfflineJudge
-from streams.judges.breaker import BreakerJudge, Check, CircuitBreaker
-from streams.judges.cache import CachingJudge, ResponseCache
-from streams.judges.cost import PricedJudge, PriceTable
-from streams.judges.http import RETRIABLE_STATUSES, EndpointJudge, ProbeResult, public_url
-from streams.settings import JudgeSettings
+from pairjudge.agents.judge import Judge
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.streams.judges.breaker import BreakerJudge, Check, CircuitBreaker
+from pairjudge.streams.judges.cache import CachingJudge, ResponseCache
+from pairjudge.streams.judges.cost import PricedJudge, PriceTable
+from pairjudge.streams.judges.http import RETRIABLE_STATUSES, EndpointJudge, ProbeResult, public_url
+from pairjudge.streams.settings import JudgeSettings
 
 
 def build_inner_judge(settings: JudgeSettings) -> Judge:
@@ -40,7 +40,7 @@ def build_inner_judge(settings: JudgeSettings) -> Judge:
     if settings.kind == "offline":
         return OfflineJudge()
     if settings.kind == "anthropic":
-        from streams.judges.anthropic import AnthropicJudge
+        from pairjudge.streams.judges.anthropic import AnthropicJudge
 
         # response_format and seed do not apply: the Messages API has no seed, and the reply schema
         # always goes out as a forced tool.
@@ -58,7 +58,7 @@ def build_inner_judge(settings: JudgeSettings) -> Judge:
             max_concurrency=settings.max_concurrency,
             allow_cleartext_key=settings.allow_cleartext_key,
         )
-    from streams.judges.openai import OpenAICompatibleJudge
+    from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 
     return OpenAICompatibleJudge(
         base_url=settings.base_url,

@@ -29,9 +29,9 @@ from httpx_aiohttp import HttpxAiohttpClient
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, RetryError, retry_if_exception_type
 
-from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.judge import JudgeIdentity
-from streams.cleartext import cleartext_host
+from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import JudgeIdentity
+from pairjudge.streams.cleartext import cleartext_host
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ from typing import Any, Final, Literal, TypeGuard
 
 from pydantic import SecretStr
 
-from agents.errors import JudgeUnavailable
-from agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
-from streams.judges.cost import CACHED_INPUT_TOKENS, usage_count
-from streams.judges.http import (
+from pairjudge.agents.errors import JudgeUnavailable
+from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.streams.judges.cost import CACHED_INPUT_TOKENS, usage_count
+from pairjudge.streams.judges.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     EndpointJudge,
     JSONEndpoint,

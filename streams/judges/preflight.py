@@ -29,9 +29,9 @@ from typing import Final
 import anyio
 import httpx
 
-from agents.judge import Judge, JudgeWrapper
-from streams.judges.factory import JudgeStack
-from streams.judges.http import AUTH_STATUSES, EndpointJudge, JudgeAuthError, ProbeResult
+from pairjudge.agents.judge import Judge, JudgeWrapper
+from pairjudge.streams.judges.factory import JudgeStack
+from pairjudge.streams.judges.http import AUTH_STATUSES, EndpointJudge, JudgeAuthError, ProbeResult
 
 __all__ = ["DEFAULT_PREFLIGHT_TIMEOUT_S", "JudgeAuthError", "endpoint_judge_of", "preflight", "preflight_all"]
 

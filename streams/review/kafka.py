@@ -14,15 +14,15 @@ import logging
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from agents.errors import InputRejected
-from schemas import HumanLabel, ReviewRequest
-from schemas.scores import ScoreSnapshot
-from streams.brokers import topic_partitions
-from streams.codecs import decode, encode
-from streams.deadletter import build_dead_letter
-from streams.kafka_security import client_config
-from streams.review.store import ReviewStore
-from streams.settings import Settings
+from pairjudge.agents.errors import InputRejected
+from pairjudge.schemas import HumanLabel, ReviewRequest
+from pairjudge.schemas.scores import ScoreSnapshot
+from pairjudge.streams.brokers import topic_partitions
+from pairjudge.streams.codecs import decode, encode
+from pairjudge.streams.deadletter import build_dead_letter
+from pairjudge.streams.kafka_security import client_config
+from pairjudge.streams.review.store import ReviewStore
+from pairjudge.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -41,8 +41,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from schemas import ReviewRequest
-from streams.judges.files import private_dir, private_file, tighten_if_exists
+from pairjudge.schemas import ReviewRequest
+from pairjudge.streams.judges.files import private_dir, private_file, tighten_if_exists
 
 Status = Literal["pending", "claimed", "done"]
 CHOICES_TTL_S = 10.0

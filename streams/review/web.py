@@ -35,13 +35,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from schemas import TIE, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
-from streams.charts import evidence_chart, strengths_chart, win_rate_chart
-from streams.control import PolicyHolder, publish_control
-from streams.review.auth import LoginLimiter, Role, User, Users
-from streams.review.kafka import LabelSink, ScoresFeed
-from streams.review.store import Filters, Item, ReviewStore, StaleClaim
-from streams.settings import Settings
+from pairjudge.schemas import TIE, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
+from pairjudge.streams.charts import evidence_chart, strengths_chart, win_rate_chart
+from pairjudge.streams.control import PolicyHolder, publish_control
+from pairjudge.streams.review.auth import LoginLimiter, Role, User, Users
+from pairjudge.streams.review.kafka import LabelSink, ScoresFeed
+from pairjudge.streams.review.store import Filters, Item, ReviewStore, StaleClaim
+from pairjudge.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class ReviewApp:
 
 def _templates() -> Jinja2Templates:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("streams.review", "templates"),
+        loader=jinja2.PackageLoader("pairjudge.streams.review", "templates"),
         autoescape=True,  # every {{ }} is escaped; nothing in these templates is marked safe
         undefined=jinja2.StrictUndefined,
     )
@@ -439,7 +439,7 @@ def build_app(review: ReviewApp, session_secret: str) -> Starlette:
 
         return endpoint
 
-    static = StaticFiles(directory=str(resources.files("streams.review") / "static"))
+    static = StaticFiles(directory=str(resources.files("pairjudge.streams.review") / "static"))
     routes = [
         Route("/login", bind(login_form), methods=["GET"]),
         Route("/login", bind(login), methods=["POST"]),

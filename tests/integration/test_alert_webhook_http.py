@@ -8,8 +8,8 @@ import logging
 import pytest
 from pydantic import SecretStr
 
-from schemas.audit import Alert, AlertKind
-from streams.alerting import AlertWebhook
+from pairjudge.schemas.audit import Alert, AlertKind
+from pairjudge.streams.alerting import AlertWebhook
 from tests.fixtures.fake_judge_server import FakeJudgeServer, closed_port, fake_judge_server, hang, status
 
 __all__ = ["closed_port", "fake_judge_server"]  # fixtures, imported for pytest

@@ -19,17 +19,17 @@ import pydantic
 import pytest
 from pydantic import SecretStr
 
-from agents.core import judge_pair, resolve_rubric
-from agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
-from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest
-from agents.policy import Policy
-from agents.prompts import REASK_INSTRUCTION, SYSTEM_PROMPT, render_primary
-from agents.validation import parse_reply
-from schemas.events import PairVerdict, ReviewRequest
-from schemas.replies import ToneStyleReply
-from streams.judges.anthropic import DEFAULT_TOOL_DESCRIPTION, AnthropicJudge, tool_name_for
-from streams.judges.factory import build_inner_judge
-from streams.settings import JudgeSettings
+from pairjudge.agents.core import judge_pair, resolve_rubric
+from pairjudge.agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import REASK_INSTRUCTION, SYSTEM_PROMPT, render_primary
+from pairjudge.agents.validation import parse_reply
+from pairjudge.schemas.events import PairVerdict, ReviewRequest
+from pairjudge.schemas.replies import ToneStyleReply
+from pairjudge.streams.judges.anthropic import DEFAULT_TOOL_DESCRIPTION, AnthropicJudge, tool_name_for
+from pairjudge.streams.judges.factory import build_inner_judge
+from pairjudge.streams.settings import JudgeSettings
 from tests.fixtures.fake_anthropic_server import (
     DEFAULT_VERDICT,
     FAKE_MODEL,

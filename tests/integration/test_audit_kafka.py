@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
+from pairjudge.schemas import HumanLabel
+from pairjudge.schemas.audit import Alert, AuditSnapshot, ThresholdUpdate
+from pairjudge.streams.codecs import encode
+from pairjudge.streams.collector import Outcomes, collect_outcomes, read_topic
+from pairjudge.streams.demo import sample_labels
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.report import parse_audit_events
+from pairjudge.streams.settings import Settings
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
-from schemas import HumanLabel
-from schemas.audit import Alert, AuditSnapshot, ThresholdUpdate
-from streams.codecs import encode
-from streams.collector import Outcomes, collect_outcomes, read_topic
-from streams.demo import sample_labels
-from streams.producer import send_events
-from streams.report import parse_audit_events
-from streams.settings import Settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ def _label(pair_id: str, winner: str, reviewer: str = "ana") -> bytes:
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PAIRJUDGE_TOPICS__PREFIX": settings.topics.prefix}
-    command = [sys.executable, "-m", "streams.cli", *args, "--bootstrap", settings.kafka.bootstrap_servers]
+    command = [sys.executable, "-m", "pairjudge.streams.cli", *args, "--bootstrap", settings.kafka.bootstrap_servers]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.producer import send_events
 from pairjudge_dev.workers import kafka_run, running_worker
-from streams.collector import collect_outcomes
-from streams.producer import send_events
 from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.producer import send_events
 from pairjudge_dev.workers import kafka_run, read_log, running_worker
-from streams.collector import collect_outcomes
-from streams.producer import send_events
 from tests.fixtures.fake_judge_server import (
     DEFAULT_CONTENT,
     Action,

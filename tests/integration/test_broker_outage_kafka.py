@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from pairjudge.streams.collector import Outcomes, collect_outcomes
+from pairjudge.streams.embedded_broker import RunningBroker
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.settings import Settings
 from pairjudge_dev.kafka import start_kafka
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import kafka_run, running_worker
-from streams.collector import Outcomes, collect_outcomes
-from streams.embedded_broker import RunningBroker
-from streams.producer import send_events
-from streams.settings import Settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

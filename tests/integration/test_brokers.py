@@ -20,8 +20,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-u
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped,unused-ignore]
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # type: ignore[import-untyped,unused-ignore]
 
+from pairjudge.streams.brokers import BrokerError, TopicSpec, create_topics
 from pairjudge_dev.kafka import KAFKA_VERSION, kafka_server_properties, random_cluster_id
-from streams.brokers import BrokerError, TopicSpec, create_topics
 
 REPO = Path(__file__).resolve().parents[2]
 N_MESSAGES = 200

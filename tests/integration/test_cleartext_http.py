@@ -15,12 +15,12 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from agents.errors import JudgeRejected
-from agents.judge import ChatMessage, JudgeRequest
-from schemas.replies import ToneStyleReply
-from streams.judges.anthropic import AnthropicJudge
-from streams.judges.http import CleartextKeyRefused, JSONEndpoint, RetryPolicy, make_client, secret_guard
-from streams.judges.openai import OpenAICompatibleJudge
+from pairjudge.agents.errors import JudgeRejected
+from pairjudge.agents.judge import ChatMessage, JudgeRequest
+from pairjudge.schemas.replies import ToneStyleReply
+from pairjudge.streams.judges.anthropic import AnthropicJudge
+from pairjudge.streams.judges.http import CleartextKeyRefused, JSONEndpoint, RetryPolicy, make_client, secret_guard
+from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, fake_judge_server
 
 __all__ = ["fake_judge_server"]

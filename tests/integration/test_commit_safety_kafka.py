@@ -51,12 +51,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.demo import start_worker, stop_process
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.topics import FINAL_KINDS
 from pairjudge_dev.slow_judge_server import HOLD_MARKER, Behaviour, JudgeServer
 from pairjudge_dev.workers import kafka_run
-from streams.collector import collect_outcomes
-from streams.demo import start_worker, stop_process
-from streams.settings import Settings
-from streams.topics import FINAL_KINDS
 from tests.unit.factories import FIRST_OUTPUT, SECOND_OUTPUT, make_pair
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from agents.policy import Policy
+from pairjudge.agents.policy import Policy
+from pairjudge.schemas import ControlUpdate
+from pairjudge.streams.codecs import encode
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.control import PolicyHolder, follow_control, publish_control
+from pairjudge.streams.embedded_broker import RunningBroker
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.settings import Settings
 from pairjudge_dev.kafka import start_kafka
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import kafka_run, running_worker
-from schemas import ControlUpdate
-from streams.codecs import encode
-from streams.collector import collect_outcomes
-from streams.control import PolicyHolder, follow_control, publish_control
-from streams.embedded_broker import RunningBroker
-from streams.producer import send_events
-from streams.settings import Settings
 
 pytestmark = [pytest.mark.kafka]
 
@@ -76,7 +76,15 @@ def _decisive(prefix: str, n: int) -> bytes:
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PAIRJUDGE_TOPICS__PREFIX": settings.topics.prefix}
-    command = [sys.executable, "-m", "streams.cli", "control", *args, "--bootstrap", settings.kafka.bootstrap_servers]
+    command = [
+        sys.executable,
+        "-m",
+        "pairjudge.streams.cli",
+        "control",
+        *args,
+        "--bootstrap",
+        settings.kafka.bootstrap_servers,
+    ]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from pairjudge.streams.control import publish_control
+from pairjudge.streams.settings import ControlSettings
 from pairjudge_dev.workers import kafka_run, running_worker, wait_for_log
-from streams.control import publish_control
-from streams.settings import ControlSettings
 
 pytestmark = [pytest.mark.kafka]
 

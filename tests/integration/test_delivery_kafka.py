@@ -21,11 +21,11 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # type: ignore[import-untyped,unused-ignore]
 
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.settings import Settings
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import kafka_run, running_worker
-from streams.collector import collect_outcomes
-from streams.producer import send_events
-from streams.settings import Settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.demo import sample_labels, sample_pairs
+from pairjudge.streams.demo import sample_labels, sample_pairs
 
 pytestmark = [pytest.mark.slow]
 

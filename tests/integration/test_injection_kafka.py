@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.producer import send_events
 from pairjudge_dev.injection_eval import Corpus, demo_pairs, hostile_pair
 from pairjudge_dev.workers import kafka_run, running_worker
-from streams.collector import collect_outcomes
-from streams.producer import send_events
 
 pytestmark = [pytest.mark.kafka]
 

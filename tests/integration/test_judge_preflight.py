@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from agents.errors import JudgeRejected
-from agents.offline import OfflineJudge
-from streams.judges.anthropic import AnthropicJudge
-from streams.judges.factory import JudgeStack, build_judge_stack
-from streams.judges.http import EndpointJudge
-from streams.judges.openai import OpenAICompatibleJudge
-from streams.judges.preflight import JudgeAuthError, endpoint_judge_of, preflight, preflight_all
-from streams.settings import JudgeSettings
+from pairjudge.agents.errors import JudgeRejected
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.streams.judges.anthropic import AnthropicJudge
+from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
+from pairjudge.streams.judges.http import EndpointJudge
+from pairjudge.streams.judges.openai import OpenAICompatibleJudge
+from pairjudge.streams.judges.preflight import JudgeAuthError, endpoint_judge_of, preflight, preflight_all
+from pairjudge.streams.settings import JudgeSettings
 from tests.fixtures.fake_anthropic_server import FakeAnthropicServer, error, fake_anthropic_server
 from tests.fixtures.fake_judge_server import (
     Action,
@@ -40,7 +40,7 @@ __all__ = ["closed_port", "fake_anthropic_server", "fake_judge_server"]
 
 KEY = "sk-test-preflight-DO-NOT-LEAK-77e1"
 WRONG = "sk-test-wrong-key-DO-NOT-LEAK-0000"
-LOGGER = "streams.judges.preflight"
+LOGGER = "pairjudge.streams.judges.preflight"
 
 Stacks = Callable[..., JudgeStack]
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from agents.core import judge_pair
-from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.outcomes import rejected_detail, rejected_status
-from agents.policy import Policy
-from agents.prompts import render_primary
-from schemas import PairVerdict, ReviewRequest
-from schemas.rubric import ToneStyleRubric
-from streams.judges.factory import JudgeStack, build_judge_stack
-from streams.judges.http import JudgeAuthError
-from streams.settings import JudgeSettings
+from pairjudge.agents.core import judge_pair
+from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
+from pairjudge.agents.outcomes import rejected_detail, rejected_status
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import render_primary
+from pairjudge.schemas import PairVerdict, ReviewRequest
+from pairjudge.schemas.rubric import ToneStyleRubric
+from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
+from pairjudge.streams.judges.http import JudgeAuthError
+from pairjudge.streams.settings import JudgeSettings
 from tests.fixtures.fake_judge_server import (
     CONTEXT_LENGTH_EXCEEDED,
     Action,

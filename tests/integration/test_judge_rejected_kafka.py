@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pairjudge.streams.brokers import topic_partitions
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.settings import Settings
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import kafka_run, running_worker
-from streams.brokers import topic_partitions
-from streams.collector import collect_outcomes
-from streams.producer import send_events
-from streams.settings import Settings
 from tests.fixtures.fake_judge_server import CONTEXT_LENGTH_EXCEEDED, FakeJudgeServer, model_list
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from agents.core import judge_pair
-from agents.errors import JudgeUnavailable
-from agents.policy import Policy
-from agents.prompts import render_primary
-from schemas import PairVerdict, ReviewRequest, RubricRef
-from streams.judges.breaker import CircuitOpen
-from streams.judges.cost import ModelPrice
-from streams.judges.factory import JudgeStack, build_judge_stack
-from streams.settings import JudgeSettings
+from pairjudge.agents.core import judge_pair
+from pairjudge.agents.errors import JudgeUnavailable
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import render_primary
+from pairjudge.schemas import PairVerdict, ReviewRequest, RubricRef
+from pairjudge.streams.judges.breaker import CircuitOpen
+from pairjudge.streams.judges.cost import ModelPrice
+from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
+from pairjudge.streams.settings import JudgeSettings
 from tests.fixtures.fake_judge_server import (
     Action,
     FakeJudgeServer,

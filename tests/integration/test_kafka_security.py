@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
+from pairjudge.streams.brokers import BrokerError, create_topics
+from pairjudge.streams.collector import collect_outcomes, read_topic
+from pairjudge.streams.kafka_security import ClientConfig, client_config, explain
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.settings import KafkaSettings, Settings, environ_for
+from pairjudge.streams.topics import KINDS, changelog_topic, table_names, topic_specs
 from pairjudge_dev.kafka_secure import SecureKafka, start_secure_kafka
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import running_worker, wait_for_log
-from streams.brokers import BrokerError, create_topics
-from streams.collector import collect_outcomes, read_topic
-from streams.kafka_security import ClientConfig, client_config, explain
-from streams.producer import send_events
-from streams.settings import KafkaSettings, Settings, environ_for
-from streams.topics import KINDS, changelog_topic, table_names, topic_specs
 
 pytestmark = [pytest.mark.kafka]
 
@@ -109,7 +109,7 @@ def _settings(
 def _cli(settings: Settings, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     """``pairjudge ARGS`` with exactly these settings in its environment (as a worker gets them)."""
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *args],
+        [sys.executable, "-m", "pairjudge.streams.cli", *args],
         env=environ_for(settings),
         capture_output=True,
         text=True,

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable
 import pytest
 from pydantic import SecretStr
 
-from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.judge import ChatMessage, JudgeRequest
-from schemas.replies import ToneStyleReply
-from streams.judges.anthropic import AnthropicJudge
-from streams.judges.http import (
+from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import ChatMessage, JudgeRequest
+from pairjudge.schemas.replies import ToneStyleReply
+from pairjudge.streams.judges.anthropic import AnthropicJudge
+from pairjudge.streams.judges.http import (
     ERROR_EXCERPT_CHARS,
     MIN_PARTIAL_SECRET_CHARS,
     REDACTED,
@@ -29,7 +29,7 @@ from streams.judges.http import (
     redact,
     redact_edge,
 )
-from streams.judges.openai import OpenAICompatibleJudge
+from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.fake_anthropic_server import FakeAnthropicServer, fake_anthropic_server
 from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, fake_judge_server
 

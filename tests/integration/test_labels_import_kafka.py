@@ -16,12 +16,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from typer.testing import CliRunner
 
+from pairjudge.schemas import DeadLetter, HumanLabel
+from pairjudge.streams.brokers import BrokerError, create_topics, topic_partitions
+from pairjudge.streams.cli import app
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.topics import topic_specs
 from pairjudge_dev.pairgen import many_pairs
-from schemas import DeadLetter, HumanLabel
-from streams.brokers import BrokerError, create_topics, topic_partitions
-from streams.cli import app
-from streams.settings import Settings
-from streams.topics import topic_specs
 
 pytestmark = [pytest.mark.kafka]
 
@@ -72,7 +72,7 @@ def test_import_jsonl_as_a_user_would(kafka_bootstrap: str, tmp_path: Path, monk
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PAIRJUDGE_TOPICS__PREFIX": prefix}
     done = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "labels", "import", str(path), "--bootstrap", kafka_bootstrap],
+        [sys.executable, "-m", "pairjudge.streams.cli", "labels", "import", str(path), "--bootstrap", kafka_bootstrap],
         env=env,
         capture_output=True,
         timeout=120,

@@ -17,9 +17,9 @@ import anyio
 import pydantic
 import pytest
 
-from agents.judge import ChatMessage, JudgeRequest
-from schemas.replies import ToneStyleReply
-from streams.judges.openai import OpenAICompatibleJudge
+from pairjudge.agents.judge import ChatMessage, JudgeRequest
+from pairjudge.schemas.replies import ToneStyleReply
+from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.llama import LlamaServer
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.producer import send_events
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import kafka_run, running_worker
-from streams.collector import collect_outcomes
-from streams.producer import send_events
 from tests.fixtures.llama import LlamaServer
 
 pytestmark = [pytest.mark.kafka, pytest.mark.llama, pytest.mark.slow]

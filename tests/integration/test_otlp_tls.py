@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from streams.settings import TelemetrySettings
-from streams.telemetry import make_tracer_provider
+from pairjudge.streams.settings import TelemetrySettings
+from pairjudge.streams.telemetry import make_tracer_provider
 from tests.fixtures.otlp_tls import OTLPReceiver, TLSMaterial, otlp_receiver, tls_material
 
 __all__ = ["otlp_receiver", "tls_material"]

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.settings import Settings
 from pairjudge_dev.pairgen import malformed_events, many_pairs
 from pairjudge_dev.workers import kafka_run, running_worker
-from streams.collector import collect_outcomes
-from streams.producer import send_events
-from streams.settings import Settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

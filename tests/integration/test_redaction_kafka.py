@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from pairjudge.schemas import ReviewRequest
+from pairjudge.streams.collector import read_topic
+from pairjudge.streams.producer import send_events
 from pairjudge_dev.poison import read_dead_letters, send_raw
 from pairjudge_dev.workers import kafka_run, running_worker
-from schemas import ReviewRequest
-from streams.collector import read_topic
-from streams.producer import send_events
 from tests.unit.factories import make_pair
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

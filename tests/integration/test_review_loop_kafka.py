@@ -13,11 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pairjudge.schemas.audit import AuditObservation
+from pairjudge.streams.codecs import encode
+from pairjudge.streams.review.auth import hash_password
 from pairjudge_dev.replies import tiebreak_reply, tone_reply
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
-from schemas.audit import AuditObservation
-from streams.codecs import encode
-from streams.review.auth import hash_password
 from tests.fixtures.fake_judge_server import FakeJudgeServer, RecordedRequest, fake_judge_server, reply
 from tests.fixtures.review import PASSWORDS, ROLES, free_port, read_labels, read_topic, serving, wait_stored
 from tests.unit.factories import make_pair
@@ -107,7 +107,7 @@ async def test_a_flip_reaches_a_reviewer_and_the_label_joins_the_trust_loop(
 async def test_the_feed_dead_letters_an_unreadable_request_and_stores_a_redelivery_once(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    from schemas import DeadLetter, ReviewRequest
+    from pairjudge.schemas import DeadLetter, ReviewRequest
     from tests.fixtures.review import review_settings, send_reviews
 
     settings = review_settings(kafka_bootstrap, f"feed-{time.monotonic_ns()}", tmp_path)

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from schemas import ReviewRequest
-from streams.review.store import Filters, ReviewStore
+from pairjudge.schemas import ReviewRequest
+from pairjudge.streams.review.store import Filters, ReviewStore
 from tests.unit.factories import make_pair
 
 pytestmark = [pytest.mark.postgres]

@@ -14,9 +14,9 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright
 
-from schemas import ControlUpdate, HeadToHeadRubric, ReviewRequest
-from schemas.events import OrderingResult
-from schemas.rubric import Criterion
+from pairjudge.schemas import ControlUpdate, HeadToHeadRubric, ReviewRequest
+from pairjudge.schemas.events import OrderingResult
+from pairjudge.schemas.rubric import Criterion
 from tests.fixtures.review import (
     PASSWORDS,
     read_labels,
@@ -237,10 +237,10 @@ def _score_snapshots(experiment: str) -> list[bytes]:
     import random
     from datetime import UTC, datetime, timedelta
 
-    from agents.scores.board import Scoreboard
-    from streams.codecs import encode
-    from streams.scores import Entry, snapshot
-    from streams.settings import ScoreSettings
+    from pairjudge.agents.scores.board import Scoreboard
+    from pairjudge.streams.codecs import encode
+    from pairjudge.streams.scores import Entry, snapshot
+    from pairjudge.streams.settings import ScoreSettings
 
     rng = random.Random(4)
     entry = Entry(Scoreboard(), partition=0)
@@ -264,9 +264,9 @@ def _score_snapshots(experiment: str) -> list[bytes]:
 async def test_the_scoreboard_page_shows_the_gate_and_its_three_charts(
     kafka_bootstrap: str, tmp_path: Path, browser: Browser
 ) -> None:
+    from pairjudge.streams.brokers import create_topics
+    from pairjudge.streams.topics import topic_specs
     from pairjudge_dev.workers import produce_raw
-    from streams.brokers import create_topics
-    from streams.topics import topic_specs
 
     prefix = f"board-{uuid.uuid4().hex[:8]}"
     settings = review_settings(kafka_bootstrap, prefix, tmp_path)

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
+from pairjudge.schemas import CandidatePair
+from pairjudge.schemas.pair import PairMetadata
+from pairjudge.schemas.scores import ScoreSnapshot
+from pairjudge.streams.codecs import encode
+from pairjudge.streams.collector import collect_outcomes, read_topic
+from pairjudge.streams.control import publish_control
+from pairjudge.streams.settings import Settings
 from pairjudge_dev.slow_judge_server import Behaviour, JudgeServer
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
-from schemas import CandidatePair
-from schemas.pair import PairMetadata
-from schemas.scores import ScoreSnapshot
-from streams.codecs import encode
-from streams.collector import collect_outcomes, read_topic
-from streams.control import publish_control
-from streams.settings import Settings
 from tests.unit.factories import make_pair
 
 pytestmark = [pytest.mark.kafka]
@@ -64,7 +64,7 @@ async def _latest_snapshot(settings: Settings, until: int, timeout: float = 120,
 
 async def _gate_cli(bootstrap: str, prefix: str) -> subprocess.CompletedProcess[str]:
     """``pairjudge gate`` as a CI step runs it: a process of its own, judged by its exit code."""
-    argv = [sys.executable, "-m", "streams.cli", "gate", "--experiment", EXPERIMENT, "--bootstrap", bootstrap]
+    argv = [sys.executable, "-m", "pairjudge.streams.cli", "gate", "--experiment", EXPERIMENT, "--bootstrap", bootstrap]
     env = {**os.environ, "PAIRJUDGE_TOPICS__PREFIX": prefix}
     return await asyncio.to_thread(subprocess.run, argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 

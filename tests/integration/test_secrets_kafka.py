@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pairjudge.streams.brokers import topic_partitions
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.topics import KINDS
 from pairjudge_dev.workers import kafka_run, running_worker
-from streams.brokers import topic_partitions
-from streams.collector import collect_outcomes
-from streams.producer import send_events
-from streams.settings import Settings
-from streams.topics import KINDS
 from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
 
 pytestmark = [pytest.mark.kafka]

@@ -11,11 +11,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from typer.testing import CliRunner
 
+from pairjudge.streams.brokers import create_topics, topic_partitions
+from pairjudge.streams.cli import app
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.topics import topic_specs
 from pairjudge_dev.pairgen import many_pairs
-from streams.brokers import create_topics, topic_partitions
-from streams.cli import app
-from streams.settings import Settings
-from streams.topics import topic_specs
 
 pytestmark = [pytest.mark.kafka]
 

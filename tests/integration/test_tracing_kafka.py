@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from pairjudge.streams.collector import collect_outcomes
+from pairjudge.streams.producer import send_events
+from pairjudge.streams.telemetry import Telemetry, make_tracer_provider
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import kafka_run, running_worker
-from streams.collector import collect_outcomes
-from streams.producer import send_events
-from streams.telemetry import Telemetry, make_tracer_provider
 
 pytestmark = [pytest.mark.kafka]
 

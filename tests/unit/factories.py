@@ -10,16 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents.judge import JudgeRequest
-
-# Re-exported: the unit tests build their scripted replies from here.
-from pairjudge_dev.replies import H2H_CRITERIA as H2H_CRITERIA
-from pairjudge_dev.replies import PAIRWISE_CRITERIA as PAIRWISE_CRITERIA
-from pairjudge_dev.replies import h2h_reply as h2h_reply
-from pairjudge_dev.replies import pairwise_reply as pairwise_reply
-from pairjudge_dev.replies import tiebreak_reply as tiebreak_reply
-from pairjudge_dev.replies import tone_reply as tone_reply
-from schemas import (
+from pairjudge.agents.judge import JudgeRequest
+from pairjudge.schemas import (
     Candidate,
     CandidatePair,
     CandidateSource,
@@ -30,6 +22,14 @@ from schemas import (
     Task,
     ToneStyleRubric,
 )
+
+# Re-exported: the unit tests build their scripted replies from here.
+from pairjudge_dev.replies import H2H_CRITERIA as H2H_CRITERIA
+from pairjudge_dev.replies import PAIRWISE_CRITERIA as PAIRWISE_CRITERIA
+from pairjudge_dev.replies import h2h_reply as h2h_reply
+from pairjudge_dev.replies import pairwise_reply as pairwise_reply
+from pairjudge_dev.replies import tiebreak_reply as tiebreak_reply
+from pairjudge_dev.replies import tone_reply as tone_reply
 
 FIRST_ID = "cand-champ-7f3a"
 SECOND_ID = "cand-chall-91bc"

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agents.audit import (
+from pairjudge.agents.audit import (
     KNOWN_LABEL_REVIEWER,
     ConfidenceHistogram,
     GuardBounds,
@@ -24,13 +24,19 @@ from agents.audit import (
     threshold_snapshot,
     window_start,
 )
-from agents.core import judge_pair, resolve_tiebreak
-from agents.policy import Policy
-from agents.prompts import template_hash
-from agents.scripted import ScriptedJudge
-from agents.stats import brier_score, calibrate_threshold, cohen_kappa, expected_calibration_error, kappa_interval
-from schemas import DEFAULT_TIEBREAK_WEIGHTS, HumanLabel, KnownLabel, PairMetadata, TieBreakRequest
-from schemas.audit import AuditObservation, AuditSeries, DecisionRecord
+from pairjudge.agents.core import judge_pair, resolve_tiebreak
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import template_hash
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.agents.stats import (
+    brier_score,
+    calibrate_threshold,
+    cohen_kappa,
+    expected_calibration_error,
+    kappa_interval,
+)
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, HumanLabel, KnownLabel, PairMetadata, TieBreakRequest
+from pairjudge.schemas.audit import AuditObservation, AuditSeries, DecisionRecord
 from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair, per_order, tiebreak_reply, tone_reply
 
 SERIES = AuditSeries(judge_provider="scripted", judge_model="m", prompt_template_hash="h", rubric="tone_style")

@@ -7,12 +7,12 @@ from typing import Literal
 import anyio
 import pytest
 
-from agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
-from agents.judge import Judge, JudgeRequest
-from agents.prompts import render_primary
-from agents.scripted import ScriptedJudge
-from schemas import RubricRef
-from streams.judges.breaker import BreakerJudge, CircuitBreaker, CircuitOpen
+from pairjudge.agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import Judge, JudgeRequest
+from pairjudge.agents.prompts import render_primary
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import RubricRef
+from pairjudge.streams.judges.breaker import BreakerJudge, CircuitBreaker, CircuitOpen
 from tests.unit.factories import make_pair, tone_reply
 
 REPLY = tone_reply("A")

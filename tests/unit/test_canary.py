@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas import CandidatePair, KnownLabel
-from streams.canary import CanaryFileError, load_canaries, round_events, round_stamp
+from pairjudge.schemas import CandidatePair, KnownLabel
+from pairjudge.streams.canary import CanaryFileError, load_canaries, round_events, round_stamp
 from tests.unit.factories import FIRST_ID, make_pair
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from streams.alerting import AlertWebhook
-from streams.cleartext import CleartextSecretError, check_cleartext, cleartext_host, is_loopback
-from streams.judges.anthropic import AnthropicJudge
-from streams.judges.openai import OpenAICompatibleJudge
-from streams.settings import AuditSettings, JudgeSettings, Settings, TelemetrySettings, parse_otlp_headers
-from streams.telemetry import otlp_exporter
+from pairjudge.streams.alerting import AlertWebhook
+from pairjudge.streams.cleartext import CleartextSecretError, check_cleartext, cleartext_host, is_loopback
+from pairjudge.streams.judges.anthropic import AnthropicJudge
+from pairjudge.streams.judges.openai import OpenAICompatibleJudge
+from pairjudge.streams.settings import AuditSettings, JudgeSettings, Settings, TelemetrySettings, parse_otlp_headers
+from pairjudge.streams.telemetry import otlp_exporter
 
 KEY = "sk-live-Zq9vKEYxx-DO-NOT-LEAK"
 HOOK = "https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX"

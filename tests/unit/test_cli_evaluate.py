@@ -9,13 +9,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from agents.judge import JudgeRequest
-from agents.scripted import ScriptedJudge
-from schemas import KnownLabel
-from streams.cli import app
-from streams.evaluate import run_evaluate
-from streams.pipeline import JudgePanel
-from streams.settings import Settings
+from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import KnownLabel
+from pairjudge.streams.cli import app
+from pairjudge.streams.evaluate import run_evaluate
+from pairjudge.streams.pipeline import JudgePanel
+from pairjudge.streams.settings import Settings
 from tests.unit.factories import make_pair, tone_reply
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from agents.errors import InputRejected
-from schemas import CandidatePair
-from streams.codecs import decode, encode
-from streams.settings import JudgeSettings, Settings, environ_for
+from pairjudge.agents.errors import InputRejected
+from pairjudge.schemas import CandidatePair
+from pairjudge.streams.codecs import decode, encode
+from pairjudge.streams.settings import JudgeSettings, Settings, environ_for
 from tests.unit.factories import make_pair
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.app import build_panel, load_catalog
-from streams.settings import Settings, environ_for
+from pairjudge.streams.app import build_panel, load_catalog
+from pairjudge.streams.settings import Settings, environ_for
 
 CONFIG = """
 [kafka]

@@ -5,8 +5,14 @@ from __future__ import annotations
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import TraceFlags
 
-from streams.settings import TelemetrySettings
-from streams.telemetry import ContextOnlyTracer, Telemetry, extract_context, inject_headers, make_tracer_provider
+from pairjudge.streams.settings import TelemetrySettings
+from pairjudge.streams.telemetry import (
+    ContextOnlyTracer,
+    Telemetry,
+    extract_context,
+    inject_headers,
+    make_tracer_provider,
+)
 
 UPSTREAM = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 UPSTREAM_UNSAMPLED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"

@@ -7,13 +7,13 @@ import asyncio
 import pytest
 from aiokafka import TopicPartition
 
-from agents.policy import Policy
-from agents.scripted import ScriptedJudge
-from schemas import ControlUpdate, ThresholdUpdate
-from streams.control import PolicyHolder, apply_record, apply_threshold_record, caught_up, parse_value
-from streams.pipeline import JudgePanel, Origin, Pipeline
-from streams.settings import Settings
-from streams.telemetry import Telemetry
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import ControlUpdate, ThresholdUpdate
+from pairjudge.streams.control import PolicyHolder, apply_record, apply_threshold_record, caught_up, parse_value
+from pairjudge.streams.pipeline import JudgePanel, Origin, Pipeline
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.telemetry import Telemetry
 from tests.unit.factories import make_pair, per_order, tone_reply
 
 

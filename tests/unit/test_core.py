@@ -10,8 +10,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-import agents.validation
-from agents.core import (
+from pairjudge.agents import validation as agent_validation
+from pairjudge.agents.core import (
     DecisionFacts,
     both_orders,
     check_pair,
@@ -20,13 +20,13 @@ from agents.core import (
     resolve_rubric,
     resolve_tiebreak,
 )
-from agents.errors import InputRejected, JudgeRejected, JudgeUnavailable
-from agents.judge import JudgeRequest
-from agents.policy import Policy
-from agents.prompts import template_hash
-from agents.reconcile import audit_fraction
-from agents.scripted import ScriptedJudge
-from schemas import CandidatePair, ControlUpdate, PairVerdict, ReviewRequest, RubricRef, Task, TieBreakRequest
+from pairjudge.agents.errors import InputRejected, JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import template_hash
+from pairjudge.agents.reconcile import audit_fraction
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import CandidatePair, ControlUpdate, PairVerdict, ReviewRequest, RubricRef, Task, TieBreakRequest
 from tests.unit.factories import (
     FIRST_ID,
     FIRST_OUTPUT,
@@ -407,7 +407,7 @@ async def test_a_redelivered_pair_gets_the_same_decision(monkeypatch: pytest.Mon
     # The edge relies on this: a pair judged again after a rebalance (before its outcome was recorded)
     # must not come out another way from the core itself, audit sampling included. The scripted judge
     # reports no latency, so the measured wall time is frozen: it is a measurement, not the decision.
-    monkeypatch.setattr(agents.validation, "time", SimpleNamespace(perf_counter=lambda: 0.0))
+    monkeypatch.setattr(agent_validation, "time", SimpleNamespace(perf_counter=lambda: 0.0))
     pair = make_pair()
     policy = Policy(audit_share=0.5)
     first = await judge_pair(pair, _consistent(pair), policy)

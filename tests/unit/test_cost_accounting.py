@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from agents.core import judge_pair, resolve_tiebreak
-from agents.errors import JudgeUnavailable
-from agents.judge import JudgeRequest, JudgeResponse
-from agents.policy import Policy
-from agents.reconcile import cost_sum
-from agents.scripted import Answer, ScriptedJudge
-from schemas import CandidatePair, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.agents.core import judge_pair, resolve_tiebreak
+from pairjudge.agents.errors import JudgeUnavailable
+from pairjudge.agents.judge import JudgeRequest, JudgeResponse
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.reconcile import cost_sum
+from pairjudge.agents.scripted import Answer, ScriptedJudge
+from pairjudge.schemas import CandidatePair, PairVerdict, ReviewRequest, TieBreakRequest
 from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair, tiebreak_reply, tone_reply
 
 ALL_A = {"safety": "A", "instruction_adherence": "A", "conciseness": "A", "readability": "A"}

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from schemas import DeadLetter
-from streams.deadletter import (
+from pairjudge.schemas import DeadLetter
+from pairjudge.streams.deadletter import (
     DEFAULT_MAX_LETTER_BYTES,
     MAX_ERROR_CHARS,
     MAX_KEY_BYTES,

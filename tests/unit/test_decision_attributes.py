@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agents import judge_pair
-from agents.policy import Policy
-from agents.scripted import ScriptedJudge
-from streams.telemetry import decision_attributes
+from pairjudge.agents import judge_pair
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.streams.telemetry import decision_attributes
 from tests.unit.factories import make_pair, per_order, tone_reply
 
 

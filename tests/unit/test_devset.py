@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from agents.offline import OfflineJudge
-from schemas import TIE, CandidatePair, ToneStyleRubric
-from streams.evaluate import EvaluateReport, MethodScore, run_evaluate
-from streams.settings import Settings
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.schemas import TIE, CandidatePair, ToneStyleRubric
+from pairjudge.streams.evaluate import EvaluateReport, MethodScore, run_evaluate
+from pairjudge.streams.settings import Settings
 
 DEVSET = Path(__file__).resolve().parents[2] / "streams" / "data" / "devset_tone.jsonl"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from schemas import TIE, KnownLabel
-from streams.cli import app
-from streams.evaluate import (
+from pairjudge.schemas import TIE, KnownLabel
+from pairjudge.streams.cli import app
+from pairjudge.streams.evaluate import (
     FIRST,
     SECOND,
     EvaluateReport,

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agents.judge import JudgeRequest
-from agents.scripted import ScriptedJudge
-from schemas import DEFAULT_TIEBREAK_WEIGHTS, DeadLetter, PairVerdict, ReviewRequest, TieBreakRequest
-from streams.app import PairjudgeApp, create_app
-from streams.settings import Settings
-from streams.telemetry import Telemetry, make_tracer_provider
+from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, DeadLetter, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.streams.app import PairjudgeApp, create_app
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.telemetry import Telemetry, make_tracer_provider
 from tests.unit.factories import make_pair, tiebreak_reply, tone_reply
 
 

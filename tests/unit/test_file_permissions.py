@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from agents.scripted import ScriptedJudge
-from schemas import ReviewRequest
-from streams.collector import Outcomes
-from streams.demo import _write_audit, _write_outcomes
-from streams.evaluate import run_evaluate
-from streams.judges.cache import CachedReply, ResponseCache
-from streams.judges.files import (
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import ReviewRequest
+from pairjudge.streams.collector import Outcomes
+from pairjudge.streams.demo import _write_audit, _write_outcomes
+from pairjudge.streams.evaluate import run_evaluate
+from pairjudge.streams.judges.cache import CachedReply, ResponseCache
+from pairjudge.streams.judges.files import (
     open_private_append,
     open_private_write,
     private_dir,
@@ -34,13 +34,13 @@ from streams.judges.files import (
     tighten_tree,
     write_private_text,
 )
-from streams.report import parse_audit_events, write_report
-from streams.review.store import ReviewStore
-from streams.settings import Settings, TelemetrySettings
-from streams.telemetry import make_tracer_provider
+from pairjudge.streams.report import parse_audit_events, write_report
+from pairjudge.streams.review.store import ReviewStore
+from pairjudge.streams.settings import Settings, TelemetrySettings
+from pairjudge.streams.telemetry import make_tracer_provider
 from tests.unit.factories import make_pair, tone_reply
 
-LOGGER = "streams.judges.files"
+LOGGER = "pairjudge.streams.judges.files"
 
 
 def mode(path: Path) -> int:

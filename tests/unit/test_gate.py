@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from agents.scores.gate import GateConfig, decide, log_e_promote, log_e_reject
+from pairjudge.agents.scores.gate import GateConfig, decide, log_e_promote, log_e_reject
 from pairjudge_dev.gate_sim import simulate
 
 ALPHA = 0.05

@@ -9,9 +9,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from agents.offline import OfflineJudge
-from agents.policy import Policy
-from agents.stats import expected_calibration_error
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.stats import expected_calibration_error
 from pairjudge_dev.humaneval import (
     COVERAGES,
     LabelledPair,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from agents.core import judge_pair
-from agents.injection import RULES, detect, normalise
-from agents.policy import Policy
+from pairjudge.agents.core import judge_pair
+from pairjudge.agents.injection import RULES, detect, normalise
+from pairjudge.agents.policy import Policy
+from pairjudge.schemas import PairVerdict, ReviewRequest
 from pairjudge_dev.injection_eval import Corpus, ObedientJudge, demo_pairs, hostile_pair, steering
-from schemas import PairVerdict, ReviewRequest
 from tests.unit.factories import make_pair
 
 CORPUS = Corpus.load()

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import pytest
 
-from agents.core import Decision, judge_pair, resolve_tiebreak
-from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.judge import judge_info
-from agents.outcomes import is_judge_rejected, rejected_detail, rejected_orderings, rejected_status
-from agents.policy import Policy
-from agents.prompts import render_primary
-from agents.reconcile import failure_reason
-from agents.scripted import ScriptedJudge
-from agents.validation import ask_validated
-from schemas import OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
-from schemas.replies import ToneStyleReply
-from schemas.rubric import ToneStyleRubric
+from pairjudge.agents.core import Decision, judge_pair, resolve_tiebreak
+from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import judge_info
+from pairjudge.agents.outcomes import is_judge_rejected, rejected_detail, rejected_orderings, rejected_status
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import render_primary
+from pairjudge.agents.reconcile import failure_reason
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.agents.validation import ask_validated
+from pairjudge.schemas import OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.replies import ToneStyleReply
+from pairjudge.schemas.rubric import ToneStyleRubric
 from tests.unit.factories import (
     FIRST_ID,
     SECOND_ID,

@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from agents.core import judge_pair
-from agents.judge import JudgeResponse
-from agents.offline import OfflineJudge
-from agents.policy import Policy
-from agents.scripted import ScriptedJudge
-from schemas import PairVerdict
-from streams.judges.breaker import BreakerJudge
-from streams.judges.cache import CachingJudge
-from streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
-from streams.judges.factory import build_judge_stack, cache_params, judge_answered
-from streams.judges.http import ProbeResult
-from streams.judges.openai import OpenAICompatibleJudge
-from streams.settings import JudgeSettings, Settings, environ_for
+from pairjudge.agents.core import judge_pair
+from pairjudge.agents.judge import JudgeResponse
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import PairVerdict
+from pairjudge.streams.judges.breaker import BreakerJudge
+from pairjudge.streams.judges.cache import CachingJudge
+from pairjudge.streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
+from pairjudge.streams.judges.factory import build_judge_stack, cache_params, judge_answered
+from pairjudge.streams.judges.http import ProbeResult
+from pairjudge.streams.judges.openai import OpenAICompatibleJudge
+from pairjudge.streams.settings import JudgeSettings, Settings, environ_for
 from tests.unit.factories import make_pair, tone_reply
 
 GPT = ModelPrice(input_per_mtok=2.5, output_per_mtok=10.0, cached_input_per_mtok=1.25)

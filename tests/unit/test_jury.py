@@ -10,15 +10,23 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-import agents.validation
-from agents.core import Decision, judge_pair, resolve_tiebreak
-from agents.errors import InputRejected, JudgeRejected, JudgeUnavailable
-from agents.judge import Judge, JudgeRequest
-from agents.jury import JUROR_PROVIDER, jury_info, position_lean, required_votes, tally
-from agents.policy import Policy
-from agents.prompts import template_hash
-from agents.scripted import ScriptedJudge
-from schemas import CandidatePair, JudgeInfo, JuryVote, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.agents import validation as agent_validation
+from pairjudge.agents.core import Decision, judge_pair, resolve_tiebreak
+from pairjudge.agents.errors import InputRejected, JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import Judge, JudgeRequest
+from pairjudge.agents.jury import JUROR_PROVIDER, jury_info, position_lean, required_votes, tally
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import template_hash
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import (
+    CandidatePair,
+    JudgeInfo,
+    JuryVote,
+    OrderingResult,
+    PairVerdict,
+    ReviewRequest,
+    TieBreakRequest,
+)
 from tests.unit.factories import (
     FIRST_ID,
     SECOND_ID,
@@ -537,6 +545,6 @@ async def test_a_jury_of_one_matches_judge_pair_under_failures_and_policies(
     ab: Answer, ba: Answer, policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A failed call has no reported latency and falls back to wall time; freeze it so decisions compare whole.
-    monkeypatch.setattr(agents.validation, "time", SimpleNamespace(perf_counter=lambda: 0.0))
+    monkeypatch.setattr(agent_validation, "time", SimpleNamespace(perf_counter=lambda: 0.0))
     single, jury = await _both_ways(_pair(), ab, ba, policy)
     assert _comparable(jury) == _comparable(single)

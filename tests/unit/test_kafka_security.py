@@ -10,9 +10,15 @@ from pathlib import Path
 import faust
 import pytest
 
+from pairjudge.streams.kafka_security import (
+    ClientConfig,
+    aiokafka_kwargs,
+    as_client_config,
+    client_config,
+    faust_credentials,
+)
+from pairjudge.streams.settings import KafkaSettings, Settings, environ_for
 from pairjudge_dev.kafka_secure import Certificates, make_certificates
-from streams.kafka_security import ClientConfig, aiokafka_kwargs, as_client_config, client_config, faust_credentials
-from streams.settings import KafkaSettings, Settings, environ_for
 
 PASSWORD = "s3cret-Pa55word-xyz"
 

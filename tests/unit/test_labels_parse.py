@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from streams.cli import app
-from streams.labels import (
+from pairjudge.streams.cli import app
+from pairjudge.streams.labels import (
     MAX_LINE_BYTES,
     Accepted,
     LabelFileError,

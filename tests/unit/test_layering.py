@@ -1,4 +1,4 @@
-"""The layering of DESIGN §6, checked by import-linter, and the top-level names resolving to us."""
+"""The layering of DESIGN §6, checked by import-linter, and the one `pairjudge` namespace over the three folders."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = ("schemas", "agents", "streams")
 
 
 def test_import_linter_contracts_are_kept() -> None:
@@ -23,26 +24,43 @@ def test_import_linter_contracts_are_kept() -> None:
 
 
 def test_the_wheel_ships_only_the_runtime_packages() -> None:
-    """The packages list names every runtime package and nothing of the checkout's development rooms."""
+    """The packages list names every runtime package under `pairjudge`, nothing of the development rooms."""
     import tomllib
 
-    packages = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    runtime = {
-        ".".join(init.parent.relative_to(ROOT).parts)
-        for top in ("schemas", "agents", "streams")
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = set(setuptools["packages"])
+    runtime = {"pairjudge"} | {
+        ".".join(("pairjudge", *init.parent.relative_to(ROOT).parts))
+        for top in FOLDERS
         for init in (ROOT / top).rglob("__init__.py")
     }
     assert packages == runtime
-    assert not {p for p in packages if p.split(".")[0] in {"pairjudge_dev", "tests", "bench"}}
+    assert setuptools["package-dir"] == {"pairjudge": "pairjudge"} | {f"pairjudge.{top}": top for top in FOLDERS}
 
 
-@pytest.mark.parametrize("package", ["agents", "schemas", "streams"])
-def test_top_level_packages_resolve_to_this_distribution(package: str) -> None:
-    # `agents` is also OpenAI's Agents SDK: make sure the one imported is ours.
-    module = importlib.import_module(package)
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_the_namespace_maps_each_folder(folder: str) -> None:
+    # The checkout's pairjudge/<folder> is a relative symlink to the top-level folder, so static tools see the
+    # installed names; the installed package (editable here) resolves to the same files.
+    link = ROOT / "pairjudge" / folder
+    assert link.is_symlink()
+    assert link.readlink() == Path("..") / folder
+    module = importlib.import_module(f"pairjudge.{folder}")
     assert module.__file__ is not None
-    assert Path(module.__file__).resolve().parent == ROOT / package
-    assert set(importlib.metadata.packages_distributions().get(package, [])) == {"pairjudge"}
+    assert Path(module.__file__).resolve().parent == ROOT / folder
+    assert "pairjudge-stream" in importlib.metadata.packages_distributions().get("pairjudge", [])
+
+
+def test_no_bare_layer_name_is_imported() -> None:
+    """Every layer import goes through `pairjudge.`: a bare `agents` is OpenAI's Agents SDK once installed."""
+    offenders = []
+    for top in (*FOLDERS, "tests", "bench", "pairjudge_dev"):
+        for path in (ROOT / top).rglob("*.py"):
+            for line in path.read_text().splitlines():
+                words = line.strip().split()
+                if len(words) > 1 and words[0] in {"import", "from"} and words[1].split(".")[0] in FOLDERS:
+                    offenders.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert offenders == []
 
 
 def test_core_source_never_imports_edge_libraries() -> None:
@@ -54,7 +72,7 @@ def test_core_source_never_imports_edge_libraries() -> None:
             for line in path.read_text().splitlines():
                 stripped = line.strip()
                 if stripped.startswith(("import ", "from ")):
-                    module = stripped.split()[1].split(".")[0]
+                    module = stripped.split()[1].removeprefix("pairjudge.").split(".")[0]
                     if module in forbidden:
                         offenders.append(f"{path.relative_to(ROOT)}: {stripped}")
     assert offenders == []

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from mode.utils.logging import DefaultFormatter, ExtensionFormatter
 
-from streams.logquiet import QuietFilter, attach
+from pairjudge.streams.logquiet import QuietFilter, attach
 
 
 class Clock:

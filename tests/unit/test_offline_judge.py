@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from agents.errors import JudgeRejected
-from agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, TemplateKind
-from agents.offline import (
+from pairjudge.agents.errors import JudgeRejected
+from pairjudge.agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest, TemplateKind
+from pairjudge.agents.offline import (
     HEURISTIC_PREFIX,
     OFFLINE_JUDGE_VERSION,
     PHRASE_MAX,
@@ -25,9 +25,9 @@ from agents.offline import (
     margin_confidence,
     unmeasured_cap,
 )
-from agents.prompts import PromptSlots, render
-from schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply, ToneStyleReply
-from schemas.rubric import (
+from pairjudge.agents.prompts import PromptSlots, render
+from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply, ToneStyleReply
+from pairjudge.schemas.rubric import (
     DEFAULT_TIEBREAK_WEIGHTS,
     Criterion,
     HeadToHeadRubric,

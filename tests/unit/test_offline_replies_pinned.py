@@ -16,11 +16,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-import streams
-from agents.offline import OFFLINE_JUDGE_VERSION, judge_reply
-from agents.prompts import render_primary, render_tiebreak
-from schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair
-from schemas.rubric import RubricRef
+from pairjudge import streams
+from pairjudge.agents.offline import OFFLINE_JUDGE_VERSION, judge_reply
+from pairjudge.agents.prompts import render_primary, render_tiebreak
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair
+from pairjudge.schemas.rubric import RubricRef
 
 PINS = Path(__file__).parent / "data" / "offline_replies.json"
 PAIR_FILES = ("devset_tone.jsonl", "sample_pairs.jsonl")

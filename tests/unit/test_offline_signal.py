@@ -6,12 +6,12 @@ import itertools
 
 import pytest
 
-from agents.core import judge_pair, resolve_tiebreak
-from agents.offline import OfflineJudge
-from agents.offline.calibration import TONE_KNOTS, interpolate, tone_confidence
-from agents.offline.features import careless_orthography, deixis_balance, politeness, profile, register
-from agents.policy import Policy
-from schemas import Criterion, HeadToHeadRubric, ReviewRequest, TieBreakRequest
+from pairjudge.agents.core import judge_pair, resolve_tiebreak
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.agents.offline.calibration import TONE_KNOTS, interpolate, tone_confidence
+from pairjudge.agents.offline.features import careless_orthography, deixis_balance, politeness, profile, register
+from pairjudge.agents.policy import Policy
+from pairjudge.schemas import Criterion, HeadToHeadRubric, ReviewRequest, TieBreakRequest
 from tests.unit.factories import make_pair
 
 SHORT = "Yes. Reset it from the settings page."

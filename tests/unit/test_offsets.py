@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agents.scripted import ScriptedJudge
-from streams.app import create_app
-from streams.offsets import LedgerConsumer, OffsetLedger
-from streams.settings import Settings
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.streams.app import create_app
+from pairjudge.streams.offsets import LedgerConsumer, OffsetLedger
+from pairjudge.streams.settings import Settings
 
 TP = "pairs/0"
 

@@ -15,19 +15,19 @@ from typing import Any
 
 import pytest
 
-from agents.core import check_pair
-from agents.errors import InputRejected
-from agents.offline import OfflineJudge
-from agents.policy import Policy
-from agents.settle import settle
-from schemas import SCHEMA_VERSION, CandidatePair, DeadLetter, PairVerdict, TieBreakRequest
-from schemas._base import SUPPORTED_SCHEMA_VERSIONS
-from streams.app import create_app
-from streams.codecs import MAX_DEPTH, MAX_NUMBER_CHARS, decode, nesting_depth, parse_object
-from streams.deadletter import DEFAULT_MAX_LETTER_BYTES, guess_pair_id
-from streams.pipeline import Origin, Pipeline
-from streams.producer import key_of
-from streams.settings import Settings
+from pairjudge.agents.core import check_pair
+from pairjudge.agents.errors import InputRejected
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.settle import settle
+from pairjudge.schemas import SCHEMA_VERSION, CandidatePair, DeadLetter, PairVerdict, TieBreakRequest
+from pairjudge.schemas._base import SUPPORTED_SCHEMA_VERSIONS
+from pairjudge.streams.app import create_app
+from pairjudge.streams.codecs import MAX_DEPTH, MAX_NUMBER_CHARS, decode, nesting_depth, parse_object
+from pairjudge.streams.deadletter import DEFAULT_MAX_LETTER_BYTES, guess_pair_id
+from pairjudge.streams.pipeline import Origin, Pipeline
+from pairjudge.streams.producer import key_of
+from pairjudge.streams.settings import Settings
 from tests.unit.factories import make_pair
 
 MAX_EVENT = 256_000  # the worker's default max_event_bytes

@@ -12,12 +12,12 @@ import re
 
 import pytest
 
-from agents.judge import ChatMessage, JudgeRequest, TemplateKind
-from agents.prompt_reader import PromptUnreadable, read_prompt
-from agents.prompts import PromptSlots, delimiter_nonce, neutralise, render, render_tiebreak, restore
-from agents.untrusted import fold, has_hidden, strip_hidden
-from schemas import DEFAULT_TIEBREAK_WEIGHTS
-from schemas.rubric import (
+from pairjudge.agents.judge import ChatMessage, JudgeRequest, TemplateKind
+from pairjudge.agents.prompt_reader import PromptUnreadable, read_prompt
+from pairjudge.agents.prompts import PromptSlots, delimiter_nonce, neutralise, render, render_tiebreak, restore
+from pairjudge.agents.untrusted import fold, has_hidden, strip_hidden
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS
+from pairjudge.schemas.rubric import (
     Criterion,
     HeadToHeadRubric,
     PairwiseRubric,

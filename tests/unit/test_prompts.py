@@ -12,10 +12,10 @@ from typing import get_args
 
 import pytest
 
-from agents import prompts
-from agents.judge import JudgeRequest, TemplateKind
-from agents.prompt_reader import read_prompt
-from agents.prompts import (
+from pairjudge.agents import prompts
+from pairjudge.agents.judge import JudgeRequest, TemplateKind
+from pairjudge.agents.prompt_reader import read_prompt
+from pairjudge.agents.prompts import (
     DATA_NOTE,
     MAX_ECHO_CHARS,
     SYSTEM_PROMPT,
@@ -33,10 +33,10 @@ from agents.prompts import (
     template_parts,
     template_text,
 )
-from schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair, Task, TieBreakWeights, WeightedCriterion
-from schemas.events import Order
-from schemas.replies import ToneStyleReply
-from schemas.rubric import InlineRubric, RubricRef
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair, Task, TieBreakWeights, WeightedCriterion
+from pairjudge.schemas.events import Order
+from pairjudge.schemas.replies import ToneStyleReply
+from pairjudge.schemas.rubric import InlineRubric, RubricRef
 from tests.unit.factories import (
     FIRST_OUTPUT,
     H2H_CRITERIA,
@@ -324,7 +324,7 @@ def test_template_files_hold_the_texts_byte_for_byte(name: str) -> None:
 
 def test_template_files_ship_in_the_wheel() -> None:
     package_data = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
-    shipped = package_data["package-data"]["agents"]
+    shipped = package_data["package-data"]["pairjudge.agents"]
     files = sorted(p.name for p in (Path(prompts.__file__).parent / "templates").glob("*.txt"))
     assert len(files) == len(TEXT_SHA256)
     assert all(any(fnmatch.fnmatch(f"templates/{f}", pattern) for pattern in shipped) for f in files)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agents.judge import judge_info
-from agents.policy import Policy
-from agents.reconcile import (
+from pairjudge.agents.judge import judge_info
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.reconcile import (
     Outcome,
     Reconciliation,
     apply_policy,
@@ -17,11 +17,11 @@ from agents.reconcile import (
     primary_outcome,
     reconcile,
 )
-from agents.scripted import ScriptedJudge
-from agents.validation import parse_reply
-from schemas import TIE, CandidatePair, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
-from schemas.events import ErrorKind, Order
-from schemas.replies import HeadToHeadReply, PairwiseReply, ToneStyleReply
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.agents.validation import parse_reply
+from pairjudge.schemas import TIE, CandidatePair, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.events import ErrorKind, Order
+from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, ToneStyleReply
 from tests.unit.factories import (
     FIRST_ID,
     SECOND_ID,

@@ -10,12 +10,12 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agents.redaction import BUILTIN_ORDER, Redactor, builtin_detectors, custom_detector, iban_ok, luhn_ok
-from schemas import DeadLetter, ReviewRequest, Task
-from schemas.events import OrderingResult
-from streams.deadletter import build_dead_letter
-from streams.redaction import HOOK_FAILED, EventRedactor, build_redactor, load_hook
-from streams.settings import RedactionSettings, Settings
+from pairjudge.agents.redaction import BUILTIN_ORDER, Redactor, builtin_detectors, custom_detector, iban_ok, luhn_ok
+from pairjudge.schemas import DeadLetter, ReviewRequest, Task
+from pairjudge.schemas.events import OrderingResult
+from pairjudge.streams.deadletter import build_dead_letter
+from pairjudge.streams.redaction import HOOK_FAILED, EventRedactor, build_redactor, load_hook
+from pairjudge.streams.settings import RedactionSettings, Settings
 from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair
 
 ALL = Redactor(builtin_detectors(list(BUILTIN_ORDER)))

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from agents.audit import SeriesWindow, WindowStats
-from schemas.audit import Alert, AuditObservation, AuditSeries, AuditSnapshot, DecisionRecord
-from schemas.events import HumanLabel
-from streams.cli import app
-from streams.report import latest_per_window, parse_audit_events, render_report
+from pairjudge.agents.audit import SeriesWindow, WindowStats
+from pairjudge.schemas.audit import Alert, AuditObservation, AuditSeries, AuditSnapshot, DecisionRecord
+from pairjudge.schemas.events import HumanLabel
+from pairjudge.streams.cli import app
+from pairjudge.streams.report import latest_per_window, parse_audit_events, render_report
 
 HOSTILE = "<script>alert(1)</script>"
 START = datetime(2026, 12, 1, 10, tzinfo=UTC)
@@ -104,9 +104,9 @@ def test_the_report_command_writes_the_file(tmp_path: Path) -> None:
 def test_the_report_shows_each_experiments_latest_scoreboard_with_escaped_text() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from agents.scores.board import Scoreboard
-    from streams.scores import Entry, snapshot
-    from streams.settings import ScoreSettings
+    from pairjudge.agents.scores.board import Scoreboard
+    from pairjudge.streams.scores import Entry, snapshot
+    from pairjudge.streams.settings import ScoreSettings
 
     entry = Entry(Scoreboard(), partition=0)
     lines = []

@@ -21,14 +21,14 @@ import anyio
 import diskcache
 import pytest
 
-from agents.core import judge_pair
-from agents.errors import JudgeRejected, JudgeUnavailable
-from agents.judge import ChatMessage, JudgeRequest, JudgeResponse
-from agents.policy import Policy
-from agents.prompts import render_primary
-from agents.scripted import ScriptedJudge
-from schemas import PairVerdict, RubricRef
-from streams.judges.cache import (
+from pairjudge.agents.core import judge_pair
+from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import ChatMessage, JudgeRequest, JudgeResponse
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompts import render_primary
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.schemas import PairVerdict, RubricRef
+from pairjudge.streams.judges.cache import (
     CachedReply,
     CachingJudge,
     ResponseCache,
@@ -177,8 +177,8 @@ async def test_another_process_reads_what_this_one_stored(tmp_path: Path) -> Non
     code = textwrap.dedent(
         f"""
         import anyio
-        from agents.scripted import ScriptedJudge
-        from streams.judges.cache import CachingJudge, ResponseCache
+        from pairjudge.agents.scripted import ScriptedJudge
+        from pairjudge.streams.judges.cache import CachingJudge, ResponseCache
         from tests.unit.test_response_cache import a_request
 
         async def main():
@@ -387,7 +387,7 @@ async def test_writes_that_fail_on_disk_are_logged_kept_in_memory_and_never_fail
     try:
         inner = scripted(REPLY)
         judge = CachingJudge(inner, store)
-        with caplog.at_level(logging.WARNING, logger="streams.judges.cache"):
+        with caplog.at_level(logging.WARNING, logger="pairjudge.streams.judges.cache"):
             assert (await judge.complete(a_request())).text == REPLY
             assert store.flush(timeout_s=10)
         assert store.writer_stats.failed == 1
@@ -411,7 +411,7 @@ async def test_a_full_write_queue_keeps_replies_in_memory_and_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = ResponseCache(tmp_path / "q", max_pending=2, batch_delay_s=30.0)  # the writer waits for a batch
-    with caplog.at_level(logging.WARNING, logger="streams.judges.cache"):
+    with caplog.at_level(logging.WARNING, logger="pairjudge.streams.judges.cache"):
         for i in range(3):
             store.put(f"k{i}", CachedReply(REPLY, "m", 1, 1, 0.1, 0.0))
     assert store.writer_stats.failed == 1

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from schemas import ReviewRequest
-from schemas.pair import PairMetadata
-from streams.review.auth import LoginLimiter, User, Users, hash_password, verify_password
-from streams.review.store import Filters, ReviewStore, StaleClaim
+from pairjudge.schemas import ReviewRequest
+from pairjudge.schemas.pair import PairMetadata
+from pairjudge.streams.review.auth import LoginLimiter, User, Users, hash_password, verify_password
+from pairjudge.streams.review.store import Filters, ReviewStore, StaleClaim
 from tests.unit.factories import h2h_rubric, make_pair
 
 

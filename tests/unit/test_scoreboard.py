@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from agents.scores.board import Scoreboard, Tally, bradley_terry, length_bin, length_controlled
+from pairjudge.agents.scores.board import Scoreboard, Tally, bradley_terry, length_bin, length_controlled
 
 
 def test_tally_win_rate_is_over_decisive_pairs_with_a_wilson_interval() -> None:

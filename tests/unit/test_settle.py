@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from agents.audit import WindowStats
-from agents.audit.records import record_for
-from agents.core import judge_pair
-from agents.offline import OfflineJudge
-from agents.policy import Policy
-from agents.scripted import ScriptedJudge
-from agents.settle import normalized, settle
-from schemas import TIE, PairVerdict
-from schemas.audit import AuditObservation
+from pairjudge.agents.audit import WindowStats
+from pairjudge.agents.audit.records import record_for
+from pairjudge.agents.core import judge_pair
+from pairjudge.agents.offline import OfflineJudge
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.agents.settle import normalized, settle
+from pairjudge.schemas import TIE, PairVerdict
+from pairjudge.schemas.audit import AuditObservation
 from tests.unit.factories import FIRST_OUTPUT, h2h_rubric, make_pair
 
 X, Y = make_pair().candidates[0].candidate_id, make_pair().candidates[1].candidate_id

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from agents.core import resolve_rubric
-from agents.judge import JudgeRequest
-from agents.prompts import render_primary, render_tiebreak
+from pairjudge.agents.core import resolve_rubric
+from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.prompts import render_primary, render_tiebreak
+from pairjudge.schemas import CandidatePair
+from pairjudge.schemas.events import Order
+from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.slow_judge_server import BadRequest, parse_call
-from schemas import CandidatePair
-from schemas.events import Order
-from schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS
 
 
 def _payload(request: JudgeRequest) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.stats import (
+from pairjudge.agents.stats import (
     agreement,
     brier_score,
     cohen_kappa,

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import pytest
 
-from agents.stats import (
+from pairjudge.agents.stats import (
     binomial_upper_tail,
     calibrate_threshold,
     cohen_kappa,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.offline import ToneGuide, features, reading, score_tone_dimensions, text
-from schemas.rubric import ToneStyleRubric
+from pairjudge.agents.offline import ToneGuide, features, reading, score_tone_dimensions, text
+from pairjudge.schemas.rubric import ToneStyleRubric
 
 
 @pytest.mark.parametrize(

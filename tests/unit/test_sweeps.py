@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agents.audit.join import JoinEntry
-from agents.scripted import ScriptedJudge
-from streams.app import create_app
-from streams.audit import _with_partition
-from streams.settings import Settings
-from streams.tables import SWEEP_YIELD_EVERY
+from pairjudge.agents.audit.join import JoinEntry
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.streams.app import create_app
+from pairjudge.streams.audit import _with_partition
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.tables import SWEEP_YIELD_EVERY
 from tests.unit.factories import tone_reply
 
 

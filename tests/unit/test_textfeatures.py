@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.offline import features, reading, text, words
+from pairjudge.agents.offline import features, reading, text, words
 
 
 @pytest.mark.parametrize(
@@ -310,8 +310,8 @@ def test_word_lists_are_package_data_read_once() -> None:
     folder = Path(words.__file__).parent / "words"
     files = sorted(folder.glob("*.txt"))
     package_data = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert package_data["package-data"]["agents.offline"] == ["words/*.txt"]
-    assert "agents.offline" in package_data["packages"]
+    assert package_data["package-data"]["pairjudge.agents.offline"] == ["words/*.txt"]
+    assert "pairjudge.agents.offline" in package_data["packages"]
     lists = {name: value for name, value in vars(words).items() if isinstance(value, frozenset)}
     assert len(lists) == len(files)
     for name, terms in lists.items():

@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from agents.core import resolve_tiebreak
-from agents.errors import JudgeUnavailable
-from agents.judge import judge_info
-from agents.policy import Policy
-from agents.scripted import ScriptedJudge
-from agents.tiebreak import JUDGE_KEY, RECOMPUTED_KEY, assess, weighted_scores
-from agents.validation import parse_reply
-from schemas import DEFAULT_TIEBREAK_WEIGHTS, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
-from schemas.pair import CandidatePair
-from schemas.replies import TieBreakReply
-from schemas.rubric import TieBreakWeights, WeightedCriterion
+from pairjudge.agents.core import resolve_tiebreak
+from pairjudge.agents.errors import JudgeUnavailable
+from pairjudge.agents.judge import judge_info
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.agents.tiebreak import JUDGE_KEY, RECOMPUTED_KEY, assess, weighted_scores
+from pairjudge.agents.validation import parse_reply
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.pair import CandidatePair
+from pairjudge.schemas.replies import TieBreakReply
+from pairjudge.schemas.rubric import TieBreakWeights, WeightedCriterion
 from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair, per_order, tiebreak_reply
 
 X, Y = FIRST_ID, SECOND_ID

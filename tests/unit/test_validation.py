@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
-from agents.judge import JudgeRequest
-from agents.prompts import render_primary, render_tiebreak
-from agents.scripted import ScriptedJudge
-from agents.validation import (
+from pairjudge.agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
+from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.prompts import render_primary, render_tiebreak
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.agents.validation import (
     ask_validated,
     check_head_to_head,
     check_pairwise,
@@ -19,8 +19,8 @@ from agents.validation import (
     parse_reply,
     strip_fence,
 )
-from schemas import DEFAULT_TIEBREAK_WEIGHTS
-from schemas.replies import HeadToHeadReply, PairwiseReply, TieBreakReply, ToneStyleReply
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS
+from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, TieBreakReply, ToneStyleReply
 from tests.unit.factories import (
     H2H_CRITERIA,
     h2h_reply,
