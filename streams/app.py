@@ -26,6 +26,7 @@ from pairjudge.streams.audit import Audit, wire_audit
 from pairjudge.streams.control import PolicyHolder
 from pairjudge.streams.control import follow_control as follow_control_topic
 from pairjudge.streams.control_signing import signer_from_settings
+from pairjudge.streams.health import PrometheusMetrics, WorkerHealth
 from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
 from pairjudge.streams.judges.preflight import JudgeAuthError, preflight_all
 from pairjudge.streams.kafka_security import faust_credentials
@@ -35,6 +36,7 @@ from pairjudge.streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, S
 from pairjudge.streams.redaction import build_redactor
 from pairjudge.streams.scores import Scores, wire_scores
 from pairjudge.streams.settings import Settings
+from pairjudge.streams.shutdown import GracefulApp, HandedBack
 from pairjudge.streams.telemetry import Telemetry
 from pairjudge.streams.topics import KINDS
 
@@ -57,12 +59,18 @@ class PairjudgeApp:
     #: The champion-challenger scoreboard; None when it or the audit is off.
     scores: Scores | None = None
     webhook: AlertWebhook | None = None
+    #: What /readyz reports (streams.health); the server itself is started by the worker command.
+    health: WorkerHealth | None = None
+    #: The Prometheus reader behind /metrics; None when the health server is off (no-op instruments).
+    metrics: PrometheusMetrics | None = None
 
     async def aclose(self) -> None:
         for stack in self.stacks:
             await stack.aclose()
         if self.webhook is not None:
             await self.webhook.aclose()
+        if self.metrics is not None:
+            self.metrics.shutdown()
 
 
 def _broker_url(bootstrap_servers: str) -> str:
@@ -103,7 +111,9 @@ def create_app(
 ) -> PairjudgeApp:
     """Wire the app. ``follow_control`` makes every worker read ``pairjudge.control`` for live settings
     (tests that drive agents through ``test_context()`` turn it off: no broker, no control topic)."""
-    telemetry = telemetry or Telemetry(settings.telemetry)
+    # Metrics cost something per judge call only when something reads them: the health server's /metrics.
+    metrics = PrometheusMetrics(settings.telemetry.service_name) if settings.health.port and telemetry is None else None
+    telemetry = telemetry or Telemetry(settings.telemetry, meter_provider=metrics.provider if metrics else None)
     stacks: tuple[JudgeStack, ...] = ()
     if judge is not None:
         panel = JudgePanel.single(judge)
@@ -124,7 +134,8 @@ def create_app(
         redactor=redactor,
     )
     kafka = settings.kafka
-    app = faust.App(
+    # A faust.App whose shutdown on SIGTERM is bounded by the grace (streams.shutdown).
+    app = GracefulApp(
         settings.worker.app_id,
         broker=_broker_url(kafka.bootstrap_servers),
         # TLS/SASL (streams.kafka_security): Faust hands these to its consumer (streams.offsets' subclass
@@ -152,6 +163,19 @@ def create_app(
 
     # Before anything builds the consumer: commits follow the project's offset ledger (streams.offsets).
     install_commit_ledger(app)
+    app.shutdown_grace_s = settings.worker.shutdown_grace_s
+    app.breakers = panel.breakers
+    inflight = app.inflight
+    health = WorkerHealth(
+        control_caught_up=holder.ready,
+        judges_checked=pipeline.judges_checked,
+        breakers=panel.breakers,
+        inflight=inflight,
+    )
+    # Readiness goes 503 the moment the app starts stopping, before it waits for anything.
+    app.on_stopping = health.mark_stopping
+    if metrics is not None:
+        metrics.observe(health)
     outcomes = OutcomeTables(app, partitions=kafka.partitions, retention_s=settings.worker.outcome_retention_s)
     pipeline.outcomes = outcomes
 
@@ -209,6 +233,11 @@ def create_app(
             origin = Origin(topic=msg.topic, partition=msg.partition, offset=msg.offset, key=msg.key)
             try:
                 await process(event, origin)
+            except HandedBack:
+                # Cut off by the shutdown's grace (streams.shutdown): acked for Faust's bookkeeping, never
+                # marked done, so the offset ledger keeps the commit below it and its next owner judges it.
+                await stream.ack(event)
+                continue
             except Exception as exc:
                 log.critical(
                     "could not deliver the %s outcome for %s[%s]@%s; stopping without committing it",
@@ -226,9 +255,14 @@ def create_app(
 
     def stage_processor(stage: Stage) -> Callable[[Any, Origin], Awaitable[None]]:
         async def process(event: Any, origin: Origin) -> None:
+            with inflight.pair():
+                await decide_and_deliver(event, origin)
+
+        async def decide_and_deliver(event: Any, origin: Origin) -> None:
             result: StageResult | None = None
             try:
-                result = await pipeline.handle(stage, event.value, event.headers, origin)
+                # Only the judging may be cut off by the shutdown (HandedBack); a delivery, once begun, finishes.
+                result = await inflight.judging(pipeline.handle(stage, event.value, event.headers, origin))
                 if event.message.generation_id != app.consumer_generation_id:
                     # The partition was reassigned while this input was judged. Its new owner judges
                     # it again (or replays what was recorded); publishing now could race that.
@@ -342,4 +376,6 @@ def create_app(
         audit=audit,
         scores=scores,
         webhook=webhook,
+        health=health,
+        metrics=metrics,
     )

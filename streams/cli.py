@@ -81,6 +81,7 @@ def worker(
     from pairjudge.streams.brokers import BrokerError
     from pairjudge.streams.brokers import check_topics as check
     from pairjudge.streams.brokers import create_topics as create
+    from pairjudge.streams.health import HealthServer
     from pairjudge.streams.judges.files import private_dir
     from pairjudge.streams.kafka_security import client_config, explain
     from pairjudge.streams.logquiet import install_quiet_logging
@@ -100,6 +101,18 @@ def worker(
             # Faust has just replaced the root handlers with its own: filter those too.
             install_quiet_logging()
 
+        async def on_execute(self) -> None:
+            await super().on_execute()
+            # Before the app starts: /livez answers and /readyz says why not yet during start-up.
+            if health_server is not None:
+                await health_server.start()
+
+        async def on_stop(self) -> None:
+            # SIGTERM (or SIGINT) lands here first: not ready from this moment, while the app drains.
+            if wired.health is not None:
+                wired.health.mark_stopping()
+            await super().on_stop()
+
         async def on_shutdown(self) -> None:
             await super().on_shutdown()
             # Runs once the app and its agents have stopped, on the loop that opened them: the judges'
@@ -109,6 +122,9 @@ def worker(
                 await wired.aclose()
             except Exception:
                 log.exception("closing the judges and the alert webhook failed")
+            # Last: probes keep getting their 503 until the very end.
+            if health_server is not None:
+                await health_server.stop()
 
     settings = _settings(bootstrap)
     logging.basicConfig(level=settings.worker.log_level)
@@ -127,6 +143,11 @@ def worker(
     # Faust keeps its tables (pairs' outcomes, the audit's join) under the data directory: owner-only.
     private_dir(settings.worker.data_dir)
     wired = create_app(settings)
+    health_server = (
+        HealthServer(settings.health, wired.health, wired.metrics)
+        if settings.health.port and wired.health is not None
+        else None
+    )
     try:
         QuietWorker(wired.faust_app, loglevel=settings.worker.log_level.lower(), quiet=True).execute_from_commandline()
     finally:

@@ -129,6 +129,18 @@ class WorkerSettings(_Section):
     log_level: str = "WARNING"
     #: How long a published outcome is kept for redeliveries of its pair (streams.outcomes).
     outcome_retention_s: float = Field(default=86_400.0, gt=0)
+    #: On SIGTERM, how long pairs already being judged may take to finish (and be committed) before
+    #: the rest are handed back uncommitted (streams.shutdown). An orchestrator's own grace must exceed it.
+    shutdown_grace_s: float = Field(default=30.0, ge=0, le=3600)
+
+
+class HealthSettings(_Section):
+    """The worker's health and metrics server (streams.health): ``/livez``, ``/readyz``, ``/metrics``."""
+
+    #: Loopback unless told otherwise; a container sets 0.0.0.0 so its orchestrator's probes reach it.
+    host: str = Field(default="127.0.0.1", min_length=1)
+    #: 0 (the default) turns the server off, and with it the metrics (no reader: no-op instruments).
+    port: int = Field(default=0, ge=0, le=65535)
 
 
 class JudgeSettings(_Section):
@@ -444,6 +456,7 @@ class Settings(BaseSettings):
     scores: ScoreSettings = ScoreSettings()
     control: ControlSettings = ControlSettings()
     redaction: RedactionSettings = RedactionSettings()
+    health: HealthSettings = HealthSettings()
     #: Maximum bytes of one incoming event; larger ones are dead-lettered unread.
     max_event_bytes: int = Field(default=256_000, ge=1024)
     #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``.

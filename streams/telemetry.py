@@ -211,6 +211,9 @@ def trace_id_of(span: Span) -> str | None:
 # --- metrics ------------------------------------------------------------------------------------
 
 
+JUDGE_LATENCY_BUCKETS_S = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+
+
 @dataclass
 class Instruments:
     outcomes: metrics.Counter
@@ -230,7 +233,13 @@ class Instruments:
             outcomes=meter.create_counter("pairjudge.outcomes", description="Decisions by stage and outcome"),
             flips=meter.create_counter("pairjudge.position_flips", description="Pairs whose two orders disagreed"),
             judge_calls=meter.create_counter("pairjudge.judge.calls", description="Judge calls by validity"),
-            judge_latency=meter.create_histogram("gen_ai.client.operation.duration", unit="s"),
+            judge_latency=meter.create_histogram(
+                "gen_ai.client.operation.duration",
+                unit="s",
+                # The GenAI semantic conventions' buckets: the SDK's default ones are for milliseconds,
+                # so every judge call would land in the first few (seen on /metrics, streams.health).
+                explicit_bucket_boundaries_advisory=JUDGE_LATENCY_BUCKETS_S,
+            ),
             tokens=meter.create_counter("gen_ai.client.token.usage", unit="{token}"),
             cost=meter.create_counter("pairjudge.judge.cost", unit="USD", description="Priced judge spend"),
             cache_hits=meter.create_counter("pairjudge.judge.cache_hits", description="Judge calls served from cache"),

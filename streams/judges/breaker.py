@@ -156,6 +156,11 @@ class CircuitBreaker:
     # --- observing ------------------------------------------------------------------------------
 
     @property
+    def name(self) -> str:
+        """The judge this breaker guards, as named in its messages (and in /readyz and /metrics)."""
+        return self._name
+
+    @property
     def state(self) -> State:
         """The state now: "open" turns into "half_open" by itself once the cooldown has elapsed."""
         if self._state == "open" and (self._ready or self._clock() - self._opened_at >= self._cooldown):
