@@ -25,7 +25,8 @@ import yaml
 from pydantic import BaseModel
 
 from pairjudge.streams.brokers import topic_partitions
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.health import HealthServer, WorkerHealth
+from pairjudge.streams.settings import HealthSettings, Settings
 from pairjudge.streams.topics import FOLLOWED_KINDS, LATEST_KINDS, topic_specs
 from tests.fixtures.deploy import K8S_DIR, SCHEMAS_DIR, Manifest, k8s_targets, kustomize_build
 from tests.fixtures.review import free_port, review_settings, serving
@@ -253,6 +254,37 @@ def test_worker_probes_match_the_health_interface(built: Built) -> None:
             assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == [HEALTH_PORT]
     annotations = built.one("Deployment", WORKER)["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/port"] == str(HEALTH_PORT)
+
+
+@pytest.fixture
+def worker_probe_paths() -> dict[str, str]:
+    worker = Built("base", kustomize_build(K8S_DIR / "base")).container("Deployment", WORKER)
+    return {p: worker[p]["httpGet"]["path"] for p in ("startupProbe", "livenessProbe", "readinessProbe")}
+
+
+async def test_worker_probes_mean_what_kubernetes_does_with_them(
+    worker_probe_paths: dict[str, str], unused_tcp_port: int
+) -> None:
+    """Against the real health server: a worker that cannot judge (control not caught up, or shutting down)
+    fails only the readiness probe; the startup and liveness probes, which restart the pod, still pass."""
+    health = WorkerHealth(control_caught_up=asyncio.Event(), judges_checked=asyncio.Event())
+    server = HealthServer(HealthSettings(host="127.0.0.1", port=unused_tcp_port), health, None)
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{unused_tcp_port}") as client:
+
+            async def statuses() -> dict[str, int]:
+                return {probe: (await client.get(path)).status_code for probe, path in worker_probe_paths.items()}
+
+            unready = {"startupProbe": 200, "livenessProbe": 200, "readinessProbe": 503}
+            assert await statuses() == unready
+            health.control_caught_up.set()
+            health.judges_checked.set()
+            assert await statuses() == dict.fromkeys(worker_probe_paths, 200)
+            health.mark_stopping()
+            assert await statuses() == unready
+    finally:
+        await server.stop()
 
 
 def test_termination_grace_outlasts_the_shutdown_grace(built: Built) -> None:
