@@ -28,6 +28,8 @@ labels_app = typer.Typer(no_args_is_help=True, help="Human labels on pairjudge.l
 app.add_typer(labels_app, name="labels")
 canary_app = typer.Typer(no_args_is_help=True, help="Canary pairs: human-labelled pairs judged on a schedule.")
 app.add_typer(canary_app, name="canary")
+topics_app = typer.Typer(no_args_is_help=True, help="The pairjudge topics on the cluster: create or check them.")
+app.add_typer(topics_app, name="topics")
 review_app = typer.Typer(
     help="The human-review service: a queue of review requests with a web UI.", no_args_is_help=True
 )
@@ -73,19 +75,12 @@ def worker(
     create_topics: Annotated[bool, typer.Option(help="Create the pairjudge topics first (idempotent).")] = True,
 ) -> None:
     """Run a judging worker (judge and tie-break agents). Start more for more partitions."""
-    from aiokafka.errors import KafkaError
     from faust import Worker
-    from rich.markup import escape
 
     from pairjudge.streams.app import create_app
-    from pairjudge.streams.brokers import BrokerError
-    from pairjudge.streams.brokers import check_topics as check
-    from pairjudge.streams.brokers import create_topics as create
     from pairjudge.streams.health import HealthServer
     from pairjudge.streams.judges.files import private_dir
-    from pairjudge.streams.kafka_security import client_config, explain
     from pairjudge.streams.logquiet import install_quiet_logging
-    from pairjudge.streams.topics import topic_specs
 
     class QuietWorker(Worker):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -134,12 +129,7 @@ def worker(
     # Topics first (or, with --no-create-topics, a check that they exist): on a secured cluster this is
     # where a wrong password, a refused certificate or a missing ACL stops the worker, with a clear
     # message and exit code 2, before Faust starts (which would retry for ever).
-    config = client_config(settings.kafka)
-    try:
-        asyncio.run((create if create_topics else check)(config, topic_specs(settings)))
-    except (BrokerError, KafkaError, OSError) as exc:
-        console.print(f"[red]error:[/red] {escape(asyncio.run(explain(exc, config, what='worker start-up')))}")
-        raise typer.Exit(code=2) from None
+    _ensure_topics(settings, create=create_topics, what="worker start-up")
     # Faust keeps its tables (pairs' outcomes, the audit's join) under the data directory: owner-only.
     private_dir(settings.worker.data_dir)
     wired = create_app(settings)
@@ -152,6 +142,50 @@ def worker(
         QuietWorker(wired.faust_app, loglevel=settings.worker.log_level.lower(), quiet=True).execute_from_commandline()
     finally:
         wired.telemetry.shutdown()
+
+
+def _ensure_topics(settings: Settings, *, create: bool, what: str) -> int:
+    """Create (idempotent) or check every pairjudge topic; exit 2 with the broker's reason on failure.
+
+    On a secured cluster this is where a wrong password, a refused certificate or a missing ACL shows,
+    with a clear message, instead of a Faust worker retrying for ever.
+    """
+    from aiokafka.errors import KafkaError
+    from rich.markup import escape
+
+    from pairjudge.streams.brokers import BrokerError, check_topics, create_topics
+    from pairjudge.streams.kafka_security import client_config, explain
+    from pairjudge.streams.topics import topic_specs
+
+    config = client_config(settings.kafka)
+    specs = topic_specs(settings)
+    try:
+        asyncio.run((create_topics if create else check_topics)(config, specs))
+    except (BrokerError, KafkaError, OSError) as exc:
+        console.print(f"[red]error:[/red] {escape(asyncio.run(explain(exc, config, what=what)))}")
+        raise typer.Exit(code=2) from None
+    return len(specs)
+
+
+@topics_app.command("create")
+def topics_create(bootstrap: Bootstrap = None) -> None:
+    """Create every pairjudge topic (and the tables' changelogs) with its partition count, then exit.
+
+    Idempotent: existing topics are kept. A topic that exists with another partition count fails the
+    command, naming it (partitions cap a consumer group's workers, so the count is chosen once).
+    Deployments run this once before the workers, which then start with ``--no-create-topics``.
+    """
+    settings = _settings(bootstrap)
+    count = _ensure_topics(settings, create=True, what="topic creation")
+    console.print(f"{count} topics ready on {settings.kafka.bootstrap_servers}")
+
+
+@topics_app.command("check")
+def topics_check(bootstrap: Bootstrap = None) -> None:
+    """Exit 0 if every pairjudge topic exists with its partition count, 2 (naming what is wrong) if not."""
+    settings = _settings(bootstrap)
+    count = _ensure_topics(settings, create=False, what="topic check")
+    console.print(f"{count} topics present on {settings.kafka.bootstrap_servers}")
 
 
 @app.command()

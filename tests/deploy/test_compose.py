@@ -18,6 +18,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -343,8 +344,12 @@ async def test_the_topics_step_creates_what_a_worker_checks_for(
     compose: dict[str, Any], secrets_dir: Path, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     topics = compose["services"]["topics"]
-    argv = topics["entrypoint"]
-    assert argv[:2] == ["python", "-c"]
+    # The image's entry point is `pairjudge`; the step is its `topics create` command.
+    assert "entrypoint" not in topics
+    pairjudge = shutil.which("pairjudge", path=str(Path(sys.executable).parent))
+    assert pairjudge, "the pairjudge console script is not installed"
+    argv = [pairjudge, *topics["command"]]
+    assert topics["command"] == ["topics", "create"]
     prefix = f"compose-{uuid.uuid4().hex[:8]}"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("PAIRJUDGE_")},
@@ -355,7 +360,7 @@ async def test_the_topics_step_creates_what_a_worker_checks_for(
         "PAIRJUDGE_WORKER__APP_ID": prefix,
     }
     for attempt in ("creates", "finds them"):
-        done = await _run([sys.executable, *argv[1:]], env, tmp_path)
+        done = await _run(argv, env, tmp_path)
         assert done[0] == 0, f"{attempt}: {done[1]}"
     settings = Settings(
         kafka={"bootstrap_servers": kafka_bootstrap, "partitions": int(env["PAIRJUDGE_KAFKA__PARTITIONS"])},
@@ -363,7 +368,7 @@ async def test_the_topics_step_creates_what_a_worker_checks_for(
         worker={"app_id": prefix},
     )
     specs = topic_specs(settings)
-    assert f"{len(specs)} on {kafka_bootstrap}" in done[1]
+    assert f"{len(specs)} topics ready on {kafka_bootstrap}" in done[1]
     await check_topics(kafka_bootstrap, specs, timeout=30)
 
 
