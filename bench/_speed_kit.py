@@ -8,7 +8,7 @@
 * ``Sampler``: CPU seconds and RSS of child processes from /proc, every 0.1 s, with wall-clock times,
   so a phase can take the CPU over exactly its steady window.
 * ``OutcomeWatcher``: reads output topics from the beginning in the background, keeping each key's
-  first record with its broker timestamp and sizes.
+  first record with its broker timestamp and sizes, and every distinct outcome it got (for conflicts).
 * ``ensure_fastchat_venv``: FastChat in a venv of its own, built on demand by package name.
 """
 
@@ -75,10 +75,13 @@ async def produce_backlog(bootstrap: str, topic: str, pairs: SpeedPairs) -> dict
 
 
 async def produce_paced(
-    bootstrap: str, topic: str, dicts: Sequence[dict[str, Any]], rate: float | None
+    bootstrap: str, topic: str, dicts: Sequence[dict[str, Any]], rate: float | None, *, spread: int | None = None
 ) -> dict[str, float]:
     """One pair every 1/rate s on a fixed schedule (late ones go at once), each stamped as it is sent;
-    with no rate, all at once. Pair id -> created_at (epoch s)."""
+    with no rate, all at once. Pair id -> created_at (epoch s).
+
+    ``spread``: pair i goes to partition i % spread instead of its key's hash, so that every partition
+    (and so every worker of a group) gets the same share of a backlog, and none drains early."""
     created: dict[str, float] = {}
     # A backlog is batched as a producer would batch it; a paced pair goes out on its own, at once.
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5 if rate is None else 0)
@@ -93,7 +96,8 @@ async def produce_paced(
                 await asyncio.sleep(delay)
             raw, at = SpeedPairs.stamp(data)
             created[data["pair_id"]] = at
-            futures.append(await producer.send(topic, value=raw, key=data["pair_id"].encode()))
+            partition = None if spread is None else i % spread
+            futures.append(await producer.send(topic, value=raw, key=data["pair_id"].encode(), partition=partition))
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
@@ -321,6 +325,8 @@ class OutcomeWatcher:
         self.json_values = json_values
         self.first: dict[str, Seen] = {}
         self.duplicates = 0
+        #: key -> its distinct outcomes ("verdicts:<winner>", "review", "deadletter"); JSON values only.
+        self.distinct: dict[str, set[str]] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -358,6 +364,12 @@ class OutcomeWatcher:
             if topic.endswith(".review") and event.get("audit"):
                 return
             key = str(event.get("pair_id") or key)
+        if self.json_values:
+            # Every distinct outcome a key got (kind, and the winner of a verdict): more than one is a
+            # pair judged again and published differently after a redelivery, not a harmless duplicate.
+            kind = topic.rsplit(".", 1)[-1]
+            winner = event.get("winner") if event is not None and kind == "verdicts" else None
+            self.distinct.setdefault(key, set()).add(f"{kind}:{winner}" if winner else kind)
         if key in self.first:
             self.duplicates += 1
             return
