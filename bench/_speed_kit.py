@@ -172,11 +172,21 @@ def start_process(argv: Sequence[str], env: dict[str, str], cwd: Path, log_path:
 
 
 def check_tree(tree: Path) -> str:
-    """Where a child with ``worker_env``'s import path finds streams and agents; raises unless in ``tree``."""
+    """Where a child with ``worker_env``'s import path finds the layers; raises unless in ``tree``."""
+    if not (tree / "pairjudge" / "__init__.py").is_file():
+        # Before 942e181 the layers were bare top-level packages (`streams.cli`, not `pairjudge.streams.cli`),
+        # which this bench's worker command and in-tree helpers no longer name.
+        raise RuntimeError(
+            f"{tree} predates the pairjudge namespace (942e181): run that tree's own bench, or compare a later commit"
+        )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAIRJUDGE_")}
     env["PYTHONPATH"] = str(tree)
     out = subprocess.run(
-        [sys.executable, "-c", "import agents, streams; print(agents.__file__); print(streams.__file__)"],
+        [
+            sys.executable,
+            "-c",
+            "import pairjudge.agents as a, pairjudge.streams as s; print(a.__file__); print(s.__file__)",
+        ],
         env=env,
         cwd=tree,
         check=True,
