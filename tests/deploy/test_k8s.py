@@ -38,6 +38,8 @@ KUBERNETES_VERSION = "1.31"
 KEDA_CRD = SCHEMAS_DIR / "keda.sh_scaledobjects.yaml"
 #: The worker's health interface (streams.health), agreed for issue 14.
 HEALTH_PORT = 9465
+#: The worker commits after this many acks (streams/app.py, broker_commit_every).
+COMMIT_EVERY = 50
 LIVENESS_PATH, READINESS_PATH = "/livez", "/readyz"
 WORKER, REVIEW, TOPICS_JOB = "pairjudge-worker", "pairjudge-review", "pairjudge-topics"
 #: Settings whose values are secrets: only ever their ``_FILE`` variant (or a secretKeyRef) in a manifest.
@@ -218,7 +220,11 @@ def test_scaled_object_measures_the_workers_group(built: Built) -> None:
         assert "bootstrapServers" not in meta
         assert meta["allowIdleConsumers"] == "false"
         assert meta["offsetResetPolicy"] == "earliest"  # as the Faust app starts a new group
-        assert int(meta["lagThreshold"]) > 0
+        # Lag counts from the committed offset: a keeping-up worker carries its pairs in flight plus up to
+        # 50 acks before a commit (streams/app.py broker_commit_every). A threshold at or below that would
+        # scale out a group that keeps up; one far above it would leave a backlog waiting.
+        keep_up = int(settings["PAIRJUDGE_WORKER__CONCURRENCY"]) + COMMIT_EVERY
+        assert 2 * keep_up <= int(meta["lagThreshold"]) <= 6 * keep_up, (built.name, meta["lagThreshold"], keep_up)
         topics.append(meta["topic"])
     assert topics == [f"{prefix}.pairs", f"{prefix}.tiebreak"]
     for topic in topics:  # partitioned like the cap assumes, not a single-partition followed topic
