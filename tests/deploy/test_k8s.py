@@ -202,6 +202,35 @@ def test_workers_are_capped_at_the_partition_count(built: Built) -> None:
     assert "replicas" not in built.one("Deployment", WORKER)["spec"]
 
 
+#: README, "Sizing": bytes a worker holds per pair and second of retention (measured on the sample pairs:
+#: a primary outcome 3.4 KB, a tie-break outcome 4.4 KB, a join entry 0.96 KB), its baseline, and Faust's
+#: standby copy of another worker's partitions (one replica) doubling the tables.
+OUTCOME_BYTES, JOIN_BYTES, BASELINE_BYTES, COPIES = 6_000, 1_000, 250 * 2**20, 2
+UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+
+
+def _bytes(quantity: str) -> int:
+    for suffix, factor in UNITS.items():
+        if quantity.endswith(suffix):
+            return int(float(quantity.removesuffix(suffix)) * factor)
+    return int(quantity)
+
+
+def test_worker_memory_limit_holds_its_tables(built: Built) -> None:
+    """The in-memory tables grow with rate x retention: the limit must cover them at the declared rate."""
+    worker = built.one("Deployment", WORKER)
+    rate = float(worker["metadata"]["annotations"]["pairjudge.dev/sized-for-pairs-per-second"])
+    defaults = Settings()
+    settings = built.settings
+    outcome_s = float(settings.get("PAIRJUDGE_WORKER__OUTCOME_RETENTION_S", defaults.worker.outcome_retention_s))
+    join_s = float(settings.get("PAIRJUDGE_AUDIT__JOIN_RETENTION_S", defaults.audit.join_retention_s))
+    needed = BASELINE_BYTES + COPIES * rate * (outcome_s * OUTCOME_BYTES + join_s * JOIN_BYTES)
+    limit = _bytes(built.container("Deployment", WORKER)["resources"]["limits"]["memory"])
+    assert limit >= needed, f"{built.name}: {limit / 2**30:.2f} GiB < {needed / 2**30:.2f} GiB for {rate:g} pairs/s"
+    # And not wildly above it: a limit five times the need hides a retention that was meant to be longer.
+    assert limit <= 5 * needed, f"{built.name}: {limit / 2**30:.2f} GiB for {needed / 2**30:.2f} GiB of tables"
+
+
 def test_scaled_object_measures_the_workers_group(built: Built) -> None:
     spec, settings = built.scaled_object["spec"], built.settings
     target = spec["scaleTargetRef"]
