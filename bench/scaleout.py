@@ -122,7 +122,7 @@ class Plan:
     @classmethod
     def of(cls, args: argparse.Namespace) -> Plan:
         if args.quick:
-            return cls(args.backlog_s or 4.0, args.churn_s or 15.0, (3.0, 6.0), ready_s=120, idle_s=2, timeout_s=180)
+            return cls(args.backlog_s or 8.0, args.churn_s or 15.0, (3.0, 6.0), ready_s=120, idle_s=2, timeout_s=180)
         return cls(args.backlog_s or 30.0, args.churn_s or 45.0, (3.0, 10.0), ready_s=180, idle_s=5, timeout_s=400)
 
 
@@ -605,7 +605,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=32, help="judge calls in flight per worker (32); pairs: half")
     parser.add_argument("--workers", type=parse_counts, default=[1, 2, 4], help="worker counts, e.g. 1,2,4")
     parser.add_argument("--partitions", type=int, default=8, help="partitions per topic (8)")
-    parser.add_argument("--backlog-s", type=float, help="backlog per leg in seconds at its bound (30; quick 4)")
+    parser.add_argument("--backlog-s", type=float, help="backlog per leg in seconds at its bound (30; quick 8)")
     parser.add_argument("--no-churn", action="store_true", help="skip the rebalance leg")
     parser.add_argument("--churn-s", type=float, help="seconds of paced arrivals in the rebalance leg (45; quick 15)")
     parser.add_argument("--churn-rate", type=float, help="pairs/s in the rebalance leg (half a worker's bound)")

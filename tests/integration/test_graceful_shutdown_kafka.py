@@ -182,11 +182,14 @@ async def test_sigterm_finishes_what_fits_in_the_grace_and_hands_back_the_rest(
     with running_worker(settings, second_log):
         after = await collect_outcomes(settings, ids, timeout=120, settle=3)
     assert after.ok, (after.missing, after.conflicting, read_log(second_log)[-3000:])
-    assert after.duplicates == 0, after.duplicates
+    # Duplicates may appear, and must be replays: the group's offset cannot pass a handed-back pair, so pairs
+    # after it on its partition that the first worker finished are redelivered to the second, which
+    # re-publishes their recorded outcome (the same one: `after.ok` has no conflict) without judging them.
+    # Once, on a loaded 2-core machine, 7 of 12 were redelivered this way.
     assert {kind for kind, _ in after.final.values()} == {"verdicts"}, after.final
-    for i in quick_flying:
-        # Finished (and committed) by the first worker: never judged again.
-        assert judge.calls_for(i, after=second_started) == 0, i
+    for pair_id in before.final:
+        # Decided by the first worker: never judged again, whether redelivered or not.
+        assert judge.calls_for(int(pair_id.rsplit("-", 1)[1]), after=second_started) == 0, pair_id
     for i in slow_flying:
         # Handed back: judged by the second worker.
         assert judge.calls_for(i, after=second_started) >= 2, i

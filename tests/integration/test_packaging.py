@@ -130,7 +130,7 @@ def test_both_install_side_by_side_and_import_their_own(fresh_venv: Path) -> Non
     probe = """
 import json, importlib.metadata as md
 import agents, pairjudge, pairjudge.agents.core, pairjudge.streams.cli, pairjudge.schemas.events
-from agents import Agent, Runner
+Agent, Runner = agents.Agent, agents.Runner
 print(json.dumps({
     "agents": agents.__file__,
     "sdk_dist": md.packages_distributions().get("agents"),
