@@ -87,6 +87,7 @@ from bench._speed_server import SpeedServer
 from bench.speed import Rate
 from pairjudge.streams.brokers import create_topics
 from pairjudge.streams.demo import stop_process
+from pairjudge.streams.recovery_watch import EXIT_RECOVERY_STALLED
 from pairjudge.streams.settings import Settings, load_settings
 from pairjudge.streams.topics import FINAL_KINDS, topic_specs
 from pairjudge_dev.bench import (
@@ -106,6 +107,8 @@ from pairjudge_dev.slow_judge_server import Behaviour, JudgeServerProcess, Laten
 SIGMA = 0.6
 #: Seconds a SIGTERMed worker gets before SIGKILL: above the worker's default shutdown grace (30 s).
 TERM_GRACE_S = 45.0
+#: The workers' PAIRJUDGE_WORKER__RECOVERY_STALL_S here (the default is longer than the drain window).
+RECOVERY_STALL_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,8 @@ class Churn:
     lost: list[str] = field(default_factory=list)
     duplicates: int = 0
     conflicting: dict[str, list[str]] = field(default_factory=dict)
+    #: Workers that stopped themselves over a stalled table recovery and were restarted.
+    restarts: int = 0
     events: list[str] = field(default_factory=list)
     server: dict[str, Any] = field(default_factory=dict)
 
@@ -214,6 +219,9 @@ class Fleet:
             data_dir=self.run.work / f"{prefix}-data-{number}",
             judge_url=self.judge_url,
         )
+        # A worker whose table recovery stalls stops with EXIT_RECOVERY_STALLED (streams.recovery_watch);
+        # the bench restarts it as a supervisor would. 30 s, not the default, to fit the drain window.
+        env["PAIRJUDGE_WORKER__RECOVERY_STALL_S"] = str(RECOVERY_STALL_S)
         log = self.run.work / f"{prefix}-worker-{number}.log"
         argv = [sys.executable, "-m", "pairjudge.streams.cli", "worker", "--no-create-topics"]
         proc = start_process(argv, env, REPO, log)
@@ -224,6 +232,15 @@ class Fleet:
     @property
     def live(self) -> list[Worker]:
         return [w for w in self.workers if w.stopped is None]
+
+    def restart_stalled(self) -> list[tuple[Worker, Worker]]:
+        """Restart, as a supervisor would, every worker that stopped itself over a stalled recovery."""
+        restarted = []
+        for worker in list(self.workers):
+            if worker.stopped is None and worker.proc.poll() == EXIT_RECOVERY_STALLED:
+                worker.stopped = "recovery stalled"
+                restarted.append((worker, self.start()))
+        return restarted
 
     def died(self) -> list[Worker]:
         """Workers that exited without being asked to."""
@@ -419,8 +436,16 @@ async def churn_leg(run: Run) -> Churn:
         result.events.append(line)
         console.print(f"  {line}")
 
+    async def supervise(workers: Fleet) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for stalled, replacement in workers.restart_stalled():
+                result.restarts += 1
+                note(f"{stalled.name} stopped itself (table recovery stalled); restarted as {replacement.name}")
+
     try:
         async with fleet(run, settings, judge.base_url) as workers:
+            supervisor = asyncio.create_task(supervise(workers))
             for _ in range(2):
                 note(f"start {workers.start().name}")
             await wait_spread(run, settings, 2, workers)
@@ -453,6 +478,7 @@ async def churn_leg(run: Run) -> Churn:
                 note(f"{stopped.name} exited {took:.1f} s after SIGTERM ({stopped.stopped})")
             # A pair caught in the tail takes up to its maximum per call, and again in a tie-break.
             await watcher.wait_for(ids, run.plan.timeout_s, idle=2 * run.plan.tail[1] + 60)
+            supervisor.cancel()
             workers.check_alive("rebalance")
             note(f"{sum(1 for p in ids if p in watcher.first)} of {len(ids)} decided")
         result.lost = [p for p in ids + phantoms if p not in watcher.first]
@@ -539,11 +565,12 @@ def report(run: Run, legs: list[Leg], churn: Churn | None, load: tuple[float, fl
         console.print(
             f"\n[bold]Rebalance under load[/bold] (judge lognormal, median {args.churn_median:g} s, "
             f"flip share {args.flip_share:g}, seed {args.seed}): sent {churn.sent}, decided {churn.decided}, "
-            f"lost {len(churn.lost)}, duplicates {churn.duplicates}, conflicting {len(churn.conflicting)}"
+            f"lost {len(churn.lost)}, duplicates {churn.duplicates}, conflicting {len(churn.conflicting)}, "
+            f"restarted after a stalled table recovery {churn.restarts}"
         )
         console.print("judge server: " + ", ".join(f"{k} {v}" for k, v in churn.server.items()))
         summary += [f"sent={churn.sent}", f"lost={len(churn.lost)}", f"duplicates={churn.duplicates}"]
-        summary += [f"conflicting={len(churn.conflicting)}"]
+        summary += [f"conflicting={len(churn.conflicting)}", f"restarts={churn.restarts}"]
     console.print(f"load average before {load[0]:.2f}, after {load[1]:.2f} ({os.cpu_count()} cores)")
     return " ".join(summary)
 

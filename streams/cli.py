@@ -81,6 +81,7 @@ def worker(
     from pairjudge.streams.health import HealthServer
     from pairjudge.streams.judges.files import private_dir
     from pairjudge.streams.logquiet import install_quiet_logging
+    from pairjudge.streams.recovery_watch import EXIT_RECOVERY_STALLED, RecoveryWatch
 
     class QuietWorker(Worker):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -101,6 +102,8 @@ def worker(
             # Before the app starts: /livez answers and /readyz says why not yet during start-up.
             if health_server is not None:
                 await health_server.start()
+            if watch is not None:
+                watch_task.append(asyncio.ensure_future(watch.run()))
 
         async def on_stop(self) -> None:
             # SIGTERM (or SIGINT) lands here first: not ready from this moment, while the app drains.
@@ -138,9 +141,28 @@ def worker(
         if settings.health.port and wired.health is not None
         else None
     )
+    # A table recovery that stops making progress stops the worker (exit status 3) for its supervisor to
+    # restart: the group then rebalances, which has always recovered (streams/recovery_watch.py).
+    watch = (
+        RecoveryWatch(
+            wired.faust_app.tables.recovery,  # type: ignore[attr-defined]  # TableManager has it; its protocol not
+            settings.worker.recovery_stall_s,
+            on_stalled=wired.health.mark_stalled if wired.health is not None else lambda reason: None,
+            hard_exit_after_s=settings.worker.shutdown_grace_s + 30,
+        )
+        if settings.worker.recovery_stall_s > 0
+        else None
+    )
+    watch_task: list[asyncio.Future[None]] = []
     try:
         QuietWorker(wired.faust_app, loglevel=settings.worker.log_level.lower(), quiet=True).execute_from_commandline()
+    except SystemExit:
+        if watch is not None and watch.stalled is not None:
+            raise SystemExit(EXIT_RECOVERY_STALLED) from None
+        raise
     finally:
+        for task in watch_task:
+            task.cancel()
         wired.telemetry.shutdown()
 
 

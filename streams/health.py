@@ -52,10 +52,16 @@ class WorkerHealth:
     breakers: Sequence[CircuitBreaker] = ()
     inflight: InFlight = field(default_factory=InFlight)
     stopping: bool = False
+    #: Why the worker gave up on a stalled table recovery (streams.recovery_watch): not live from then on.
+    stalled: str | None = None
 
     def mark_stopping(self) -> None:
         """The worker is shutting down: not ready from now on."""
         self.stopping = True
+
+    def mark_stalled(self, reason: str) -> None:
+        """Table recovery stopped making progress: ``/livez`` fails, for an orchestrator to restart it."""
+        self.stalled = reason
 
     def reasons(self) -> list[str]:
         """Why the worker is not ready; empty when it is."""
@@ -156,7 +162,10 @@ class HealthServer:
             await runner.cleanup()
 
     async def _livez(self, _: web.Request) -> web.Response:
-        # Answering at all is the check: the handler runs on the worker's loop.
+        # Answering at all is the check: the handler runs on the worker's loop. A worker whose table
+        # recovery stalled is stopping itself; until it has, it is not live either.
+        if self.health.stalled is not None:
+            return web.json_response({"status": "stalled", "reason": self.health.stalled}, status=503)
         return web.json_response({"status": "ok"})
 
     async def _readyz(self, _: web.Request) -> web.Response:

@@ -129,6 +129,10 @@ class WorkerSettings(_Section):
     log_level: str = "WARNING"
     #: How long a published outcome is kept for redeliveries of its pair (streams.outcomes).
     outcome_retention_s: float = Field(default=86_400.0, gt=0)
+    #: A table recovery that reads no changelog record for this long while records remain makes the worker
+    #: stop and exit with status 3, so its supervisor restarts it and the group rebalances
+    #: (streams.recovery_watch). 0 turns the watch off.
+    recovery_stall_s: float = Field(default=120.0, ge=0)
     #: On SIGTERM, how long pairs already being judged may take to finish (and be committed) before
     #: the rest are handed back uncommitted (streams.shutdown). An orchestrator's own grace must exceed it.
     shutdown_grace_s: float = Field(default=30.0, ge=0, le=3600)

@@ -1,0 +1,100 @@
+"""A worker whose table recovery stops making progress restarts itself, so the group rebalances.
+
+After an assignment a Faust worker restores its tables from their changelogs before its agents judge
+anything. Now and then (bench.scaleout's rebalance leg: a worker joining, one SIGTERMed and one SIGKILLed
+within half a minute; bench.rebalance_loss: about 1 run in 20) a changelog partition that became active
+never delivers a record to recovery: Faust logs "No event received for active tp ... since recovery start"
+for ever, and the worker judges nothing on any of its partitions. Nothing is lost (those pairs are pending
+in the commit ledger, never committed past), but nothing is decided either until the group rebalances.
+A new assignment has always recovered. The cause inside faust-streaming 0.15.3 is not understood yet.
+
+So the worker watches the progress itself: while it is in recovery with active changelog records still to
+read, the count of remaining records must fall. When it has not fallen for ``recovery_stall_s``, the worker
+reports it (``/livez`` answers 503), stops as on SIGTERM (leaving the group, which rebalances at once) and
+exits with ``EXIT_RECOVERY_STALLED``, so its supervisor (Kubernetes, Compose's restart policy, systemd)
+starts it again. A hard exit follows if the orderly stop itself hangs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: The worker's exit status after it stopped itself over a stalled recovery.
+EXIT_RECOVERY_STALLED = 3
+#: How often the watch looks at the recovery.
+CHECK_EVERY_S = 5.0
+
+
+@dataclass
+class RecoveryProgress:
+    """Seconds since table recovery last made progress (pure: fed the recovery's state and the time)."""
+
+    #: The remaining-record count last seen, and when it last changed (or recovery started).
+    _remaining: int | None = field(default=None, init=False)
+    _since: float = field(default=0.0, init=False)
+
+    def stalled_for(self, *, in_recovery: bool, remaining: int, now: float) -> float:
+        """0 unless recovering with records left and no progress; otherwise seconds without progress."""
+        if not in_recovery or remaining <= 0:
+            self._remaining = None
+            return 0.0
+        if self._remaining is None or remaining != self._remaining:
+            self._remaining, self._since = remaining, now
+            return 0.0
+        return now - self._since
+
+
+@dataclass
+class RecoveryWatch:
+    """Watches a Faust app's table recovery; stops the worker when it has stalled (module doc)."""
+
+    recovery: Any  # faust.tables.recovery.Recovery
+    stall_s: float
+    #: Told once when the watch gives up on the recovery (``/livez`` goes 503).
+    on_stalled: Callable[[str], None] = lambda reason: None
+    #: How long the orderly stop may take before the process exits hard.
+    hard_exit_after_s: float = 60.0
+    progress: RecoveryProgress = field(default_factory=RecoveryProgress)
+    stalled: str | None = None
+
+    def check(self, now: float) -> str | None:
+        """The stall, described, once recovery has made no progress for ``stall_s``; else None."""
+        remaining = self.recovery.active_remaining_total() if self.recovery.in_recovery else 0
+        seconds = self.progress.stalled_for(in_recovery=self.recovery.in_recovery, remaining=remaining, now=now)
+        if seconds < self.stall_s:
+            return None
+        stuck = sorted(f"{tp.topic}[{tp.partition}]" for tp, left in self.recovery.active_remaining().items() if left)
+        return (
+            f"table recovery has read no changelog record for {seconds:.0f} s with {remaining} still to read"
+            f" (on {', '.join(stuck[:6])}{', ...' if len(stuck) > 6 else ''})"
+        )
+
+    async def run(self) -> None:
+        while self.stalled is None:
+            await asyncio.sleep(CHECK_EVERY_S)
+            reason = self.check(time.monotonic())
+            if reason is not None:
+                self.give_up(reason)
+
+    def give_up(self, reason: str) -> None:
+        self.stalled = reason
+        log.error("%s: stopping so the group rebalances; exit status %d", reason, EXIT_RECOVERY_STALLED)
+        self.on_stalled(reason)
+        # The orderly stop (streams.shutdown) leaves the group at once; if it hangs, exit anyway: nothing
+        # the worker holds is lost (its pending pairs are uncommitted, its outcomes are in the changelogs).
+        timer = threading.Timer(self.hard_exit_after_s, os._exit, args=(EXIT_RECOVERY_STALLED,))
+        timer.daemon = True
+        timer.start()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(os.getpid(), signal.SIGTERM)
