@@ -171,6 +171,7 @@ def create_app(
         judges_checked=pipeline.judges_checked,
         breakers=panel.breakers,
         inflight=inflight,
+        recovering=lambda: bool(getattr(app, "in_recovery", False)),  # set by faust's Recovery
     )
     # Readiness goes 503 the moment the app starts stopping, before it waits for anything.
     app.on_stopping = health.mark_stopping

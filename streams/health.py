@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -52,6 +52,8 @@ class WorkerHealth:
     breakers: Sequence[CircuitBreaker] = ()
     inflight: InFlight = field(default_factory=InFlight)
     stopping: bool = False
+    #: Whether the app is restoring its tables from their changelogs (it judges nothing meanwhile).
+    recovering: Callable[[], bool] = lambda: False
     #: Why the worker gave up on a stalled table recovery (streams.recovery_watch): not live from then on.
     stalled: str | None = None
 
@@ -68,6 +70,8 @@ class WorkerHealth:
         reasons = []
         if self.stopping:
             reasons.append("shutting down")
+        if self.recovering():
+            reasons.append("recovering tables")
         if not self.control_caught_up.is_set():
             reasons.append("control topic not caught up yet")
         if not self.judges_checked.is_set():
