@@ -8,7 +8,6 @@ judge recovers, the backlog drains and every pair gets exactly one final outcome
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -17,50 +16,17 @@ from aiokafka.admin import AIOKafkaAdminClient
 from pairjudge.streams.collector import collect_outcomes
 from pairjudge.streams.producer import send_events
 from pairjudge_dev.workers import kafka_run, running_worker
-from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
+from tests.fixtures.fake_judge_server import FakeJudgeServer
+from tests.fixtures.marked import MarkedJudge, marked_pair
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-GOOD, BAD = "GOODMARK", "BADMARK"
 N_BEFORE, N_DURING = 200, 1800
 FILLER = "The quick brown fox writes a calm and friendly paragraph for the customer. " * 110  # ~8 KB
 
 
 def _pairs(prefix: str, start: int, count: int) -> list[bytes]:
-    events = []
-    for i in range(start, start + count):
-        events.append(
-            json.dumps(
-                {
-                    "pair_id": f"{prefix}-{i:05d}",
-                    "task": {"prompt": "Reply to the customer."},
-                    "candidates": [
-                        {"candidate_id": "champion", "output": f"{GOOD} {i} {FILLER}", "source": {"model": "m1"}},
-                        {"candidate_id": "challenger", "output": f"{BAD} {i} {FILLER}", "source": {"model": "m2"}},
-                    ],
-                    "rubric": {"kind": "tone_style", "style_guide": "Warm and plain.", "audience": "Customers."},
-                }
-            ).encode()
-        )
-    return events
-
-
-class Judge:
-    """Answers like a competent judge (the GOODMARK output wins in either position) unless it is down."""
-
-    def __init__(self) -> None:
-        self.down = True
-        self.calls_while_down = 0
-
-    def __call__(self, request: RecordedRequest) -> Action:
-        if self.down:
-            self.calls_while_down += 1
-            return status(503)
-        prompt = json.loads(request.body)["messages"][-1]["content"]
-        winner = "A" if prompt.index(GOOD) < prompt.index(BAD) else "B"
-        content = json.loads(DEFAULT_CONTENT)
-        content["winner"], content["confidence"] = winner, 0.9
-        return reply(json.dumps(content))
+    return [marked_pair(f"{prefix}-{i:05d}", str(i), FILLER, FILLER) for i in range(start, start + count)]
 
 
 def _rss_kib(pid: int) -> int:
@@ -82,7 +48,7 @@ async def _committed(bootstrap: str, group: str, topic: str) -> int:
 
 async def test_a_judge_outage_pauses_intake_and_loses_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
     server = FakeJudgeServer().start()
-    judge = Judge()
+    judge = MarkedJudge(down=True)
     server.set_responder(judge)
     settings = await kafka_run(
         kafka_bootstrap,

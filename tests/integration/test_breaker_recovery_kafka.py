@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
 from pathlib import Path
 
@@ -22,18 +21,14 @@ from pairjudge.streams.collector import collect_outcomes
 from pairjudge.streams.producer import send_events
 from pairjudge_dev.workers import kafka_run, read_log, running_worker
 from tests.fixtures.fake_judge_server import (
-    DEFAULT_CONTENT,
-    Action,
     FakeJudgeServer,
-    RecordedRequest,
     model_list,
-    reply,
     status,
 )
+from tests.fixtures.marked import MarkedJudge, marked_pair
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-GOOD, BAD = "GOODMARK", "BADMARK"
 CHECK_INTERVAL_S = 1.0
 #: Scheduling on a shared 2-core machine, the worker's poll of the breaker, the probe's round trip.
 SLACK_S = 2.5
@@ -42,41 +37,11 @@ SLACK_S = 2.5
 GROWN_GAP_S = 3.5
 
 
-def _pair(prefix: str, i: int) -> bytes:
-    return json.dumps(
-        {
-            "pair_id": f"{prefix}-{i:03d}",
-            "task": {"prompt": "Reply to the customer."},
-            "candidates": [
-                {"candidate_id": "champion", "output": f"{GOOD} {i} Happy to help!", "source": {"model": "m1"}},
-                {"candidate_id": "challenger", "output": f"{BAD} {i} Read the manual.", "source": {"model": "m2"}},
-            ],
-            "rubric": {"kind": "tone_style", "style_guide": "Warm and plain.", "audience": "Customers."},
-        }
-    ).encode()
-
-
-class Judge:
-    """Prefers the GOODMARK output in either position, unless it is down (503 to every completion)."""
-
-    def __init__(self) -> None:
-        self.down = False
-
-    def __call__(self, request: RecordedRequest) -> Action:
-        if self.down:
-            return status(503)
-        prompt = json.loads(request.body)["messages"][-1]["content"]
-        content = json.loads(DEFAULT_CONTENT)
-        content["winner"] = "A" if prompt.index(GOOD) < prompt.index(BAD) else "B"
-        content["confidence"] = 0.9
-        return reply(json.dumps(content))
-
-
 async def test_a_judge_back_from_a_long_outage_is_used_within_the_check_interval(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     server = FakeJudgeServer().start()
-    judge = Judge()
+    judge = MarkedJudge()
     server.set_responder(judge)
     settings = await kafka_run(
         kafka_bootstrap,
@@ -99,7 +64,7 @@ async def test_a_judge_back_from_a_long_outage_is_used_within_the_check_interval
     log_path = tmp_path / "worker.log"
     try:
         with running_worker(settings, log_path) as worker:
-            await send_events(settings, [_pair(prefix, 0)])
+            await send_events(settings, [marked_pair(f"{prefix}-000", "0")])
             warm = await collect_outcomes(settings, {f"{prefix}-000"}, timeout=90)
             assert warm.complete, read_log(log_path)[-3000:]
 
@@ -108,7 +73,7 @@ async def test_a_judge_back_from_a_long_outage_is_used_within_the_check_interval
             server.set_get_default(status(503))
             down_at = time.monotonic()
             calls_before = server.request_count
-            await send_events(settings, [_pair(prefix, 1)])
+            await send_events(settings, [marked_pair(f"{prefix}-001", "1")])
             came_back_at: float | None = None
             deadline = down_at + 60
             while time.monotonic() < deadline:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -32,12 +31,12 @@ from pairjudge.streams.collector import collect_outcomes
 from pairjudge.streams.demo import start_worker, stop_process
 from pairjudge.streams.producer import send_events
 from pairjudge_dev.workers import kafka_run, read_log, running_worker
-from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply
+from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, RecordedRequest
 from tests.fixtures.health import free_port, get
+from tests.fixtures.marked import good_wins, marked_pair, prompt_of
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-GOOD, BAD = "GOODMARK", "BADMARK"
 GRACE_S = 6.0
 #: Stopping after the grace: the hand-back, the last commit, leaving the group, closing the clients.
 MARGIN_S = 8.0
@@ -48,24 +47,6 @@ SLOW = {0, 5, 9}
 
 def _quick_s(i: int) -> float:
     return 0.5 + (i % 5) * 0.5
-
-
-def _pair(prefix: str, i: int) -> bytes:
-    return json.dumps(
-        {
-            "pair_id": f"{prefix}-{i:03d}",
-            "task": {"prompt": "Reply to the customer."},
-            "candidates": [
-                {"candidate_id": "champion", "output": f"{GOOD} PAIR{i:03d} Happy to help!", "source": {"model": "m1"}},
-                {
-                    "candidate_id": "challenger",
-                    "output": f"{BAD} PAIR{i:03d} Read the manual.",
-                    "source": {"model": "m2"},
-                },
-            ],
-            "rubric": {"kind": "tone_style", "style_guide": "Warm and plain.", "audience": "Customers."},
-        }
-    ).encode()
 
 
 @dataclass(frozen=True)
@@ -84,15 +65,12 @@ class Judge:
         self._lock = threading.Lock()
 
     def __call__(self, request: RecordedRequest) -> Action:
-        prompt = json.loads(request.body)["messages"][-1]["content"]
+        prompt = prompt_of(request)
         i = int(prompt[prompt.index("PAIR") + 4 :][:3])
         delay = (SLOW_S if i in SLOW else _quick_s(i)) if self.varied else 0.1
         with self._lock:
             self.calls.append(Call(i, time.monotonic(), delay))
-        content = json.loads(DEFAULT_CONTENT)
-        content["winner"] = "A" if prompt.index(GOOD) < prompt.index(BAD) else "B"
-        content["confidence"] = 0.9
-        answer = reply(json.dumps(content))
+        answer = good_wins(request)
         return Action(status=answer.status, body=answer.body, headers=answer.headers, delay=delay)
 
     def in_flight(self, now: float) -> set[int]:
@@ -136,7 +114,7 @@ async def test_sigterm_finishes_what_fits_in_the_grace_and_hands_back_the_rest(
     first_log, second_log = tmp_path / "worker-1.log", tmp_path / "worker-2.log"
     first = start_worker(settings, first_log)
     try:
-        await send_events(settings, [_pair(prefix, i) for i in range(N_PAIRS)])
+        await send_events(settings, [marked_pair(f"{prefix}-{i:03d}", f"PAIR{i:03d}") for i in range(N_PAIRS)])
         # SIGTERM once a slow pair and a quick one are both being judged.
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

@@ -11,7 +11,6 @@ listens on nothing at all.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
@@ -21,40 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from pairjudge.streams.collector import collect_outcomes
 from pairjudge.streams.producer import send_events
 from pairjudge_dev.workers import kafka_run, read_log, running_worker
-from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
+from tests.fixtures.fake_judge_server import FakeJudgeServer
 from tests.fixtures.health import free_port, get, listening
+from tests.fixtures.marked import MarkedJudge, marked_pair
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-GOOD, BAD = "GOODMARK", "BADMARK"
-
-
-def _pair(prefix: str, i: int) -> bytes:
-    return json.dumps(
-        {
-            "pair_id": f"{prefix}-{i:03d}",
-            "task": {"prompt": "Reply to the customer."},
-            "candidates": [
-                {"candidate_id": "champion", "output": f"{GOOD} {i} Happy to help!", "source": {"model": "m1"}},
-                {"candidate_id": "challenger", "output": f"{BAD} {i} Read the manual.", "source": {"model": "m2"}},
-            ],
-            "rubric": {"kind": "tone_style", "style_guide": "Warm and plain.", "audience": "Customers."},
-        }
-    ).encode()
-
-
-class Judge:
-    def __init__(self) -> None:
-        self.down = True
-
-    def __call__(self, request: RecordedRequest) -> Action:
-        if self.down:
-            return status(503)
-        prompt = json.loads(request.body)["messages"][-1]["content"]
-        content = json.loads(DEFAULT_CONTENT)
-        content["winner"] = "A" if prompt.index(GOOD) < prompt.index(BAD) else "B"
-        content["confidence"] = 0.9
-        return reply(json.dumps(content))
 
 
 async def _readyz_until(port: int, predicate: str, timeout: float) -> list[tuple[int | None, str]]:
@@ -81,7 +51,7 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 async def test_readiness_metrics_and_binding_of_a_real_worker(kafka_bootstrap: str, tmp_path: Path) -> None:
     server = FakeJudgeServer().start()
-    judge = Judge()
+    judge = MarkedJudge(down=True)
     server.set_responder(judge)
     port = free_port()
     judge_settings = {
@@ -113,7 +83,7 @@ async def test_readiness_metrics_and_binding_of_a_real_worker(kafka_bootstrap: s
             assert listening(worker.pid) == {("127.0.0.1", port)}
 
             # The judge is down: pairs fail until the breaker opens, and readiness says so.
-            await send_events(settings, [_pair(prefix, 0), _pair(prefix, 1)])
+            await send_events(settings, [marked_pair(f"{prefix}-000", "0"), marked_pair(f"{prefix}-001", "1")])
             outage = await _readyz_until(port, "judge fake-model: circuit", timeout=60)
             assert outage, read_log(log_path)[-3000:]
             assert outage[-1][0] == 503, outage
@@ -142,7 +112,7 @@ async def test_readiness_metrics_and_binding_of_a_real_worker(kafka_bootstrap: s
         # The port at 0 (the default): no server, and the worker listens on nothing.
         off = settings.model_copy(update={"health": settings.health.model_copy(update={"port": 0})})
         with running_worker(off, tmp_path / "worker-off.log") as quiet:
-            await send_events(off, [_pair(prefix, 2)])
+            await send_events(off, [marked_pair(f"{prefix}-002", "2")])
             judged = await collect_outcomes(off, {f"{prefix}-002"}, timeout=60)
             assert judged.complete, read_log(tmp_path / "worker-off.log")[-3000:]
             assert listening(quiet.pid) == set()
