@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.streams.demo import sample_labels, sample_pairs
+from pairjudge.streams.demo import sample_labels
+from tests.fixtures.samples import sample_pair_ids
 
 pytestmark = [pytest.mark.slow]
 
@@ -29,12 +30,7 @@ def test_demo_decides_or_routes_every_sample_pair(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    sample_ids = set()
-    for raw in sample_pairs():
-        try:
-            sample_ids.add(json.loads(raw)["pair_id"])
-        except ValueError:
-            continue  # the truncated sample has no readable id
+    sample_ids = sample_pair_ids()
     # Every sample pair with an id has exactly one final outcome (ids carry a run prefix).
     seen = {row["pair_id"].split("-", 1)[1] for row in rows}
     assert seen == sample_ids
