@@ -19,13 +19,14 @@ import contextlib
 import fcntl
 import itertools
 import json
+import logging
 import math
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from bench.judge import MARKER, make_pairs
 from pairjudge.streams.brokers import topic_partitions
 from pairjudge.streams.settings import Settings
+from pairjudge_dev.bench import fail, quiet_kafka_client
 
 # --------------------------------------------------------------------------------------------------
 # Pairs
@@ -161,6 +163,18 @@ def worker_env(
         if cache_dir is not None:
             env["PAIRJUDGE_JUDGE__CACHE_DIR"] = str(cache_dir)
     return env
+
+
+def run_bench(main: Coroutine[Any, Any, None]) -> None:
+    """Run a Kafka bench's main coroutine with quiet clients; a harness failure ends it through ``fail``."""
+    quiet_kafka_client()
+    # The outcome readers start on fresh topics whose leaders may still be moving; aiokafka logs the
+    # retried NotLeaderForPartition at ERROR. A reader that really fails raises in wait_for instead.
+    logging.getLogger("aiokafka.consumer.fetcher").setLevel(logging.CRITICAL)
+    try:
+        asyncio.run(main)
+    except (RuntimeError, subprocess.CalledProcessError, OSError) as exc:
+        fail(f"the harness failed: {exc}")
 
 
 def start_process(argv: Sequence[str], env: dict[str, str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:

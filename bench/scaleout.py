@@ -54,7 +54,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import math
 import os
 import random
@@ -80,6 +79,7 @@ from bench._speed_kit import (
     SpeedPairs,
     log_tail,
     produce_paced,
+    run_bench,
     start_process,
     worker_env,
 )
@@ -96,7 +96,6 @@ from pairjudge_dev.bench import (
     bench_broker,
     console,
     fail,
-    quiet_kafka_client,
     run_settings,
     work_dir,
 )
@@ -653,15 +652,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
-    quiet_kafka_client()
-    # The outcome readers start on fresh topics whose leaders may still be moving; aiokafka logs the
-    # retried NotLeaderForPartition at ERROR. A reader that really fails raises in wait_for instead.
-    logging.getLogger("aiokafka.consumer.fetcher").setLevel(logging.CRITICAL)
-    try:
-        asyncio.run(main_async(args))
-    except (RuntimeError, subprocess.CalledProcessError, OSError) as exc:
-        fail(f"the harness failed: {exc}")
+    run_bench(main_async(parse_args(argv)))
 
 
 if __name__ == "__main__":

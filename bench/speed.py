@@ -53,7 +53,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import math
 import os
 import statistics
@@ -80,6 +79,7 @@ from bench._speed_kit import (
     produce_backlog,
     produce_bytes,
     produce_paced,
+    run_bench,
     start_process,
     steady_window,
     worker_env,
@@ -96,7 +96,6 @@ from pairjudge_dev.bench import (
     console,
     fail,
     percentile,
-    quiet_kafka_client,
     run_settings,
     work_dir,
 )
@@ -736,15 +735,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
-    quiet_kafka_client()
-    # The outcome readers start on fresh topics whose leaders may still be moving; aiokafka logs the
-    # retried NotLeaderForPartition at ERROR. A reader that really fails raises in wait_for instead.
-    logging.getLogger("aiokafka.consumer.fetcher").setLevel(logging.CRITICAL)
-    try:
-        asyncio.run(run(args))
-    except (RuntimeError, subprocess.CalledProcessError, OSError) as exc:
-        fail(f"the harness failed: {exc}")
+    run_bench(run(parse_args(argv)))
 
 
 if __name__ == "__main__":
