@@ -105,12 +105,6 @@ def worker(
             if watch is not None:
                 watch_task.append(asyncio.ensure_future(watch.run()))
 
-        async def on_stop(self) -> None:
-            # SIGTERM (or SIGINT) lands here first: not ready from this moment, while the app drains.
-            if wired.health is not None:
-                wired.health.mark_stopping()
-            await super().on_stop()
-
         async def on_shutdown(self) -> None:
             await super().on_shutdown()
             # Runs once the app and its agents have stopped, on the loop that opened them: the judges'
