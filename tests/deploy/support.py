@@ -24,11 +24,15 @@ def setting_problem(name: str) -> str | None:
     top = Settings.model_fields.get(section)
     if top is None:
         return f"{name}: Settings has no field or section {section!r}"
-    if not sep:
-        return None
     model = top.annotation
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        return f"{name}: {section!r} is not a section"
-    if field not in model.model_fields:
+        return f"{name}: {section!r} is not a section" if sep else None
+    if not sep:
+        # A whole section as JSON is legal for pydantic-settings, but the deployments set single values.
+        return f"{name}: {section!r} is a whole section, not one setting"
+    inner = model.model_fields.get(field)
+    if inner is None:
         return f"{name}: section {section!r} has no field {field!r}"
+    if isinstance(inner.annotation, type) and issubclass(inner.annotation, BaseModel):
+        return f"{name}: {section}.{field} is a whole section, not one setting"
     return None

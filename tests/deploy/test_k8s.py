@@ -23,12 +23,12 @@ import jsonschema
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
-from pydantic import BaseModel
 
 from pairjudge.streams.brokers import topic_partitions
 from pairjudge.streams.health import HealthServer, WorkerHealth
 from pairjudge.streams.settings import HealthSettings, Settings
 from pairjudge.streams.topics import FOLLOWED_KINDS, LATEST_KINDS, topic_specs
+from tests.deploy.support import setting_problem
 from tests.fixtures.deploy import K8S_DIR, SCHEMAS_DIR, Manifest, k8s_targets, kustomize_build
 from tests.fixtures.review import free_port, review_settings, serving
 
@@ -396,23 +396,8 @@ def test_no_secret_objects_and_no_secret_values(built: Built) -> None:
 
 
 def _is_setting(name: str) -> bool:
-    """``PAIRJUDGE_SECTION__FIELD`` or ``PAIRJUDGE_FIELD`` names a field of pairjudge's Settings."""
-    parts = name.removeprefix("PAIRJUDGE_").lower().split("__")
-    model: type[BaseModel] = Settings
-    for depth, part in enumerate(parts):
-        field = model.model_fields.get(part)
-        if field is None:
-            return False
-        annotation = field.annotation
-        section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-        if depth == len(parts) - 1:
-            # A whole section as JSON is legal for pydantic-settings, but the manifests set single values.
-            return not section
-        if not section:
-            return False
-        assert isinstance(annotation, type)
-        model = annotation
-    return True
+    """``PAIRJUDGE_SECTION__FIELD`` or ``PAIRJUDGE_FIELD`` names one value of pairjudge's Settings."""
+    return setting_problem(name) is None
 
 
 def test_setting_name_check_rejects_unknown_names() -> None:
