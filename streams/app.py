@@ -33,6 +33,7 @@ from pairjudge.streams.kafka_security import faust_credentials
 from pairjudge.streams.offsets import install_commit_ledger, mark_done
 from pairjudge.streams.outcomes import OutcomeTables
 from pairjudge.streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
+from pairjudge.streams.recovery_watch import records_left
 from pairjudge.streams.redaction import build_redactor
 from pairjudge.streams.scores import Scores, wire_scores
 from pairjudge.streams.settings import Settings
@@ -171,7 +172,7 @@ def create_app(
         judges_checked=pipeline.judges_checked,
         breakers=panel.breakers,
         inflight=inflight,
-        recovering=lambda: bool(getattr(app, "in_recovery", False)),  # set by faust's Recovery
+        recovering=lambda: records_left(app.tables.recovery),  # type: ignore[attr-defined]  # TableManager has it
     )
     # Readiness goes 503 the moment the app starts stopping, before it waits for anything.
     app.on_stopping = health.mark_stopping

@@ -52,8 +52,9 @@ class WorkerHealth:
     breakers: Sequence[CircuitBreaker] = ()
     inflight: InFlight = field(default_factory=InFlight)
     stopping: bool = False
-    #: Whether the app is restoring its tables from their changelogs (it judges nothing meanwhile).
-    recovering: Callable[[], bool] = lambda: False
+    #: None unless the app is restoring its tables from their changelogs (it judges nothing meanwhile);
+    #: then the changelog records it still has to read (0 until it knows): ``recovery_watch.records_left``.
+    recovering: Callable[[], int | None] = lambda: None
     #: Why the worker gave up on a stalled table recovery (streams.recovery_watch): not live from then on.
     stalled: str | None = None
 
@@ -70,8 +71,10 @@ class WorkerHealth:
         reasons = []
         if self.stopping:
             reasons.append("shutting down")
-        if self.recovering():
-            reasons.append("recovering tables")
+        left = self.recovering()
+        if left is not None:
+            # The count tells an operator whether a long recovery is moving (and tests when it has begun).
+            reasons.append(f"recovering tables ({left} changelog records left)" if left else "recovering tables")
         if not self.control_caught_up.is_set():
             reasons.append("control topic not caught up yet")
         if not self.judges_checked.is_set():

@@ -36,6 +36,18 @@ EXIT_RECOVERY_STALLED = 3
 CHECK_EVERY_S = 5.0
 
 
+def records_left(recovery: Any) -> int | None:
+    """None when Faust's recovery (``app.tables.recovery``) is not running; else its active changelog records
+    still to read (0 until it has fetched the partitions' offsets).
+
+    The one reader of the recovery's state, for this watch and for ``/readyz``. Faust also sets
+    ``app.in_recovery``; it is set and cleared together with ``Recovery.in_recovery``, which is read here.
+    """
+    if not recovery.in_recovery:
+        return None
+    return int(recovery.active_remaining_total())
+
+
 @dataclass
 class RecoveryProgress:
     """Seconds since table recovery last made progress (pure: fed the recovery's state and the time)."""
@@ -70,8 +82,9 @@ class RecoveryWatch:
 
     def check(self, now: float) -> str | None:
         """The stall, described, once recovery has made no progress for ``stall_s``; else None."""
-        remaining = self.recovery.active_remaining_total() if self.recovery.in_recovery else 0
-        seconds = self.progress.stalled_for(in_recovery=self.recovery.in_recovery, remaining=remaining, now=now)
+        left = records_left(self.recovery)
+        remaining = left or 0
+        seconds = self.progress.stalled_for(in_recovery=left is not None, remaining=remaining, now=now)
         if seconds < self.stall_s:
             return None
         stuck = sorted(f"{tp.topic}[{tp.partition}]" for tp, left in self.recovery.active_remaining().items() if left)

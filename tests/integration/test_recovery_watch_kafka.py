@@ -3,16 +3,21 @@
 The stall seen in bench.scaleout (a changelog partition that never delivers a record to recovery) cannot be
 produced on demand, so this test stops progress another way, with a real worker on a broker of the test's
 own: the outcome table's changelog holds 60,000 records, and once the worker reports (on ``/readyz``) that
-it is recovering its tables, the broker is frozen with SIGSTOP. Recovery then reads nothing more. The worker
-must say why on ``/livez`` (503 "stalled"), log it, and exit with status 3 within the stall limit plus its
-stop (here the orderly stop cannot finish against a frozen broker, so the hard exit after the grace is what
-ends it). The broker is thawed afterwards.
+it is recovering its tables with records left to read, the broker is frozen with SIGSTOP. Recovery then
+reads nothing more. The worker must say why on ``/livez`` (503 "stalled"), log it, and exit with status 3
+within the stall limit plus its stop (here the orderly stop cannot finish against a frozen broker, so the
+hard exit after the grace is what ends it). The broker is thawed afterwards.
+
+Frozen earlier, while recovery is still fetching the changelogs' offsets, the worker just waits for its
+broker: the watch counts progress only once there is a count. A CI run froze it there and the worker waited,
+so the test waits for ``/readyz`` to give the count.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import time
@@ -72,14 +77,15 @@ async def test_a_stalled_recovery_stops_the_worker_with_status_3(tmp_path: Path)
         log = tmp_path / "worker.log"
         worker = start_worker(settings, log)
         deadline = time.monotonic() + 120
-        recovering = False
+        left = 0
         while time.monotonic() < deadline and worker.poll() is None:
             status, body = await asyncio.to_thread(get, port, "/readyz")
-            if status == 503 and "recovering tables" in body:
-                recovering = True
+            found = re.search(r"recovering tables \((\d+) changelog records left\)", body) if status == 503 else None
+            if found:
+                left = int(found.group(1))
                 break
-            await asyncio.sleep(0.05)
-        assert recovering, read_log(log)[-3000:]
+            await asyncio.sleep(0.02)
+        assert 0 < left <= RECORDS, read_log(log)[-3000:]
 
         os.killpg(broker.process.pid, signal.SIGSTOP)
         frozen = True

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from pairjudge.streams.health import HealthServer, WorkerHealth
-from pairjudge.streams.recovery_watch import RecoveryProgress, RecoveryWatch
+from pairjudge.streams.recovery_watch import RecoveryProgress, RecoveryWatch, records_left
 from pairjudge.streams.settings import HealthSettings
 from tests.fixtures.health import free_port
 
@@ -70,6 +70,21 @@ def test_a_slow_but_moving_recovery_is_never_a_stall() -> None:
     for second in range(0, 600, 5):
         recovery.remaining[tp] -= 1  # one record every 5 s
         assert watch.check(float(second)) is None
+
+
+def test_readiness_says_how_many_changelog_records_recovery_still_has_to_read() -> None:
+    tp = TP("app-outcomes-primary-changelog", 0)
+    recovery = Recovery()
+    health = WorkerHealth(
+        control_caught_up=asyncio.Event(), judges_checked=asyncio.Event(), recovering=lambda: records_left(recovery)
+    )
+    assert not any("recovering" in reason for reason in health.reasons())
+    recovery.in_recovery = True  # started, offsets not fetched yet
+    assert "recovering tables" in health.reasons()
+    recovery.remaining[tp] = 41_234
+    assert "recovering tables (41234 changelog records left)" in health.reasons()
+    recovery.in_recovery = False
+    assert not any("recovering" in reason for reason in health.reasons())
 
 
 async def test_livez_fails_once_the_worker_gave_up_on_its_recovery() -> None:
