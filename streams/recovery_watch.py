@@ -87,10 +87,15 @@ class RecoveryWatch:
         seconds = self.progress.stalled_for(in_recovery=left is not None, remaining=remaining, now=now)
         if seconds < self.stall_s:
             return None
-        stuck = sorted(f"{tp.topic}[{tp.partition}]" for tp, left in self.recovery.active_remaining().items() if left)
+        stuck = sorted(
+            (tp for tp, left in self.recovery.active_remaining().items() if left),
+            key=lambda tp: (tp.topic, tp.partition),
+        )
+        names = [f"{tp.topic}[{tp.partition}]" for tp in stuck]
+        where = f"{', '.join(names[:6])}{', ...' if len(names) > 6 else ''}"
         return (
             f"table recovery has read no changelog record for {seconds:.0f} s with {remaining} still to read"
-            f" (on {', '.join(stuck[:6])}{', ...' if len(stuck) > 6 else ''})"
+            f" (on {where}); {consumer_view(self.recovery, stuck[:6])}"
         )
 
     async def run(self) -> None:
@@ -111,3 +116,51 @@ class RecoveryWatch:
         timer.start()
         with contextlib.suppress(ProcessLookupError):
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+def consumer_view(recovery: Any, tps: list[Any]) -> str:
+    """Where each stuck changelog partition stands in Faust's consumer and in aiokafka's, for the log.
+
+    The cause of the stall is not known (module doc), so the report carries what would tell: whether
+    the partition is assigned, in Faust's set of partitions it fetches, paused or "buffer full" there,
+    paused or awaiting an offset reset in aiokafka, its fetch position against the recovery's offsets,
+    and whether flow is on. Read-only and best effort: these are private attributes of faust-streaming
+    0.15.3 and aiokafka 0.12, read from another thread, so any of them may be missing or in motion.
+    """
+    try:
+        return _consumer_view(recovery, tps)
+    except (AttributeError, KeyError, TypeError, RuntimeError) as exc:  # see above: never fail the report
+        return f"consumer state unavailable ({type(exc).__name__}: {exc})"
+
+
+def _consumer_view(recovery: Any, tps: list[Any]) -> str:
+    consumer = recovery.app.consumer
+    client = consumer._thread._ensure_consumer()
+    states = client._subscription.subscription.assignment
+    flow = f"flow {'on' if consumer.flow_active else 'off'}"
+    flow += f", app flow control {'on' if recovery.app.flow_control.is_active() else 'off'}"
+    parts = [flow]
+    assigned = set(consumer.assignment())
+    for tp in tps:
+        facts = [
+            f"read up to {recovery.active_offsets.get(tp)} of {recovery.active_highwaters.get(tp)}",
+            "assigned" if tp in assigned else "NOT assigned",
+            "fetched" if tp in (consumer._active_partitions or ()) else "NOT among fetched partitions",
+        ]
+        if tp in consumer._paused_partitions:
+            facts.append("paused in faust")
+        if tp in consumer._buffered_partitions:
+            facts.append("buffer-full in faust")
+        state = states.state_value(tp)
+        if state is None:
+            facts.append("no aiokafka state")
+        else:
+            if state.paused:
+                facts.append("paused in aiokafka")
+            if state.awaiting_reset:
+                facts.append("awaiting offset reset")
+            facts.append(f"position {state.position if state.has_valid_position else 'none'}")
+            facts.append(f"highwater {state.highwater}")
+            facts.append("records waiting" if tp in client._fetcher._records else "no records waiting")
+        parts.append(f"{tp.topic}[{tp.partition}]: {', '.join(facts)}")
+    return "; ".join(parts)

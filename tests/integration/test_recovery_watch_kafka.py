@@ -101,6 +101,9 @@ async def test_a_stalled_recovery_stops_the_worker_with_status_3(tmp_path: Path)
         assert said_stalled, text[-3000:]
         assert "table recovery has read no changelog record" in text
         assert changelog in text  # the report names the partitions it waited on
+        # ...and where each stands in Faust's and aiokafka's consumer (private attributes: this catches a rename).
+        assert "consumer state unavailable" not in text, text[-3000:]
+        assert re.search(r"read up to -?\d+ of \d+, assigned, fetched, .*position \d+, highwater", text), text[-3000:]
         # Not before the limit (it was recovering, then frozen), and not long after: the limit, a check
         # period, then the hard exit after the grace plus 30 s when the stop cannot finish.
         assert STALL_S <= took <= STALL_S + 5 + GRACE_S + 30 + 10, took
