@@ -12,7 +12,9 @@ import asyncio
 import logging
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
 from pairjudge.agents.errors import InputRejected
 from pairjudge.schemas import HumanLabel, ReviewRequest
@@ -21,10 +23,13 @@ from pairjudge.streams.brokers import topic_partitions
 from pairjudge.streams.codecs import decode, encode
 from pairjudge.streams.deadletter import build_dead_letter
 from pairjudge.streams.kafka_security import client_config
-from pairjudge.streams.review.store import ReviewStore
+from pairjudge.streams.review.store import STORE_UNAVAILABLE, ReviewStore
 from pairjudge.streams.settings import Settings
 
 log = logging.getLogger(__name__)
+
+#: How long one batch insert may take before it counts as the database not answering (then retried).
+STORE_BATCH_TIMEOUT_S = 30.0
 
 
 class LabelSink:
@@ -73,6 +78,8 @@ class ReviewFeed:
         self.stored = 0
         self.duplicates = 0
         self.dead_lettered = 0
+        #: Why requests are not being stored right now (``/readyz``); None while they are.
+        self.problem: str | None = None
 
     async def start(self) -> None:
         await self._producer.start()
@@ -83,15 +90,53 @@ class ReviewFeed:
         await self._producer.stop()
 
     async def run(self) -> None:
-        """Consume until cancelled."""
+        """Consume until cancelled. A database outage is waited out (module doc); other errors end the task."""
         while True:
             batches = await self._consumer.getmany(timeout_ms=500, max_records=200)
             for tp, records in batches.items():
                 requests = [r for r in [await self._read(rec.value, tp, rec.offset, rec.key) for rec in records] if r]
-                new = await self._store.add_many(requests)  # one transaction per partition batch
+                new = await self._store_batch(requests)  # one transaction per partition batch
                 self.stored += new
                 self.duplicates += len(requests) - new
-                await self._consumer.commit({tp: OffsetAndMetadata(records[-1].offset + 1, "")})
+                await self._commit(tp, records[-1].offset + 1)
+
+    async def _store_batch(self, requests: list[ReviewRequest]) -> int:
+        """Store a batch, retrying (with backoff, for as long as it takes) while the database is unreachable.
+
+        Nothing is committed before the batch is stored, and the store's unique key makes a repeated
+        insert a no-op, so retrying loses and doubles nothing. Without this, one failed insert (a
+        PostgreSQL restart, a fail-over) ended the feed for good: the web app kept serving, and review
+        requests waited unread until someone restarted the process.
+        """
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(STORE_UNAVAILABLE),
+            wait=wait_exponential_jitter(multiplier=0.5, max=15),
+            before_sleep=self._note_store_failure,
+            reraise=True,
+        ):
+            with attempt:
+                # Bounded: a database that stopped answering mid-insert must not hold the feed for ever.
+                new = await asyncio.wait_for(self._store.add_many(requests), STORE_BATCH_TIMEOUT_S)
+        if self.problem is not None:
+            log.warning("the review database answers again: storing review requests")
+        self.problem = None
+        return new
+
+    def _note_store_failure(self, state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        # The exception's type only: its text can hold the database's host and user name.
+        problem = f"review requests not stored: database unavailable ({type(error).__name__})"
+        if problem != self.problem:
+            log.error("%s; retrying until it answers", problem)
+        self.problem = problem
+
+    async def _commit(self, tp: TopicPartition, offset: int) -> None:
+        try:
+            await self._consumer.commit({tp: OffsetAndMetadata(offset, "")})
+        except (CommitFailedError, IllegalStateError) as exc:
+            # The group rebalanced meanwhile (a long database outage outlasts max.poll.interval.ms): the
+            # partition's next owner re-reads from the last commit, and the store ignores what it has.
+            log.warning("commit of %s[%d]@%d refused (%s): it will be re-read", tp.topic, tp.partition, offset, exc)
 
     async def _read(
         self, raw: bytes | None, tp: TopicPartition, offset: int, key: bytes | None

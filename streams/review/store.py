@@ -38,6 +38,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -45,6 +46,15 @@ from pairjudge.schemas import ReviewRequest
 from pairjudge.streams.judges.files import private_dir, private_file, tighten_if_exists
 
 Status = Literal["pending", "claimed", "done"]
+#: What a database that is down, restarting, failing over or not answering raises: worth waiting out.
+#: (Not every DBAPIError: a constraint or schema error would fail again on every retry.)
+STORE_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,  # the connection pool's wait
+    TimeoutError,  # a statement that got no answer in time (ReviewFeed bounds its inserts)
+    OSError,
+)
 CHOICES_TTL_S = 10.0
 #: PostgreSQL advisory lock key held while migrating ("pjreview" in ASCII, as a 64-bit integer).
 _MIGRATION_LOCK = int.from_bytes(b"pjreview", "big") & 0x7FFF_FFFF_FFFF_FFFF
@@ -169,6 +179,12 @@ class ReviewStore:
         self.url = url
         if url.startswith("sqlite"):
             engine_options.setdefault("connect_args", {"timeout": 30})
+        else:
+            # After a database restart the pooled connections are dead: test each on checkout, so the
+            # first request after the restart does not fail on one.
+            engine_options.setdefault("pool_pre_ping", True)
+            # A server that accepts no connection (frozen, unreachable) fails a connect in 10 s, not never.
+            engine_options.setdefault("connect_args", {"connect_timeout": 10})
         self.engine: AsyncEngine = create_async_engine(url, **engine_options)
         if self.engine.dialect.name == "sqlite":
             _private_sqlite_file(self.engine.url.database)
@@ -203,6 +219,11 @@ class ReviewStore:
 
     async def close(self) -> None:
         await self.engine.dispose()
+
+    async def ping(self) -> None:
+        """Raises unless the database answers a query (readiness)."""
+        async with self.engine.connect() as conn:
+            await conn.exec_driver_sql("SELECT 1")
 
     # --- filling the queue ---------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from pairjudge.schemas import TIE, HeadToHeadRubric, HumanLabel, PairwiseRubric,
 from pairjudge.streams.charts import evidence_chart, strengths_chart, win_rate_chart
 from pairjudge.streams.control import PolicyHolder, publish_control
 from pairjudge.streams.review.auth import LoginLimiter, Role, User, Users
+from pairjudge.streams.review.health import ReviewHealth
 from pairjudge.streams.review.kafka import LabelSink, ScoresFeed
 from pairjudge.streams.review.store import Filters, Item, ReviewStore, StaleClaim
 from pairjudge.streams.settings import Settings
@@ -104,6 +105,8 @@ class ReviewApp:
     policy: PolicyHolder | None = None
     #: The latest scoreboard per experiment (None: no scoreboard page data).
     scores: ScoresFeed | None = None
+    #: What ``/livez`` and ``/readyz`` report (the service fills in its feed).
+    health: ReviewHealth | None = None
 
 
 def _templates() -> Jinja2Templates:
@@ -425,8 +428,19 @@ async def _seen(app: ReviewApp, key: str, value: float | bool, timeout_s: float 
         await asyncio.sleep(0.05)
 
 
-async def health(request: Request) -> Response:
-    return PlainTextResponse("ok")
+async def livez(review: ReviewApp, request: Request) -> Response:
+    """200 "ok" unless the service needs a restart (streams.review.health); also served as ``/healthz``."""
+    reason = review.health.not_live() if review.health is not None else None
+    if reason is None:
+        return PlainTextResponse("ok")
+    return JSONResponse({"status": "not live", "reason": reason}, status_code=503)
+
+
+async def readyz(review: ReviewApp, request: Request) -> Response:
+    """200 when the database answers and the feed is storing requests; else 503 with the reasons."""
+    reasons = await review.health.not_ready() if review.health is not None else []
+    body = {"status": "not ready" if reasons else "ready", "reasons": reasons}
+    return JSONResponse(body, status_code=503 if reasons else 200)
 
 
 # --- the app -----------------------------------------------------------------------------------
@@ -452,7 +466,10 @@ def build_app(review: ReviewApp, session_secret: str) -> Starlette:
         Route("/operators", guarded(review, "operator", operators_page), methods=["GET"]),
         Route("/operators/control", guarded(review, "operator", set_control, write=True), methods=["POST"]),
         Route("/operators/resume", guarded(review, "operator", resume, write=True), methods=["POST"]),
-        Route("/healthz", health, methods=["GET"]),
+        # The probes: the only routes served without signing in.
+        Route("/livez", bind(livez), methods=["GET"]),
+        Route("/healthz", bind(livez), methods=["GET"]),  # the name used before /livez and /readyz
+        Route("/readyz", bind(readyz), methods=["GET"]),
         Mount("/static", app=static, name="static"),
     ]
     middleware = [
@@ -478,4 +495,4 @@ def new_review_app(
 ) -> ReviewApp:
     users = Users(User(u.name, u.role, u.password_hash.get_secret_value()) for u in settings.review.resolved_users())
     limiter = LoginLimiter(settings.review.login_max_failures, settings.review.login_window_s)
-    return ReviewApp(settings, store, labels, users, limiter, _templates(), policy, scores)
+    return ReviewApp(settings, store, labels, users, limiter, _templates(), policy, scores, ReviewHealth(store))

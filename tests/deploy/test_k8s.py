@@ -348,6 +348,13 @@ def test_pod_disruption_budget_covers_the_workers(built: Built) -> None:
     assert pdb["selector"]["matchLabels"].items() <= labels.items()
 
 
+def test_review_liveness_does_not_depend_on_the_database(built: Built) -> None:
+    """A database outage must take the pods out of the Service, not restart them (streams.review.health)."""
+    review = built.container("Deployment", REVIEW)
+    paths = {p: review[p]["httpGet"]["path"] for p in ("startupProbe", "livenessProbe", "readinessProbe")}
+    assert paths == {"startupProbe": "/livez", "livenessProbe": "/livez", "readinessProbe": "/readyz"}
+
+
 @pytest.fixture
 def review_probe_paths() -> set[str]:
     review = Built("base", kustomize_build(K8S_DIR / "base")).container("Deployment", REVIEW)
