@@ -54,7 +54,8 @@ async def review_service(settings: Settings) -> AsyncIterator[RunningReview]:
     scoreboards = asyncio.create_task(scores.run(), name="review-scores")
     review = new_review_app(settings, store, labels, policy, scores)
     if review.health is not None:
-        review.health.feed, review.health.feed_task = feed, consume
+        review.health.feed = feed
+        review.health.tasks = {"review feed": consume, "control follower": follow, "scores feed": scoreboards}
     if not len(review.users):
         log.warning("no review users configured (PAIRJUDGE_REVIEW__USERS or __USERS_FILE): nobody can sign in")
     try:

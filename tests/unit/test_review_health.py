@@ -23,19 +23,19 @@ async def test_a_feed_that_ended_with_an_error_makes_the_service_not_live_naming
     await store.migrate()
     try:
         running = asyncio.create_task(asyncio.sleep(60))
-        health = ReviewHealth(store, feed_task=running)
+        health = ReviewHealth(store, tasks={"review feed": running})
         assert health.not_live() is None
         assert await health.not_ready() == []
 
         failed = asyncio.create_task(_failing())
         await asyncio.wait([failed])
-        health.feed_task = failed
+        health.tasks = {"scores feed": running, "review feed": failed}
         assert health.not_live() == "review feed stopped (RuntimeError)"
         reasons = await health.not_ready()
         assert reasons == ["review feed stopped (RuntimeError)"]
         assert "db.internal" not in " ".join(reasons)
         running.cancel()
-        health.feed_task = running
+        health.tasks = {"review feed": running}
         await asyncio.wait([running])
         assert health.not_live() is None  # cancelled: the service is stopping, not broken
     finally:
