@@ -4,17 +4,27 @@
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
+INSTALL_QUIET ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install check test unit demo bench schemas clean
+.PHONY: help install lock check test unit demo bench schemas clean
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-9s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo "  (VENV=$(VENV); override with make VENV=path ...)"
 
-install: ## Create the virtualenv and install pairjudge editable, with the dev extras
+# The versions tested are the versions shipped: the runtime dependencies are pinned to deploy/requirements.lock
+# (the image installs exactly that file, hashes checked). pip refuses hashes in a constraints file, so the
+# constraints are the lock without them.
+install: ## Create the virtualenv and install pairjudge editable, with the dev extras, at the locked versions
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -e ".[dev]"
+	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip
+	sed -e '/^ *--hash/d' -e 's/ *\\$$//' deploy/requirements.lock > $(VENV)/constraints.txt
+	$(BIN)/python -m pip install --disable-pip-version-check $(INSTALL_QUIET) -c $(VENV)/constraints.txt -e ".[dev]"
+
+lock: ## Re-resolve deploy/requirements.lock (runtime + review, hashes) after changing pyproject.toml's dependencies
+	$(BIN)/uv pip compile pyproject.toml --extra review --generate-hashes --universal --python-version 3.11 \
+		--no-annotate --custom-compile-command "make lock" -o deploy/requirements.lock
 
 check: ## Lint and type-check: ruff check, ruff format --check, mypy, import-linter (layering)
 	$(BIN)/ruff check .

@@ -7,9 +7,11 @@ in the runtime stage, the health port and entry point); every file the builder C
 llama.cpp among its [review] requirements, and runs ``pairjudge`` outside the checkout; and the image's
 HEALTHCHECK command tells a live /livez from a failing or absent one.
 
-What is not proved: that the base image tag still resolves, that pip inside it resolves the same
-versions (the image installs from pyproject's ranges, like any user of the wheel), or that the built
-image starts. Those need ``docker build`` on a machine with an engine.
+The dependencies the builder installs are deploy/requirements.lock's, checked in tests/deploy/test_lock.py
+(pinned, hashed, the versions the tests run on, wheels for amd64 and arm64).
+
+What is not proved: that the base image tag still resolves, or that the built image starts. Those need
+``docker build`` on a machine with an engine.
 """
 
 from __future__ import annotations
@@ -170,10 +172,11 @@ def test_no_llama_no_compiler_and_only_the_virtualenv_in_the_runtime_stage(stage
         assert tool not in text, tool
     copies = final.all("COPY")
     assert copies == ["--from=builder /opt/pairjudge /opt/pairjudge"], copies
-    # The builder installs the review extra and nothing of llama.cpp either.
+    # The builder installs the lock (runtime and review extra: tests/deploy/test_lock.py), nothing of llama.cpp.
     builder = " ".join(stages[0].all("RUN"))
-    assert '"[review]"' in builder
+    assert "-r requirements.lock" in builder
     assert "llama" not in builder.lower()
+    assert "llama" not in (ROOT / "deploy" / "requirements.lock").read_text()
 
 
 def test_ports_health_and_entry_point(stages: list[Stage]) -> None:
@@ -199,13 +202,15 @@ def test_every_pairjudge_variable_in_the_dockerfile_is_a_setting() -> None:
 # --- the build context and the wheel -------------------------------------------------------------------
 
 
+def _ignore_lines() -> list[str]:
+    lines = (line.strip() for line in DOCKERIGNORE.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
 def _ignore_rules() -> list[tuple[bool, re.Pattern[str]]]:
     """.dockerignore as (negated, regex) in order; the last matching rule decides (Docker's semantics)."""
     rules = []
-    for line in DOCKERIGNORE.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
+    for line in _ignore_lines():
         negated = line.startswith("!")
         pattern = line.removeprefix("!").strip("/")
         regex = ""
@@ -229,8 +234,12 @@ def _excluded(path: str, rules: list[tuple[bool, re.Pattern[str]]]) -> bool:
 def build_context(tmp: Path) -> Path:
     """A copy of what ``docker build .`` would send from the checkout root, after .dockerignore."""
     rules = _ignore_rules()
-    # Every re-inclusion is a top-level name, so an excluded directory below the top cannot hold one.
-    assert all(r.pattern.count("/") == 0 for neg, r in rules if neg)
+    # Docker walks into an excluded directory when a re-inclusion may match below it (a ``!dir/file`` rule).
+    reincluded = [line.removeprefix("!").strip("/") for line in _ignore_lines() if line.startswith("!")]
+
+    def may_hold_reinclusion(directory: str) -> bool:
+        return any(pattern.startswith(directory + "/") for pattern in reincluded)
+
     context = tmp / "context"
     for dirpath, dirnames, filenames in os.walk(ROOT):
         rel_dir = Path(dirpath).relative_to(ROOT).as_posix()
@@ -239,8 +248,7 @@ def build_context(tmp: Path) -> Path:
         for d in dirnames:
             if Path(dirpath, d).is_symlink():
                 filenames.append(d)  # sent as a link, not followed
-            elif not _excluded(rel + d, rules):
-                # A directory left out takes its contents with it: the re-inclusions are top-level names.
+            elif not _excluded(rel + d, rules) or may_hold_reinclusion(rel + d):
                 keep.append(d)
         dirnames[:] = keep
         for name in filenames:
@@ -268,7 +276,14 @@ def test_dockerignore_keeps_out_the_environment_and_the_output() -> None:
         "streams/__pycache__/cli.cpython-311.pyc",
     ):
         assert _excluded(path, rules), path
-    for path in ("pyproject.toml", "README.md", "streams/cli.py", "agents/templates/x.txt", "pairjudge/__init__.py"):
+    for path in (
+        "pyproject.toml",
+        "README.md",
+        "deploy/requirements.lock",
+        "streams/cli.py",
+        "agents/templates/x.txt",
+        "pairjudge/__init__.py",
+    ):
         assert not _excluded(path, rules), path
 
 
@@ -317,7 +332,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, stages: list[Stage]) -> Buil
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (wheel,) = wheels.glob("*.whl")
-    install = re.search(r"pip install (\S+?)\"\[review\]\"", run)
+    install = re.search(r"pip install --no-deps (\S+)", run)
     assert install, run
     assert fnmatch.fnmatch(f"{match.group(1)}/{wheel.name}", install.group(1)), run
     # A fresh virtualenv with the wheel (no dependencies: those come from this environment through a .pth,
