@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -114,3 +115,21 @@ def test_the_setting_turns_the_watch_off_at_zero_and_refuses_negatives(stall_s: 
     else:
         with pytest.raises(ValidationError):
             Settings.model_validate({"worker": {"recovery_stall_s": stall_s}})
+
+
+def test_the_stall_is_reported_even_when_the_consumer_cannot_be_read() -> None:
+    class NotStarted(Exception):
+        pass
+
+    class Thread:
+        def _ensure_consumer(self) -> None:
+            raise NotStarted("Consumer thread not yet started")
+
+    recovery = Recovery(in_recovery=True, remaining=Counter({TP("app-audit-join-changelog", 3): 12}))
+    recovery.app = SimpleNamespace(consumer=SimpleNamespace(_thread=Thread()))  # type: ignore[attr-defined]
+    watch = RecoveryWatch(recovery, stall_s=60)
+    assert watch.check(0.0) is None
+    reason = watch.check(60.0)
+    assert reason is not None
+    assert "app-audit-join-changelog[3]" in reason
+    assert "consumer state unavailable (NotStarted: Consumer thread not yet started)" in reason
