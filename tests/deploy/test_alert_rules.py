@@ -181,6 +181,16 @@ def test_every_alert_has_a_severity_summary_description_and_runbook(alert: str) 
     assert annotations["runbook"] == RUNBOOK.format(alert=alert)
 
 
+def test_every_runbook_names_a_section_of_the_readme() -> None:
+    """The runbook annotation points at "Run it in production > Alerts > <alert>": that heading must exist."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    production = readme[readme.index("## Run it in production") :]
+    alerts_section = production[production.index("#### Alerts") :]
+    alerts_section = alerts_section[: alerts_section.index("\n#### ", 1)]
+    headings = set(re.findall(r"^##### (\w+)$", alerts_section, re.M))
+    assert headings == set(ALERT_NAMES), (sorted(set(ALERT_NAMES) - headings), sorted(headings - set(ALERT_NAMES)))
+
+
 def test_rule_names_are_unique() -> None:
     doc = _rules_doc()
     names = [rule.get("alert") or rule.get("record") for rule in _all_rules(doc)]
