@@ -43,7 +43,7 @@ from pairjudge.streams.producer import send_events
 from pairjudge_dev.workers import kafka_run, produce_raw, read_log, running_worker
 from tests.fixtures.deploy import K8S_DIR, kustomize_build
 from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
-from tests.fixtures.health import free_port, get
+from tests.fixtures.health import breaker_judge_settings, free_port, get
 from tests.fixtures.marked import BAD, GOOD, marked_pair, prompt_of
 from tests.fixtures.promtool import (
     MONITORING_K8S_DIR,
@@ -326,17 +326,7 @@ async def test_every_metric_the_rules_read_is_exported_by_a_real_worker(kafka_bo
     server = FakeJudgeServer().start()
     server.set_responder(_judge(state))
     port = free_port()
-    judge_settings = {
-        "kind": "openai",
-        "base_url": server.base_url,
-        "model": "fake-model",
-        "max_retries": 0,
-        "read_timeout_s": 5,
-        "breaker_failures": 2,
-        "breaker_cooldown_s": 1.0,
-        "breaker_max_cooldown_s": 2.0,
-        "cache_enabled": False,
-    }
+    judge_settings = breaker_judge_settings(server.base_url)
     settings = await kafka_run(
         kafka_bootstrap,
         tmp_path,

@@ -21,7 +21,7 @@ from pairjudge.streams.collector import collect_outcomes
 from pairjudge.streams.producer import send_events
 from pairjudge_dev.workers import kafka_run, read_log, running_worker
 from tests.fixtures.fake_judge_server import FakeJudgeServer
-from tests.fixtures.health import free_port, get, listening
+from tests.fixtures.health import breaker_judge_settings, free_port, get, listening
 from tests.fixtures.marked import MarkedJudge, marked_pair
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -54,17 +54,7 @@ async def test_readiness_metrics_and_binding_of_a_real_worker(kafka_bootstrap: s
     judge = MarkedJudge(down=True)
     server.set_responder(judge)
     port = free_port()
-    judge_settings = {
-        "kind": "openai",
-        "base_url": server.base_url,
-        "model": "fake-model",
-        "max_retries": 0,
-        "read_timeout_s": 5,
-        "breaker_failures": 2,
-        "breaker_cooldown_s": 1.0,
-        "breaker_max_cooldown_s": 2.0,
-        "cache_enabled": False,
-    }
+    judge_settings = breaker_judge_settings(server.base_url)
     settings = await kafka_run(
         kafka_bootstrap, tmp_path, "health", health={"port": port}, judge=judge_settings, worker={"shutdown_grace_s": 2}
     )
