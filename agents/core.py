@@ -39,6 +39,7 @@ from pairjudge.agents.reconcile import (
     review,
     snapshot_pair,
 )
+from pairjudge.agents.sampling import REVIEW, AuditDraw, VerdictClass, draw, verdict_class
 from pairjudge.agents.settle import Settlement, settle
 from pairjudge.agents.tiebreak import TieBreakOrdering, decide_tiebreak, judge_tiebreak_ordering
 from pairjudge.agents.validation import AskResult, JudgeCall, ask_validated, check_head_to_head, check_pairwise
@@ -141,6 +142,11 @@ class DecisionFacts:
     #: in, each comma-separated (names and ids only, never text: safe in spans without content capture).
     injection_rules: str | None = None
     injection_candidates: str | None = None
+    #: The audit sampling (``agents.sampling``): the probability this outcome was drawn with and its
+    #: stratum; "review" with 1.0 for a review, None for a tie-break request, a rule's verdict, or a
+    #: verdict while auditing is off (``audit_share`` 0).
+    inclusion_probability: float | None = None
+    sampling_class: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,7 +335,20 @@ async def judge_pair(
         judged=majority,
         votes=votes if is_jury else (),
     )
-    audit = audit_copy(outcome, judged_pair, "primary", policy.audit_share, policy.audit_seed)
+    sampled, audit = _audit(
+        outcome,
+        judged_pair,
+        "primary",
+        policy,
+        verdict_class(
+            stage="primary",
+            mean_confidence=rec.mean_confidence,
+            threshold=threshold,
+            margin=policy.audit_uncertain_margin,
+            votes=votes if is_jury else (),
+            winner=rec.winner,
+        ),
+    )
     calls = tuple(c for j in jurors for c in j.calls)
     facts = _facts(
         judged_pair,
@@ -340,6 +359,7 @@ async def judge_pair(
         rubric_kind=rubric.kind,
         calls=calls,
         audit=audit is not None,
+        sampled=sampled,
         policy_overrode=raw.outcome if rec is not raw else None,
         judged=raw,
         primary_threshold=threshold,
@@ -466,7 +486,8 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
     ab, ba = await both_orders(lambda order: judge_tiebreak_ordering(pair, weights, order, judge, policy))
     outcome = decide_tiebreak(request, ab, ba, policy, judge_info(judge, prompt_hash))
     calls = ab.calls + ba.calls
-    audit = audit_copy(outcome, pair, "tiebreak", policy.audit_share, policy.audit_seed)
+    # A verdict of the tie-break stage is uncertain by construction: the primary could not decide.
+    sampled, audit = _audit(outcome, pair, "tiebreak", policy, "uncertain")
     both_valid = ab.result.valid and ba.result.valid
     winners = (ab.result.mapped_winner, ba.result.mapped_winner)
     mean = (
@@ -483,6 +504,7 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
         rubric_kind=rubric_kind,
         calls=calls,
         audit=audit is not None,
+        sampled=sampled,
         consistent=both_valid and winners[0] == winners[1],
         flip=both_valid and winners[0] != winners[1],
         tiebreak_reason=request.reason,
@@ -497,6 +519,24 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
         facts=facts,
         evaluation=_evaluation("pairwise_tiebreak", outcome, (ab.result, ba.result), mean),
     )
+
+
+def _audit(
+    outcome: Outcome, pair: CandidatePair, stage: Stage, policy: Policy, sampling_class: VerdictClass
+) -> tuple[AuditDraw | None, ReviewRequest | None]:
+    """A judge verdict's audit draw and, when drawn, its review copy; (None, None) for anything else."""
+    if not isinstance(outcome, PairVerdict):
+        return None, None
+    sampled = draw(pair.pair_id, policy, sampling_class)
+    copy = audit_copy(
+        outcome,
+        pair,
+        stage,
+        sampled.inclusion_probability,
+        policy.audit_seed,
+        reviews_wanted=sampled.reviews_wanted,
+    )
+    return sampled, copy
 
 
 def _mismatches(*orderings: TieBreakOrdering) -> int:
@@ -524,6 +564,7 @@ def _facts(
     rubric_kind: str,
     calls: Sequence[JudgeCall],
     audit: bool,
+    sampled: AuditDraw | None = None,
     consistent: bool | None = None,
     flip: bool | None = None,
     policy_overrode: OutcomeKind | None = None,
@@ -536,9 +577,17 @@ def _facts(
     injection: Sequence[InjectionFlag] = (),
 ) -> DecisionFacts:
     """The decision's facts; ``consistent``/``flip`` come from ``rec`` unless given; ``judged`` is what
-    the orderings reached before the policy was applied (the primary stage)."""
+    the orderings reached before the policy was applied (the primary stage); ``sampled`` is a judge
+    verdict's audit draw."""
     decided_by: DecidedBy
     reason: str | None
+    probability: float | None = None
+    sampling_class: str | None = None
+    if isinstance(outcome, ReviewRequest):
+        # Every escalated pair gets a human label: it is in the human sample for certain.
+        probability, sampling_class = 1.0, REVIEW
+    elif isinstance(outcome, PairVerdict) and sampled is not None and sampled.inclusion_probability is not None:
+        probability, sampling_class = sampled.inclusion_probability, sampled.sampling_class
     if isinstance(outcome, PairVerdict):
         decided_by, winner, confidence, reason = outcome.decided_by, outcome.winner, outcome.confidence, None
     elif isinstance(outcome, TieBreakRequest):
@@ -571,6 +620,8 @@ def _facts(
         arithmetic_mismatch=arithmetic_mismatch,
         injection_rules=",".join(sorted({f.rule for f in injection})) or None,
         injection_candidates=",".join(sorted({f.candidate_id for f in injection})) or None,
+        inclusion_probability=probability,
+        sampling_class=sampling_class,
     )
 
 

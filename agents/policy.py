@@ -20,10 +20,22 @@ class Policy:
     tiebreak_enabled: bool = True  # live-switchable via control topic later
     tiebreak_confidence_threshold: float = 0.6  # seed 002 forced-choice re-ask threshold
     max_reasks: int = 2  # re-asks after the first ask, carrying the validation error
-    #: Share of automatic verdicts also sent to review as an audit sample (seed 001: 5-10 %).
+    #: Share of confident automatic verdicts also sent to review as an audit sample (seed 001: 5-10 %);
+    #: 0 switches auditing off (``agents.sampling`` has the whole rule).
     audit_share: float = 0.05
-    #: Mixed into the audit sample's hash (``agents.reconcile.audit_fraction``): a new seed, a new sample.
+    #: Mixed into the audit sample's hash (``agents.sampling.audit_fraction``): a new seed, a new sample.
     audit_seed: str = ""
+    #: Share of *uncertain* verdicts audited instead (``agents.sampling``: from the tie-break stage, a split
+    #: jury, or a confidence less than ``audit_uncertain_margin`` above its threshold).
+    audit_uncertain_share: float = 0.25
+    audit_uncertain_margin: float = 0.1
+    #: No verdict's inclusion probability goes below this (while auditing is on): it bounds the 1/π weights.
+    audit_floor: float = 0.01
+    #: Share of drawn audit items that also go to a second, independent reviewer.
+    audit_double_share: float = 0.1
+    #: The label budget's factor on both shares, in (0, 1]; set at the edge from the measured verdict rate
+    #: (``agents.sampling.budget_scale``), 1 without a budget.
+    audit_scale: float = 1.0
     max_output_chars: int = 20_000  # per candidate output; larger -> InputRejected("oversized_output", ...)
     max_prompt_chars: int = 20_000
     #: Send a pair to review "suspected_injection", before any judge call, when an output carries text
@@ -39,10 +51,22 @@ class Policy:
 
     def __post_init__(self) -> None:
         # A bad control message must fail loudly here, not silently turn every pair into a verdict.
-        for name in ("primary_confidence_threshold", "tiebreak_confidence_threshold", "audit_share"):
+        for name in (
+            "primary_confidence_threshold",
+            "tiebreak_confidence_threshold",
+            "audit_share",
+            "audit_uncertain_share",
+            "audit_uncertain_margin",
+            "audit_double_share",
+        ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be within [0, 1], got {value!r}")
+        # Both multiply into a recorded inclusion probability, which must stay > 0 while auditing is on.
+        for name in ("audit_floor", "audit_scale"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"{name} must be within (0, 1], got {value!r}")
         if self.max_reasks < 0:
             raise ValueError(f"max_reasks must be >= 0, got {self.max_reasks!r}")
         if self.max_output_chars < 1 or self.max_prompt_chars < 1:
@@ -74,4 +98,8 @@ class Policy:
             return dataclasses.replace(self, tiebreak_confidence_threshold=value)
         if update.key == "primary_confidence_threshold":
             return dataclasses.replace(self, primary_confidence_threshold=value)
+        if update.key == "audit_uncertain_share":
+            return dataclasses.replace(self, audit_uncertain_share=value)
+        if update.key == "audit_floor":
+            return dataclasses.replace(self, audit_floor=value)
         return dataclasses.replace(self, audit_share=value)

@@ -28,7 +28,6 @@ requests go to review as "tiebreak_disabled". Reviews keep their own, more speci
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,8 @@ from typing import Any, Literal, TypeGuard, get_args
 
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import shown
+from pairjudge.agents.sampling import audit_fraction as audit_fraction  # re-exported: it lived here first
+from pairjudge.agents.sampling import drawn
 from pairjudge.agents.validation import AskResult, JudgeCall
 from pairjudge.schemas.events import (
     ErrorKind,
@@ -447,23 +448,21 @@ def primary_outcome(
 # --- audit sampling ---------------------------------------------------------------------------
 
 
-def audit_fraction(pair_id: str, seed: str = "") -> float:
-    """A stable number in [0, 1) per pair: sha256 of the seed and the pair id, first 8 bytes, over 2**64.
-
-    Deterministic so every worker, and a pair redelivered after a rebalance, samples it (or not) the
-    same way. The seed lets an operator draw a fresh sample (say, per audit campaign) without anyone
-    being able to tell from a pair id alone whether it will be audited.
-    """
-    key = f"{seed}\x1f{pair_id}" if seed else pair_id
-    digest = hashlib.sha256(key.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
 def audit_copy(
-    outcome: Outcome, pair: CandidatePair, stage: Stage, audit_share: float, seed: str = ""
+    outcome: Outcome,
+    pair: CandidatePair,
+    stage: Stage,
+    probability: float | None,
+    seed: str = "",
+    *,
+    reviews_wanted: int = 1,
 ) -> ReviewRequest | None:
-    """A review copy of an automatic verdict when the pair falls in the audit sample; otherwise None."""
-    if not isinstance(outcome, PairVerdict) or audit_fraction(pair.pair_id, seed) >= audit_share:
+    """A review copy of an automatic verdict when the pair falls in the audit sample drawn with
+    ``probability`` (``agents.sampling``: None or 0 draws nothing); otherwise None.
+
+    ``reviews_wanted`` is 2 for a copy that also goes to a second, independent reviewer.
+    """
+    if not isinstance(outcome, PairVerdict) or not drawn(pair.pair_id, probability, seed):
         return None
     return ReviewRequest(
         pair_id=pair.pair_id,
@@ -475,4 +474,5 @@ def audit_copy(
         audit=True,
         judge=outcome.judge,
         trace_id=outcome.trace_id,
+        reviews_wanted=reviews_wanted,
     )

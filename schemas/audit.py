@@ -88,6 +88,16 @@ class DecisionRecord(Event):
     #: A model answered other than the one requested (``OrderingResult.answered_by_model``).
     model_mismatch: str | None = None
     canary: bool = False
+    #: This stage's verdict was also sent to review as an audit sample (a human label is expected).
+    audit_sample: bool = False
+    #: The probability with which this pair was drawn into the audit sample (DESIGN §3a): set on a final
+    #: verdict (whether drawn or not; never below the policy's floor when sampling is active), 1.0 on a
+    #: review outcome (every escalated pair is labelled), None on a way-station (a tie-break request).
+    #: The human-basis estimates weight each label by its inverse.
+    inclusion_probability: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: The stratum ``inclusion_probability`` was set for (``agents.sampling``): "confident" or "uncertain"
+    #: for a judge's verdict, "review" for a review outcome; None where no probability is recorded.
+    sampling_class: str | None = Field(default=None, max_length=40)
     #: A label the pair carried in (canaries, labelled evaluation sets).
     known_label: LabelWinner | None = None
     #: Settled by rule before any judge call (an empty output, identical outputs): not about the judge,
@@ -103,17 +113,23 @@ class DecisionRecord(Event):
     decided_at: datetime = Field(default_factory=utc_now)
 
 
-ObservationKind = Literal["decision", "labelled"]
+#: ``second_label``: a second, independent human label of an audit pair (by a reviewer other than the
+#: first), compared with the first label for the human-human ceiling, never with the judge.
+ObservationKind = Literal["decision", "labelled", "second_label"]
 
 
 class AuditObservation(Event):
-    """One thing the series agent counts: a stage's decision, or an automatic decision joined with its label."""
+    """One thing the series agent counts: a stage's decision, an automatic decision joined with its label,
+    or a second reviewer's label of an audit pair beside the first one."""
 
     kind: ObservationKind
     series: AuditSeries
     record: DecisionRecord
     #: Set for ``labelled``: the human label (or the pair's known label, as a label by "known_label").
+    #: Set for ``second_label``: the second reviewer's label.
     label: HumanLabel | None = None
+    #: Set for ``second_label``: the pair's first label (the one compared with the judge).
+    first_label: HumanLabel | None = None
     observed_at: datetime = Field(default_factory=utc_now)
 
 
@@ -176,6 +192,18 @@ class AuditSnapshot(Event):
     human_longer_win_rate: float | None = None
     canary_labels: int = 0
     canary_accuracy: float | None = None
+    #: The human ceiling: audit pairs labelled by two different reviewers, how often they agreed, and
+    #: Cohen's kappa between the first and the second label. A judge cannot be expected to agree with
+    #: people more than people agree with each other (MT-Bench: GPT-4 vs experts 66%, experts vs experts 63%).
+    human_pairs: int = 0
+    human_agreement: float | None = None
+    human_kappa: float | None = None
+    #: The kappa guard as it applied to this window: its mode ("absolute" or "relative", as configured),
+    #: the kappa floor in force (the absolute one, or ratio x the human-human kappa) and, when the
+    #: relative mode fell back to the absolute floor, why.
+    guard_mode: Literal["absolute", "relative"] | None = None
+    guard_kappa_min: float | None = None
+    guard_note: str | None = None
     threshold: ThresholdSnapshot | None = None
     published_at: datetime = Field(default_factory=utc_now)
 

@@ -197,6 +197,9 @@ class ReviewRequest(Event):
     #: True when the task, the outputs and the judge's texts were passed through the redaction hook
     #: (``PAIRJUDGE_REDACTION__ENABLED``) before publishing: they are not what the judge saw.
     redacted: bool = False
+    #: Reviewers this item wants: 2 for the share of audit samples also labelled by a second, independent
+    #: reviewer (``Policy.audit_double_share``), for the human-human agreement; 1 otherwise.
+    reviews_wanted: int = Field(default=1, ge=1, le=2)
 
 
 class HumanLabel(Event):
@@ -259,6 +262,9 @@ ControlKey = Literal[
     "tiebreak_confidence_threshold",
     "primary_confidence_threshold",
     "audit_share",
+    #: The audit share of uncertain verdicts, and the floor under every inclusion probability (agents.sampling).
+    "audit_uncertain_share",
+    "audit_floor",
     #: Seed 001's kappa guard: true pauses automatic decisions on every worker (every pair goes to
     #: review "kappa_guard"); only a person sets it back (``pairjudge control resume``).
     "kappa_guard_tripped",

@@ -17,12 +17,14 @@ from typing import Any
 
 import faust
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
+from faust.exceptions import ConsumerNotStarted
 from pydantic import TypeAdapter
 
 from pairjudge.agents.judge import Judge
 from pairjudge.schemas import InlineRubric
 from pairjudge.streams.alerting import AlertWebhook
 from pairjudge.streams.audit import Audit, wire_audit
+from pairjudge.streams.audit_budget import UPDATE_EVERY_S, AuditBudget, observe_scale, owned_input_partitions
 from pairjudge.streams.control import PolicyHolder
 from pairjudge.streams.control import follow_control as follow_control_topic
 from pairjudge.streams.control_signing import signer_from_settings
@@ -35,7 +37,7 @@ from pairjudge.streams.outcomes import OutcomeTables
 from pairjudge.streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
 from pairjudge.streams.recovery_watch import records_left
 from pairjudge.streams.redaction import build_redactor
-from pairjudge.streams.scores import Scores, wire_scores
+from pairjudge.streams.scores import Scores, observe_scores, wire_scores
 from pairjudge.streams.settings import Settings
 from pairjudge.streams.shutdown import GracefulApp, HandedBack
 from pairjudge.streams.telemetry import Telemetry
@@ -334,11 +336,35 @@ def create_app(
         )
         scores.redactor = redactor
         wire_scores(app, scores, topics, consume)
+        if metrics is not None:
+            # Per experiment: the human basis's rate and interval beside the judge's rate (streams.scores).
+            observe_scores(metrics.provider, scores.gauges)
 
     async def expire_outcomes() -> None:
         await outcomes.sweep()
 
     app.timer(interval=max(1.0, min(600.0, settings.worker.outcome_retention_s / 10)))(expire_outcomes)
+
+    if settings.policy.audit_label_budget > 0:
+        # The label budget (streams.audit_budget): this worker's verdict rate, extrapolated to the fleet by
+        # its share of the input partitions, sets the scale on the audit shares.
+        budget = AuditBudget(
+            holder, budget=settings.policy.audit_label_budget, period=settings.policy.audit_budget_period
+        )
+        pipeline.on_decision = budget.observe
+        inputs = (settings.topics.name("pairs"), settings.topics.name("tiebreak"))
+
+        async def rescale_audit() -> None:
+            try:
+                assignment = app.consumer.assignment()
+            except ConsumerNotStarted:
+                return  # not consuming yet: nothing measured to extrapolate from; a timer must not crash the app
+            owned = owned_input_partitions(((tp.topic, tp.partition) for tp in assignment), inputs)
+            budget.update(owned, kafka.partitions * len(inputs))
+
+        app.timer(interval=UPDATE_EVERY_S)(rescale_audit)
+    if metrics is not None:
+        observe_scale(metrics.provider, holder)
 
     async def control_follower() -> None:
         try:

@@ -4,7 +4,8 @@ Two stages, because a label and a decision meet by pair id while statistics add 
 
 - **join** (``pairjudge.decisions`` + ``pairjudge.labels``, keyed by pair id, co-partitioned with the
   ``audit-join`` table): keeps each pair's final decision record and its first label, whichever comes
-  first, and forwards what to count to ``pairjudge.observations``, keyed by series. A malformed label
+  first (and an audit pair's second opinion, by a different reviewer, for the human ceiling), and
+  forwards what to count to ``pairjudge.observations``, keyed by series. A malformed label
   (or record) goes to the dead-letter topic with its reason and bytes.
 - **series** (``pairjudge.observations``, keyed by series, co-partitioned with ``audit-windows``): sums
   observations into tumbling windows per series, applies the guards, publishes ``Alert``s and the
@@ -42,7 +43,7 @@ from pairjudge.agents.audit import (
     window_key,
     window_start,
 )
-from pairjudge.agents.scores.events import score_event
+from pairjudge.agents.scores.events import expired_event, score_event
 from pairjudge.schemas import ControlUpdate, HumanLabel
 from pairjudge.schemas.audit import Alert, AuditObservation, DecisionRecord, ThresholdSnapshot, ThresholdUpdate
 from pairjudge.streams.codecs import decode, encode
@@ -140,6 +141,8 @@ class Audit:
                 return
             if outcome in ("duplicate", "conflicting"):
                 log.info("audit: %s label for pair %s (kept the first)", outcome, item.pair_id)
+            elif outcome == "second_opinion":
+                log.debug("audit: second opinion on pair %s (for the human ceiling)", item.pair_id)
         else:
             updated, observations = on_record(entry, item, now)
         outgoing = [self._observation(o) for o in observations]
@@ -280,7 +283,7 @@ class Audit:
             if not closed and key not in self._dirty:
                 continue
             threshold = self._threshold(window.series.key)
-            snapshot = window.snapshot(final=closed, threshold=threshold)
+            snapshot = window.snapshot(final=closed, threshold=threshold, bounds=self.settings.bounds())
             if closed:
                 # Marked before the first await: a late observation handled meanwhile updates the stored
                 # window, and this older copy must not be written back over it afterwards.
@@ -342,6 +345,14 @@ class Audit:
             entry = JoinEntry.from_bytes(value)
             self.join_table.data.pop(key, None)
             if partition in owned:  # the owner tombstones; a standby only forgets
+                # An audit sample (or review pair) forgotten without a label: the human basis counts it as
+                # expired. Published before the tombstone (a crash in between counts it again on restart,
+                # never not at all); popped first, so a label arriving meanwhile starts a fresh entry.
+                gone = expired_event(entry.final, entry.label) if self.feed_scores else None
+                if gone is not None:
+                    await self._publish(
+                        [Outgoing("score-events", gone.experiment.encode(), encode(gone), inject_headers())]
+                    )
                 await self.join_table.send_changelog(partition, key, None)
             if entry.label is not None and entry.final is None:
                 log.info("audit: label for %s expired unjoined (no decision came)", key.decode("utf-8", "replace"))

@@ -76,8 +76,15 @@ class PolicyHolder:
         # Validated by Policy before anything changes.
         self.current = dataclasses.replace(self.current, series_thresholds=thresholds)
 
+    def set_audit_scale(self, scale: float) -> None:
+        """The label budget's scale on the audit shares (``streams.audit_budget``); validated by Policy."""
+        self.current = dataclasses.replace(self.current, audit_scale=scale)
+
     def _rebuild(self) -> None:
-        policy = dataclasses.replace(self.base, series_thresholds=self.current.series_thresholds)
+        # Measured state (series thresholds, the budget's scale) survives a tombstone: it is not configuration.
+        policy = dataclasses.replace(
+            self.base, series_thresholds=self.current.series_thresholds, audit_scale=self.current.audit_scale
+        )
         for update in self._overrides.values():
             policy = policy.apply(update)
         self.current = policy

@@ -152,6 +152,9 @@ class Pipeline:
         self._rejections: dict[str, tuple[int, float]] = {}
         #: Also told of every alert the stages raise (the alert webhook), without waiting.
         self.alert_sink: Callable[[Alert], None] | None = None
+        #: Told of every freshly decided outcome before it is published (never of a replay): the audit
+        #: label budget's rate meter (``streams.audit_budget``).
+        self.on_decision: Callable[[Decision], None] | None = None
         self.policy = policy
         self.telemetry = telemetry
         self.catalog = catalog
@@ -303,6 +306,8 @@ class Pipeline:
         """
         trace_id = trace_id_of(span)
         self.telemetry.record_decision(span, decision)
+        if self.on_decision is not None:
+            self.on_decision(decision)
         headers = inject_headers()
         outcome = decision.outcome.model_copy(update={"trace_id": trace_id})
         if self.redactor is not None and isinstance(outcome, ReviewRequest):

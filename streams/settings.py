@@ -211,8 +211,26 @@ class PolicySettings(_Section):
     tiebreak_enabled: bool = True
     tiebreak_confidence_threshold: float = Field(default=0.6, ge=0, le=1)
     max_reasks: int = Field(default=2, ge=0, le=5)
+    #: ``PAIRJUDGE_POLICY__AUDIT_SHARE``: the share of confident verdicts sent to audit (seed 001: 5-10 %);
+    #: 0 switches auditing off altogether. The sampling rule is in ``agents.sampling``.
     audit_share: float = Field(default=0.05, ge=0, le=1)
     audit_seed: str = Field(default="", max_length=200)
+    #: ``PAIRJUDGE_POLICY__AUDIT_UNCERTAIN_SHARE``: the share of uncertain verdicts sent to audit (from the
+    #: tie-break stage, a split jury, or a confidence less than the margin above its threshold).
+    audit_uncertain_share: float = Field(default=0.25, ge=0, le=1)
+    #: ``PAIRJUDGE_POLICY__AUDIT_UNCERTAIN_MARGIN``: a primary verdict less than this above its threshold is uncertain.
+    audit_uncertain_margin: float = Field(default=0.1, ge=0, le=1)
+    #: ``PAIRJUDGE_POLICY__AUDIT_FLOOR``: no verdict's inclusion probability goes below this while auditing
+    #: is on, whatever the label budget does (it bounds the estimates' 1/probability weights).
+    audit_floor: float = Field(default=0.01, gt=0, le=1)
+    #: ``PAIRJUDGE_POLICY__AUDIT_DOUBLE_SHARE``: the share of audit items also given to a second reviewer.
+    audit_double_share: float = Field(default=0.1, ge=0, le=1)
+    #: ``PAIRJUDGE_POLICY__AUDIT_LABEL_BUDGET``: audit labels the fleet may ask for per
+    #: ``audit_budget_period``; when the measured verdict rate would ask for more, every worker scales
+    #: both shares down (never below the floor; ``streams.audit_budget``). 0: no budget.
+    audit_label_budget: int = Field(default=0, ge=0)
+    #: ``PAIRJUDGE_POLICY__AUDIT_BUDGET_PERIOD``: "hour" or "day".
+    audit_budget_period: Literal["hour", "day"] = "day"
     max_output_chars: int = Field(default=20_000, ge=1)
     max_prompt_chars: int = Field(default=20_000, ge=1)
     #: Pairs whose outputs carry text aimed at the judge go to review "suspected_injection" (agents.injection).
@@ -226,6 +244,10 @@ class PolicySettings(_Section):
             max_reasks=self.max_reasks,
             audit_share=self.audit_share,
             audit_seed=self.audit_seed,
+            audit_uncertain_share=self.audit_uncertain_share,
+            audit_uncertain_margin=self.audit_uncertain_margin,
+            audit_floor=self.audit_floor,
+            audit_double_share=self.audit_double_share,
             max_output_chars=self.max_output_chars,
             max_prompt_chars=self.max_prompt_chars,
             injection_guard=self.injection_guard,
@@ -247,6 +269,12 @@ class AuditSettings(_Section):
     kappa_min: float = Field(default=0.7, ge=-1, le=1)
     #: Labels a window needs before the kappa guard (and the ECE bound) may act.
     min_labels: int = Field(default=50, ge=1)
+    #: The kappa guard's floor: "absolute" (``kappa_min``, seed 001) or "relative" to the human ceiling,
+    #: ``relative_kappa_ratio`` x the kappa of reviewers against each other on doubly labelled audit pairs,
+    #: once a window has ``min_human_pairs`` of them (the absolute floor until then). agents.audit.guards.
+    guard_mode: Literal["absolute", "relative"] = "absolute"
+    relative_kappa_ratio: float = Field(default=0.9, gt=0, le=1)
+    min_human_pairs: int = Field(default=30, ge=1)
     tiebreak_rate_max: float = Field(default=0.2, ge=0, le=1)
     flip_rate_max: float = Field(default=0.3, ge=0, le=1)
     invalid_reply_rate_max: float = Field(default=0.1, ge=0, le=1)
@@ -276,6 +304,9 @@ class AuditSettings(_Section):
         return GuardBounds(
             kappa_min=self.kappa_min,
             min_labels=self.min_labels,
+            guard_mode=self.guard_mode,
+            relative_kappa_ratio=self.relative_kappa_ratio,
+            min_human_pairs=self.min_human_pairs,
             tiebreak_rate_max=self.tiebreak_rate_max,
             flip_rate_max=self.flip_rate_max,
             invalid_reply_rate_max=self.invalid_reply_rate_max,
@@ -287,13 +318,20 @@ class AuditSettings(_Section):
 
 
 class ScoreSettings(_Section):
-    """The champion-challenger scoreboard and its deployment gate (``streams.scores``)."""
+    """The champion-challenger scoreboard and its deployment gates (``streams.scores``): the judge basis's
+    and the human basis's (``agents.scores.human``); ``alpha`` and ``min_effect`` apply to both."""
 
     enabled: bool = True
     #: The gate's error level: an equal challenger is promoted at most this often, however often it is checked.
     alpha: float = Field(default=0.05, gt=0, lt=1)
     #: The smallest win-probability margin over 1/2 worth shipping for.
     min_effect: float = Field(default=0.05, gt=0, lt=0.5)
+    #: The human gate decides nothing below this many labels (its confidence sequence is asymptotic;
+    #: ``agents.scores.human.MIN_LABELS``).
+    human_min_labels: int = Field(default=30, ge=1)
+    #: The number of labels at which the human gate's confidence sequence is tightest
+    #: (``agents.scores.human.DEFAULT_TARGET_LABELS``): about the labels an experiment expects to get.
+    human_target_labels: int = Field(default=500, ge=1)
     snapshot_interval_s: float = Field(default=30.0, ge=0.1)
     #: Bootstrap resamples for the Bradley-Terry intervals.
     bootstrap: int = Field(default=100, ge=10, le=2000)

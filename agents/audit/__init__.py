@@ -11,6 +11,10 @@ move bytes and the arithmetic is tested without a broker:
    agreement and Cohen's kappa (with its interval) from the 3x3 confusion counts, calibration from
    per-bin counts and sums, the Brier score from a sum of squares. :func:`findings` applies the guards
    of seeds 001 and 002 and the configured bounds to a window.
+
+An audit pair labelled by two different reviewers also yields a ``second_label`` observation: the
+series sums its two labels apart, as the human ceiling (human-human agreement and kappa), which the
+kappa guard may hold the judge to instead of the absolute 0.7 (``GuardBounds.guard_mode``).
 """
 
 from pairjudge.agents.audit.calibration import (
@@ -21,8 +25,16 @@ from pairjudge.agents.audit.calibration import (
     grid_bin,
     threshold_snapshot,
 )
-from pairjudge.agents.audit.guards import Finding, GuardBounds, findings
-from pairjudge.agents.audit.join import KNOWN_LABEL_REVIEWER, JoinEntry, LabelOutcome, known_label, on_label, on_record
+from pairjudge.agents.audit.guards import Finding, GuardBounds, KappaFloor, findings, kappa_floor
+from pairjudge.agents.audit.join import (
+    KNOWN_LABEL_REVIEWER,
+    JoinEntry,
+    LabelOutcome,
+    is_second_opinion,
+    known_label,
+    on_label,
+    on_record,
+)
 from pairjudge.agents.audit.records import decision_record, longer_candidate, record_for, series_of
 from pairjudge.agents.audit.sums import CALIBRATION_BINS, WindowStats
 from pairjudge.agents.audit.windows import SeriesWindow, snapshot, window_key, window_start
@@ -36,6 +48,7 @@ __all__ = [
     "Finding",
     "GuardBounds",
     "JoinEntry",
+    "KappaFloor",
     "LabelOutcome",
     "SeriesWindow",
     "WindowStats",
@@ -43,6 +56,8 @@ __all__ = [
     "decision_record",
     "findings",
     "grid_bin",
+    "is_second_opinion",
+    "kappa_floor",
     "known_label",
     "longer_candidate",
     "on_label",

@@ -1,11 +1,24 @@
-"""The guards of seeds 001 and 002 and the configured bounds, applied to one window's sums."""
+"""The guards of seeds 001 and 002 and the configured bounds, applied to one window's sums.
+
+The kappa guard (seed 001) pauses automatic decisions when the judge's Cohen's kappa against people
+falls below a floor. By default the floor is absolute (0.7). In the relative mode it is a share of the
+human ceiling instead: ``relative_kappa_ratio`` x the kappa of people against each other (audit pairs
+labelled by two reviewers), because a judge cannot be expected to agree with people more than people
+agree with each other. On MT-Bench, GPT-4 agreed with experts 66% of the time and experts with each
+other 63% (ties counted): on a task where people disagree that much, an absolute 0.7 would keep a judge
+paused that is as good as a second person, and on a task where people agree almost always, 0.7 would
+let through a judge much worse than a person. Until a window has ``min_human_pairs`` such pairs (or
+while their kappa is undefined) the ceiling is not known well enough, and the absolute floor applies,
+as the finding and the snapshot say.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pairjudge.agents.audit.sums import WindowStats, rate_of
-from pairjudge.agents.stats import kappa_interval
+from pairjudge.agents.stats import cohen_kappa, kappa_interval
 from pairjudge.schemas.audit import (
     AlertKind,
 )
@@ -17,6 +30,11 @@ class GuardBounds:
 
     kappa_min: float = 0.7  # seed 001
     min_labels: int = 50
+    #: "absolute": the kappa guard's floor is ``kappa_min``. "relative": ``relative_kappa_ratio`` x the
+    #: human-human kappa, once a window has ``min_human_pairs`` doubly labelled audit pairs.
+    guard_mode: Literal["absolute", "relative"] = "absolute"
+    relative_kappa_ratio: float = 0.9
+    min_human_pairs: int = 30
     tiebreak_rate_max: float = 0.2  # seed 002
     flip_rate_max: float = 0.3
     invalid_reply_rate_max: float = 0.1
@@ -34,6 +52,49 @@ class Finding:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class KappaFloor:
+    """The kappa guard's floor for one window, and where it came from."""
+
+    #: The mode configured.
+    mode: Literal["absolute", "relative"]
+    #: The judge-human kappa below which the guard trips.
+    kappa_min: float
+    #: True when the floor is relative to the human ceiling (the relative mode with enough human pairs).
+    relative: bool
+    human_pairs: int
+    human_kappa: float | None
+    #: Why the relative mode fell back to the absolute floor (None when it did not, or in absolute mode).
+    note: str | None = None
+
+    def describe(self) -> str:
+        if self.relative:
+            return f"{self.kappa_min:.3f} (the human ceiling: {self.human_kappa:.3f} over {self.human_pairs} pairs)"
+        return f"{self.kappa_min:g}"
+
+
+def kappa_floor(stats: WindowStats, bounds: GuardBounds) -> KappaFloor:
+    """The floor the kappa guard holds the window's judge-human kappa to (see the module docstring)."""
+    pairs = stats.human_pairs
+    first, second = stats.human_label_lists()
+    human_kappa = cohen_kappa(first, second) if pairs else None
+    if bounds.guard_mode == "absolute":
+        return KappaFloor("absolute", bounds.kappa_min, False, pairs, human_kappa)
+    if pairs < bounds.min_human_pairs:
+        note = (
+            f"relative guard: {pairs} human-human pair(s) of the {bounds.min_human_pairs} needed, "
+            f"so the absolute floor {bounds.kappa_min:g} applies"
+        )
+        return KappaFloor("relative", bounds.kappa_min, False, pairs, human_kappa, note)
+    if human_kappa is None:
+        note = (
+            f"relative guard: the human-human kappa over {pairs} pairs is undefined (one label throughout), "
+            f"so the absolute floor {bounds.kappa_min:g} applies"
+        )
+        return KappaFloor("relative", bounds.kappa_min, False, pairs, None, note)
+    return KappaFloor("relative", bounds.relative_kappa_ratio * human_kappa, True, pairs, human_kappa)
+
+
 def findings(stats: WindowStats, bounds: GuardBounds) -> list[Finding]:
     """Every bound the window breaks, in a fixed order. The kappa guard's finding is the first."""
     out: list[Finding] = []
@@ -41,17 +102,24 @@ def findings(stats: WindowStats, bounds: GuardBounds) -> list[Finding]:
     if labels >= bounds.min_labels:
         judge, human = stats.label_lists()
         kappa = kappa_interval(judge, human)
+        floor = kappa_floor(stats, bounds)
         # Undefined kappa (both raters gave one label throughout) is no evidence of agreement: it
         # does not trip the guard on its own, and the snapshot shows it as None.
-        if kappa is not None and kappa.kappa < bounds.kappa_min:
+        if kappa is not None and kappa.kappa < floor.kappa_min:
+            below = (
+                f"{bounds.relative_kappa_ratio:g} x the human-human kappa {floor.human_kappa:.3f} "
+                f"over {floor.human_pairs} pairs (= {floor.kappa_min:.3f})"
+                if floor.relative
+                else f"{floor.kappa_min:g}" + (f" ({floor.note})" if floor.note else "")
+            )
             out.append(
                 Finding(
                     "kappa_below_threshold",
                     kappa.kappa,
-                    bounds.kappa_min,
+                    floor.kappa_min,
                     f"Cohen's kappa against humans is {kappa.kappa:.3f} "
                     f"({kappa.confidence:.0%} CI {kappa.low:.3f}..{kappa.high:.3f}) over {labels} labels, below "
-                    f"{bounds.kappa_min:g}: automatic decisions are paused until a person resumes them",
+                    f"{below}: automatic decisions are paused until a person resumes them",
                 )
             )
         ece = stats.ece()

@@ -47,6 +47,10 @@ class WindowStats:
     canary_correct: int = 0
     #: Labels on pairs the judge escalated without a winner (review): decided by a person, not compared.
     human_decided: int = 0
+    #: The human ceiling: "first|second" (relative labels) -> count, over audit pairs labelled by two
+    #: different reviewers (``second_label`` observations). The same statistics as the judge's, taken
+    #: between people: a judge is held to agreeing with people about as well as they agree with each other.
+    human_confusion: dict[str, int] = field(default_factory=dict)
     alerts_raised: list[str] = field(default_factory=list)
     final_published: bool = False
 
@@ -58,6 +62,9 @@ class WindowStats:
             return  # settled before any judge call: nothing about the judge to count
         if observation.kind == "decision":
             self._add_decision(record)
+        elif observation.kind == "second_label":
+            if observation.label is not None and observation.first_label is not None:
+                self._add_second_opinion(record, observation.first_label, observation.label)
         elif observation.label is not None:
             self._add_labelled(record, observation.label)
 
@@ -104,6 +111,11 @@ class WindowStats:
             self.judge_longer += judge == record.longer
             self.human_longer += human == record.longer
 
+    def _add_second_opinion(self, record: DecisionRecord, first: HumanLabel, second: HumanLabel) -> None:
+        """One audit pair's two human labels, as relative labels (so pairs of different candidates add up)."""
+        cell = f"{relative_label(record.candidates, first.winner)}|{relative_label(record.candidates, second.winner)}"
+        self.human_confusion[cell] = self.human_confusion.get(cell, 0) + 1
+
     # -- reading --------------------------------------------------------------------------------------
 
     @property
@@ -116,17 +128,27 @@ class WindowStats:
 
     def label_lists(self) -> tuple[list[str], list[str]]:
         """The (judge, human) relative labels the confusion counts stand for, for kappa."""
-        judge: list[str] = []
-        human: list[str] = []
-        for cell, count in sorted(self.confusion.items()):
-            j, h = cell.split("|")
-            judge.extend([j] * count)
-            human.extend([h] * count)
-        return judge, human
+        return _lists(self.confusion)
 
     def agreement(self) -> float | None:
-        agreeing = sum(count for cell, count in self.confusion.items() if len(set(cell.split("|"))) == 1)
-        return rate_of(agreeing, self.labels)
+        return rate_of(_agreeing(self.confusion), self.labels)
+
+    @property
+    def human_pairs(self) -> int:
+        """Audit pairs with a second opinion counted in this window."""
+        return sum(self.human_confusion.values())
+
+    def human_label_lists(self) -> tuple[list[str], list[str]]:
+        """The (first, second) human relative labels the human-human counts stand for, for kappa.
+
+        Cohen's kappa treats "the first reviewer" and "the second reviewer" as the two raters, though
+        they are different people from pair to pair: the same statistic as the judge's, so the two are
+        comparable (and kappa is symmetric in its raters, so which one labelled first does not matter).
+        """
+        return _lists(self.human_confusion)
+
+    def human_agreement(self) -> float | None:
+        return rate_of(_agreeing(self.human_confusion), self.human_pairs)
 
     def calibrated_count(self) -> int:
         return int(sum(row[0] for row in self.bins))
@@ -158,6 +180,21 @@ class WindowStats:
         if not raw:
             return cls()
         return cls(**json.loads(raw))
+
+
+def _lists(confusion: dict[str, int]) -> tuple[list[str], list[str]]:
+    """The two raters' label lists that "a|b" -> count cells stand for."""
+    first: list[str] = []
+    second: list[str] = []
+    for cell, count in sorted(confusion.items()):
+        a, b = cell.split("|")
+        first.extend([a] * count)
+        second.extend([b] * count)
+    return first, second
+
+
+def _agreeing(confusion: dict[str, int]) -> int:
+    return sum(count for cell, count in confusion.items() if len(set(cell.split("|"))) == 1)
 
 
 def rate_of(numerator: int, denominator: int) -> float | None:

@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pairjudge.agents.audit.guards import Finding, GuardBounds, findings
+from pairjudge.agents.audit.guards import Finding, GuardBounds, findings, kappa_floor
 from pairjudge.agents.audit.sums import CALIBRATION_BINS, WindowStats, rate_of
-from pairjudge.agents.stats import kappa_interval
+from pairjudge.agents.stats import cohen_kappa, kappa_interval
 from pairjudge.schemas.audit import (
     AuditSeries,
     AuditSnapshot,
@@ -61,7 +61,9 @@ class SeriesWindow:
             last_offset=body["last_offset"],
         )
 
-    def snapshot(self, *, final: bool, threshold: ThresholdSnapshot | None = None) -> AuditSnapshot:
+    def snapshot(
+        self, *, final: bool, threshold: ThresholdSnapshot | None = None, bounds: GuardBounds | None = None
+    ) -> AuditSnapshot:
         return snapshot(
             self.stats,
             self.series,
@@ -69,6 +71,7 @@ class SeriesWindow:
             datetime.fromtimestamp(self.end, UTC),
             final=final,
             threshold=threshold,
+            bounds=bounds,
         )
 
     def new_findings(self, bounds: GuardBounds) -> list[Finding]:
@@ -96,10 +99,14 @@ def snapshot(
     final: bool,
     threshold: ThresholdSnapshot | None = None,
     kappa_confidence: float = 0.95,
+    bounds: GuardBounds | None = None,
 ) -> AuditSnapshot:
-    """The published statistics of one window."""
+    """The published statistics of one window: the judge's against people, the human ceiling beside
+    them, and (given the guard's ``bounds``) the kappa floor the guard held the window to."""
     judge, human = stats.label_lists()
     kappa = kappa_interval(judge, human, kappa_confidence) if judge else None
+    first, second = stats.human_label_lists()
+    floor = kappa_floor(stats, bounds) if bounds is not None else None
     bins = tuple(
         ReliabilityBinSnapshot(
             lower=i / CALIBRATION_BINS,
@@ -144,5 +151,11 @@ def snapshot(
         human_longer_win_rate=rate_of(stats.human_longer, stats.length_decided),
         canary_labels=stats.canary_labels,
         canary_accuracy=rate_of(stats.canary_correct, stats.canary_labels),
+        human_pairs=stats.human_pairs,
+        human_agreement=stats.human_agreement(),
+        human_kappa=cohen_kappa(first, second) if first else None,
+        guard_mode=floor.mode if floor is not None else None,
+        guard_kappa_min=floor.kappa_min if floor is not None else None,
+        guard_note=floor.note if floor is not None else None,
         threshold=threshold,
     )

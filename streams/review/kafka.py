@@ -1,4 +1,5 @@
-"""The review service's Kafka edges: review requests in (into the store), labels out.
+"""The review service's Kafka edges: review requests in (into the store), labels out; the scoreboards and
+the drift audit's snapshots followed for the pages.
 
 The feed commits a review request's offset only after the store has it (a crash re-reads, and the
 store's unique key makes the re-read a no-op); an unreadable request is dead-lettered with its reason
@@ -18,6 +19,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from pairjudge.agents.errors import InputRejected
 from pairjudge.schemas import HumanLabel, ReviewRequest
+from pairjudge.schemas.audit import AuditSnapshot
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.brokers import topic_partitions
 from pairjudge.streams.codecs import decode, encode
@@ -190,5 +192,52 @@ class ScoresFeed:
                         current = self.latest.get(snap.experiment)
                         if current is None or snap.updated_at >= current.updated_at:
                             self.latest[snap.experiment] = snap
+        finally:
+            await consumer.stop()
+
+
+class AuditFeed:
+    """Follows ``pairjudge.audit`` from the start (no group): the latest window's snapshot of every series.
+
+    For the operators' page: the judge's kappa against people beside the human ceiling, and the kappa
+    guard's mode and floor, as the audit computed them. Alerts on the same topic are passed over.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._topic = settings.topics.name("audit")
+        self.latest: dict[str, AuditSnapshot] = {}
+
+    def take(self, raw: bytes | None) -> bool:
+        """Keep ``raw`` if it is a snapshot of a series' latest window (a later one, or a newer publication
+        of the same window); False for anything else (an alert, an older window, an unreadable record)."""
+        if not raw or b'"window_end"' not in raw:
+            return False  # an alert (or nothing): the topic carries both
+        try:
+            snap = decode(AuditSnapshot, raw, max_bytes=self._settings.max_event_bytes)
+        except InputRejected:
+            log.warning("unreadable audit snapshot skipped")
+            return False
+        current = self.latest.get(snap.series)
+        order = (snap.window_start, snap.published_at)
+        if current is not None and order < (current.window_start, current.published_at):
+            return False
+        self.latest[snap.series] = snap
+        return True
+
+    async def run(self) -> None:
+        config = client_config(self._settings.kafka)
+        partitions = (await topic_partitions(config, [self._topic]))[self._topic]
+        consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self._topic, p) for p in partitions]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            while True:
+                batches = await consumer.getmany(timeout_ms=1000)
+                for records in batches.values():
+                    for record in records:
+                        self.take(record.value)
         finally:
             await consumer.stop()

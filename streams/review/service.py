@@ -13,7 +13,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from pairjudge.streams.control import PolicyHolder, follow_control
-from pairjudge.streams.review.kafka import LabelSink, ReviewFeed, ScoresFeed
+from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ReviewFeed, ScoresFeed
 from pairjudge.streams.review.store import ReviewStore
 from pairjudge.streams.review.web import ReviewApp, build_app, new_review_app
 from pairjudge.streams.settings import Settings
@@ -52,16 +52,24 @@ async def review_service(settings: Settings) -> AsyncIterator[RunningReview]:
     follow = asyncio.create_task(follow_control(settings, policy), name="review-control")
     scores = ScoresFeed(settings)
     scoreboards = asyncio.create_task(scores.run(), name="review-scores")
-    review = new_review_app(settings, store, labels, policy, scores)
+    # The operators' page shows each series' judge-human kappa beside the human ceiling.
+    audit = AuditFeed(settings)
+    snapshots = asyncio.create_task(audit.run(), name="review-audit")
+    review = new_review_app(settings, store, labels, policy, scores, audit)
     if review.health is not None:
         review.health.feed = feed
-        review.health.tasks = {"review feed": consume, "control follower": follow, "scores feed": scoreboards}
+        review.health.tasks = {
+            "review feed": consume,
+            "control follower": follow,
+            "scores feed": scoreboards,
+            "audit feed": snapshots,
+        }
     if not len(review.users):
         log.warning("no review users configured (PAIRJUDGE_REVIEW__USERS or __USERS_FILE): nobody can sign in")
     try:
         yield RunningReview(build_app(review, session_secret(settings)), review, feed, store)
     finally:
-        for task in (consume, follow, scoreboards):
+        for task in (consume, follow, scoreboards, snapshots):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

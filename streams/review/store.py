@@ -7,6 +7,12 @@ reviewer walks away), or ``done`` once its label is on the broker. Claiming is o
 PostgreSQL it also skips rows another instance has locked (``FOR UPDATE SKIP LOCKED``), so two instances
 never hand one item to two reviewers.
 
+An audit item may want two labels (``ReviewRequest.reviews_wanted`` 2): the audit's human ceiling, how
+well people agree with each other, measured on the same pairs as the judge. After its first label such
+an item is pending again, for a *different* reviewer: every label is recorded in ``review_labels`` (one
+row per item and reviewer, unique), and no reviewer is ever handed an item they have labelled. The second
+label completes it. Each label is published as a ``HumanLabel`` like any other.
+
 The schema is versioned: ``MIGRATIONS`` are applied in order and recorded in ``review_schema_version``.
 """
 
@@ -31,6 +37,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     and_,
     case,
     func,
@@ -64,28 +71,43 @@ metadata = MetaData()
 
 schema_version = Table("review_schema_version", metadata, Column("version", Integer, nullable=False))
 
+
+def _item_columns() -> list[Column[Any]]:
+    """The columns of ``review_items`` as migration 1 created them."""
+    return [
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("item_key", String(200), nullable=False, unique=True),
+        Column("pair_id", String(128), nullable=False),
+        Column("experiment", String(200), nullable=True),
+        Column("rubric_kind", String(40), nullable=False),
+        Column("reason", String(60), nullable=False),
+        Column("audit", Boolean, nullable=False),
+        Column("request", Text, nullable=False),
+        Column("status", String(10), nullable=False),
+        Column("claimed_by", String(100), nullable=True),
+        Column("claim_expires", Float, nullable=True),
+        #: The candidate shown on the left for the current claim (the order is random per claim).
+        Column("shown_left", String(64), nullable=True),
+        Column("created_at", Float, nullable=False),
+        Column("done_at", Float, nullable=True),
+        Column("done_by", String(100), nullable=True),
+        Column("label_winner", String(64), nullable=True),
+    ]
+
+
+#: The schema of migration 1, for migration 1 only (later migrations alter it).
+_metadata_1 = MetaData()
+_items_1 = Table("review_items", _metadata_1, *_item_columns())
+Index("review_items_queue", _items_1.c.status, _items_1.c.created_at)
+
 items = Table(
     "review_items",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("item_key", String(200), nullable=False, unique=True),
-    Column("pair_id", String(128), nullable=False),
-    Column("experiment", String(200), nullable=True),
-    Column("rubric_kind", String(40), nullable=False),
-    Column("reason", String(60), nullable=False),
-    Column("audit", Boolean, nullable=False),
-    Column("request", Text, nullable=False),
-    Column("status", String(10), nullable=False),
-    Column("claimed_by", String(100), nullable=True),
-    Column("claim_expires", Float, nullable=True),
-    #: The candidate shown on the left for the current claim (the order is random per claim).
-    Column("shown_left", String(64), nullable=True),
-    Column("created_at", Float, nullable=False),
-    Column("done_at", Float, nullable=True),
-    Column("done_by", String(100), nullable=True),
-    Column("label_winner", String(64), nullable=True),
+    *_item_columns(),
+    # Migration 2: how many labels (by different reviewers) the item wants, and how many it has.
+    Column("reviews_wanted", Integer, nullable=False, server_default="1"),
+    Column("label_count", Integer, nullable=False, server_default="0"),
 )
-Index("review_items_queue", items.c.status, items.c.created_at)
 
 #: Every claim: which reviewer saw which candidate on the left (seed 000: order effects are audited too).
 claims = Table(
@@ -99,13 +121,44 @@ claims = Table(
 )
 Index("review_claims_item", claims.c.item_id)
 
+#: Every label given in the service (migration 2): who labelled which item, and what. One per item and
+#: reviewer, so an item wanting two labels gets them from two different people.
+labels = Table(
+    "review_labels",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, nullable=False),
+    Column("reviewer", String(100), nullable=False),
+    Column("winner", String(64), nullable=False),
+    Column("labelled_at", Float, nullable=False),
+    UniqueConstraint("item_id", "reviewer", name="review_labels_item_reviewer"),
+)
+Index("review_labels_reviewer", labels.c.reviewer)
+
 
 async def _migration_1(conn: AsyncConnection) -> None:
-    await conn.run_sync(lambda sync: metadata.create_all(sync, tables=[items, claims]))
+    await conn.run_sync(lambda sync: _metadata_1.create_all(sync, tables=[_items_1]))
+    await conn.run_sync(lambda sync: metadata.create_all(sync, tables=[claims]))
+
+
+async def _migration_2(conn: AsyncConnection) -> None:
+    """Second opinions: items say how many labels they want and have; every label's reviewer is kept.
+
+    Items already done count one label, by their ``done_by`` (plain SQL both SQLite and PostgreSQL take).
+    """
+    await conn.exec_driver_sql("ALTER TABLE review_items ADD COLUMN reviews_wanted INTEGER NOT NULL DEFAULT 1")
+    await conn.exec_driver_sql("ALTER TABLE review_items ADD COLUMN label_count INTEGER NOT NULL DEFAULT 0")
+    await conn.exec_driver_sql("UPDATE review_items SET label_count = 1 WHERE status = 'done'")
+    await conn.run_sync(lambda sync: metadata.create_all(sync, tables=[labels]))
+    await conn.exec_driver_sql(
+        "INSERT INTO review_labels (item_id, reviewer, winner, labelled_at) "
+        "SELECT id, done_by, label_winner, done_at FROM review_items "
+        "WHERE status = 'done' AND done_by IS NOT NULL AND label_winner IS NOT NULL AND done_at IS NOT NULL"
+    )
 
 
 #: Numbered migrations, applied in order exactly once per database.
-MIGRATIONS: tuple[Callable[[AsyncConnection], Awaitable[None]], ...] = (_migration_1,)
+MIGRATIONS: tuple[Callable[[AsyncConnection], Awaitable[None]], ...] = (_migration_1, _migration_2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +182,14 @@ class Item:
     claim_expires: float | None
     shown_left: str | None
     created_at: float
+    #: Labels the item wants (2: an audit item that also goes to a second, different reviewer) and has.
+    reviews_wanted: int = 1
+    label_count: int = 0
+
+    @property
+    def second_opinion(self) -> bool:
+        """This claim is for the item's second label (another reviewer gave the first)."""
+        return self.label_count > 0
 
     @property
     def left(self) -> str:
@@ -148,6 +209,8 @@ class QueueStats:
     oldest_waiting_s: float | None
     #: Items the asking reviewer has labelled (in these filters).
     mine: int
+    #: Waiting items that have their first label and wait for a second reviewer's (part of ``waiting``).
+    second_opinion: int = 0
 
 
 class StaleClaim(Exception):
@@ -257,12 +320,22 @@ class ReviewStore:
             "request": request.model_dump_json(),
             "status": "pending",
             "created_at": now,
+            "reviews_wanted": request.reviews_wanted,
         }
 
     # --- claiming ------------------------------------------------------------------------------
 
     def _available(self, now: float) -> Any:
         return or_(items.c.status == "pending", and_(items.c.status == "claimed", items.c.claim_expires < now))
+
+    @staticmethod
+    def _labelled_by(reviewer: str) -> Any:
+        """The item has a label by ``reviewer`` (a correlated test on ``review_labels``)."""
+        return select(labels.c.id).where(labels.c.item_id == items.c.id, labels.c.reviewer == reviewer).exists()
+
+    def _available_to(self, now: float, reviewer: str) -> Any:
+        """Available, and not labelled by ``reviewer`` already: a second opinion is someone else's."""
+        return and_(self._available(now), or_(items.c.label_count == 0, ~self._labelled_by(reviewer)))
 
     @staticmethod
     def _filtered(query: Any, filters: Filters) -> Any:
@@ -275,8 +348,12 @@ class ReviewStore:
         return query
 
     async def claim_next(self, reviewer: str, filters: Filters, ttl_s: float) -> Item | None:
-        """The reviewer's current claim if it is still theirs, else the oldest available item, claimed now
-        (with a fresh random left/right order, recorded); None when nothing matches."""
+        """The reviewer's current claim if it is still theirs, else the oldest available item they have not
+        labelled, claimed now (with a fresh random left/right order, recorded); None when nothing matches.
+
+        An item waiting for its second opinion keeps its place in the queue (its age), so second labels come
+        soon after the first; it is never offered to the reviewer who gave the first.
+        """
         now = self._clock()
         async with self._write() as conn:
             held = self._filtered(
@@ -288,7 +365,7 @@ class ReviewStore:
             row = (await conn.execute(held.limit(1))).mappings().first()
             if row is not None:
                 return _item(row)
-            pick = self._filtered(select(items.c.id).where(self._available(now)), filters)
+            pick = self._filtered(select(items.c.id).where(self._available_to(now, reviewer)), filters)
             pick = pick.order_by(items.c.created_at, items.c.id).limit(1)
             if self._postgres:
                 pick = pick.with_for_update(skip_locked=True)
@@ -303,7 +380,7 @@ class ReviewStore:
             # raced this one leaves nothing to update here.
             claimed = await conn.execute(
                 update(items)
-                .where(items.c.id == candidate, self._available(now))
+                .where(items.c.id == candidate, self._available_to(now, reviewer))
                 .values(status="claimed", claimed_by=reviewer, claim_expires=now + ttl_s, shown_left=left)
                 .returning(*items.c)
             )
@@ -327,15 +404,37 @@ class ReviewStore:
         return item
 
     async def complete(self, item_id: int, reviewer: str, winner: str) -> None:
-        """Mark the item done with its label (call only once the label is on the broker)."""
+        """Record the reviewer's label (call only once it is on the broker): the item is done when it has
+        the labels it wants, else pending again for a different reviewer (its second opinion)."""
+        now = self._clock()
+        # SET expressions read the row as it was: label_count here is the count before this label.
+        last = items.c.label_count + 1 >= items.c.reviews_wanted
         async with self._write() as conn:
             result = await conn.execute(
                 update(items)
                 .where(items.c.id == item_id, items.c.status == "claimed", items.c.claimed_by == reviewer)
-                .values(status="done", done_at=self._clock(), done_by=reviewer, label_winner=winner)
+                .values(
+                    label_count=items.c.label_count + 1,
+                    status=case((last, "done"), else_="pending"),
+                    claimed_by=case((last, items.c.claimed_by), else_=None),
+                    claim_expires=case((last, items.c.claim_expires), else_=None),
+                    shown_left=case((last, items.c.shown_left), else_=None),
+                    done_at=case((last, now), else_=None),
+                    done_by=case((last, reviewer), else_=None),
+                    label_winner=case((last, winner), else_=None),
+                )
             )
             if result.rowcount != 1:
                 raise StaleClaim("the item was not claimed by you any more")
+            dialect = postgresql if self._postgres else sqlite
+            inserted = await conn.execute(
+                dialect.insert(labels)
+                .values(item_id=item_id, reviewer=reviewer, winner=winner, labelled_at=now)
+                .on_conflict_do_nothing(index_elements=["item_id", "reviewer"])
+                .returning(labels.c.id)
+            )
+            if inserted.first() is None:  # never handed out twice (claim_next); rolled back if it were
+                raise StaleClaim("you have labelled this item already")
 
     async def release(self, item_id: int, reviewer: str) -> None:
         """Give a claim back (skip): the item is pending again at once."""
@@ -354,24 +453,31 @@ class ReviewStore:
         available = self._available(now)
         live_claim = and_(items.c.status == "claimed", items.c.claim_expires >= now)
         done = items.c.status == "done"
+        mine = (
+            func.sum(case((and_(items.c.label_count > 0, self._labelled_by(reviewer)), 1), else_=0))
+            if reviewer
+            else func.sum(0)
+        )
         query = self._filtered(
             select(
                 func.sum(case((available, 1), else_=0)),
                 func.min(case((available, items.c.created_at), else_=None)),
                 func.sum(case((live_claim, 1), else_=0)),
                 func.sum(case((done, 1), else_=0)),
-                func.sum(case((and_(done, items.c.done_by == (reviewer or "")), 1), else_=0)),
+                mine,
+                func.sum(case((and_(available, items.c.label_count > 0), 1), else_=0)),
             ),
             filters,
         )
         async with self.engine.connect() as conn:
-            waiting, oldest, claimed, done_count, mine = (await conn.execute(query)).one()
+            waiting, oldest, claimed, done_count, labelled, second = (await conn.execute(query)).one()
         return QueueStats(
             waiting=int(waiting or 0),
             claimed=int(claimed or 0),
             done=int(done_count or 0),
             oldest_waiting_s=(now - float(oldest)) if oldest is not None else None,
-            mine=int(mine or 0),
+            mine=int(labelled or 0),
+            second_opinion=int(second or 0),
         )
 
     async def choices(self) -> dict[str, Sequence[str]]:
@@ -415,4 +521,6 @@ def _item(row: Any) -> Item:
         claim_expires=row["claim_expires"],
         shown_left=row["shown_left"],
         created_at=float(row["created_at"]),
+        reviews_wanted=int(row["reviews_wanted"]),
+        label_count=int(row["label_count"]),
     )

@@ -35,7 +35,7 @@ from pairjudge.agents.stats import (
     expected_calibration_error,
     kappa_interval,
 )
-from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, HumanLabel, KnownLabel, PairMetadata, TieBreakRequest
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, TIE, HumanLabel, KnownLabel, PairMetadata, TieBreakRequest
 from pairjudge.schemas.audit import AuditObservation, AuditSeries, DecisionRecord
 from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair, per_order, tiebreak_reply, tone_reply
 
@@ -468,3 +468,172 @@ def test_calibration_never_certifies_a_threshold_below_the_configured_one() -> N
     assert (found.source, found.threshold) == ("calibrated", 0.7)
     unclamped = histogram.guarantee(target=0.9, risk=0.1, min_labels=100)
     assert unclamped.threshold == 0.0  # what the walk alone would certify, on no evidence below 0.8
+
+
+# --- the human ceiling: second opinions -------------------------------------------------------------
+
+
+def audit_label(winner: str, reviewer: str, pair_id: str = "pair-0001-factory") -> HumanLabel:
+    return HumanLabel(pair_id=pair_id, winner=winner, reviewer=reviewer, from_audit=True)
+
+
+def test_a_second_reviewers_audit_label_is_a_second_opinion_counted_once() -> None:
+    entry, _ = on_record(JoinEntry(), record(audit_sample=True), now=1.0)
+    entry, out, outcome = on_label(entry, audit_label(FIRST_ID, "ana"), now=2.0)
+    assert (kinds(out), outcome) == (["labelled"], "joined")
+    entry, out, outcome = on_label(entry, audit_label(SECOND_ID, "bo"), now=3.0)
+    assert (kinds(out), outcome) == (["second_label"], "second_opinion")
+    assert out[0].first_label is not None
+    assert out[0].label is not None
+    assert (out[0].first_label.reviewer, out[0].label.reviewer) == ("ana", "bo")
+    assert (entry.extra_labels, entry.conflicting_labels) == (0, 0)  # a measurement, not a conflict
+    # bo's label redelivered: a duplicate of bo's own label, not a second second opinion.
+    entry, out, outcome = on_label(entry, audit_label(SECOND_ID, "bo"), now=4.0)
+    assert (out, outcome, entry.extra_labels, entry.conflicting_labels) == ([], "duplicate", 1, 0)
+    # A third reviewer is not counted either (one second opinion per pair); it disagrees with the first.
+    entry, out, outcome = on_label(entry, audit_label(SECOND_ID, "cy"), now=5.0)
+    assert (out, outcome, entry.extra_labels, entry.conflicting_labels) == ([], "conflicting", 2, 1)
+    assert JoinEntry.from_bytes(entry.to_bytes()) == entry
+
+
+def test_the_same_reviewers_label_again_is_no_second_opinion() -> None:
+    entry, _ = on_record(JoinEntry(), record(audit_sample=True), now=1.0)
+    entry, _, _ = on_label(entry, audit_label(FIRST_ID, "ana"), now=2.0)
+    entry, out, outcome = on_label(entry, audit_label(FIRST_ID, "ana"), now=3.0)
+    assert (out, outcome, entry.second_label) == ([], "duplicate", None)
+    entry, out, outcome = on_label(entry, audit_label(SECOND_ID, "ana"), now=4.0)  # a change of mind
+    assert (out, outcome, entry.second_label) == ([], "conflicting", None)
+    # bo still gives the pair its second opinion afterwards.
+    entry, out, outcome = on_label(entry, audit_label(FIRST_ID, "bo"), now=5.0)
+    assert (kinds(out), outcome) == (["second_label"], "second_opinion")
+
+
+def test_a_known_label_or_a_label_outside_the_audit_is_no_second_opinion() -> None:
+    entry, out = on_record(JoinEntry(), record(known_label=FIRST_ID, audit_sample=True), now=1.0)
+    assert kinds(out) == ["decision", "labelled"]
+    entry, out, outcome = on_label(entry, audit_label(SECOND_ID, "ana"), now=2.0)
+    assert (out, outcome, entry.second_label) == ([], "conflicting", None)  # the known label came first
+    entry, _ = on_record(JoinEntry(), record(), now=1.0)
+    entry, _, _ = on_label(entry, label(FIRST_ID, reviewer="ana"), now=2.0)  # an escalated pair's review
+    entry, out, outcome = on_label(entry, audit_label(FIRST_ID, "bo"), now=3.0)
+    assert (out, outcome) == ([], "duplicate")
+    entry, _ = on_record(JoinEntry(), record(), now=1.0)
+    entry, _, _ = on_label(entry, audit_label(FIRST_ID, "ana"), now=2.0)
+    entry, out, outcome = on_label(entry, audit_label(FIRST_ID, KNOWN_LABEL_REVIEWER), now=3.0)
+    assert (out, outcome) == ([], "duplicate")
+
+
+def test_two_labels_before_the_decision_join_then_compare_once() -> None:
+    entry, out, outcome = on_label(JoinEntry(), audit_label(FIRST_ID, "ana"), now=1.0)
+    assert (out, outcome) == ([], "kept")
+    entry, out, outcome = on_label(entry, audit_label(TIE, "bo"), now=2.0)
+    assert (out, outcome) == ([], "second_opinion")
+    entry, out = on_record(entry, record(audit_sample=True), now=3.0)
+    assert kinds(out) == ["decision", "labelled", "second_label"]
+    entry, out = on_record(entry, record(audit_sample=True), now=4.0)  # redelivered: nothing again
+    assert out == []
+    assert entry.second_joined
+
+
+def test_a_first_label_naming_neither_candidate_gives_way_to_the_second() -> None:
+    entry, _, _ = on_label(JoinEntry(), audit_label("someone-else", "ana"), now=1.0)
+    entry, _, _ = on_label(entry, audit_label(SECOND_ID, "bo"), now=2.0)
+    entry, out = on_record(entry, record(), now=3.0)
+    assert kinds(out) == ["decision", "labelled"]
+    assert out[1].label is not None
+    assert (out[1].label.reviewer, entry.unjoinable_labels, entry.second_label) == ("bo", 1, None)
+
+
+def test_an_entry_without_a_second_opinion_keeps_its_bytes() -> None:
+    entry, _ = on_record(JoinEntry(), record(), now=1.0)
+    entry, _, _ = on_label(entry, label(FIRST_ID), now=2.0)
+    body = json.loads(entry.to_bytes())
+    assert "second_label" not in body
+    assert list(body)[-1] == "updated_at"
+    assert JoinEntry.updated_at_of(entry.to_bytes()) == 2.0
+
+
+def human_pair(first: str, second: str, judge: str = FIRST_ID) -> AuditObservation:
+    return AuditObservation(
+        kind="second_label",
+        series=SERIES,
+        record=record(winner=judge, audit_sample=True),
+        label=audit_label(second, "bo"),
+        first_label=audit_label(first, "ana"),
+    )
+
+
+def test_the_window_counts_human_pairs_apart_with_their_own_kappa() -> None:
+    rng = random.Random(11)
+    stats = WindowStats()
+    firsts, seconds = [], []
+    names = {FIRST_ID: "first", SECOND_ID: "second", TIE: "TIE"}
+    for _ in range(120):
+        a = rng.choice([FIRST_ID, SECOND_ID, TIE])
+        b = a if rng.random() < 0.6 else rng.choice([FIRST_ID, SECOND_ID, TIE])
+        stats.add(human_pair(a, b))
+        firsts.append(names[a])
+        seconds.append(names[b])
+    stats.add(labelled(FIRST_ID, FIRST_ID, 0.9))
+    # The judge's figures see only the labelled observation; the ceiling only the human pairs.
+    assert (stats.labels, stats.human_pairs, stats.pairs) == (1, 120, 0)
+    snap = SeriesWindow(SERIES, 0.0, 60.0, 0, stats).snapshot(final=True, bounds=GuardBounds())
+    assert snap.human_pairs == 120
+    assert snap.human_kappa == pytest.approx(cohen_kappa(firsts, seconds))
+    assert snap.human_agreement == pytest.approx(sum(a == b for a, b in zip(firsts, seconds, strict=True)) / 120)
+    assert (snap.guard_mode, snap.guard_kappa_min, snap.guard_note) == ("absolute", 0.7, None)
+    assert WindowStats.from_bytes(stats.to_bytes()) == stats
+    assert WindowStats.from_bytes(json.dumps({"pairs": 3}).encode()).human_pairs == 0  # a window stored before
+
+
+def ceiling_window(human_agree: int, human_pairs: int, judge_agree: int, labels: int = 100) -> WindowStats:
+    """Judge and people over first/second winners: ``judge_agree`` of ``labels`` and ``human_agree`` of
+    ``human_pairs`` agree; the rest disagree, so kappa follows agreement."""
+    stats = WindowStats()
+    for i in range(labels):
+        winner = FIRST_ID if i % 2 else SECOND_ID
+        other = SECOND_ID if i % 2 else FIRST_ID
+        stats.add(labelled(winner, winner if i < judge_agree else other, 0.9))
+    for i in range(human_pairs):
+        winner = FIRST_ID if i % 2 else SECOND_ID
+        other = SECOND_ID if i % 2 else FIRST_ID
+        stats.add(human_pair(winner, winner if i < human_agree else other))
+    return stats
+
+
+def test_the_relative_guard_holds_the_judge_to_a_share_of_the_human_ceiling() -> None:
+    relative = GuardBounds(guard_mode="relative", relative_kappa_ratio=0.9, min_human_pairs=30)
+    # People agree 95% (kappa 0.9): the judge at 88% (kappa 0.76) passes 0.7 but not 0.9 x 0.9 = 0.81.
+    stats = ceiling_window(human_agree=38, human_pairs=40, judge_agree=88)
+    assert [f.kind for f in findings(stats, GuardBounds())][:1] != ["kappa_below_threshold"]
+    fired = findings(stats, relative)
+    assert fired[0].kind == "kappa_below_threshold"
+    assert fired[0].threshold == pytest.approx(0.81)
+    assert "human-human kappa 0.900 over 40 pairs" in fired[0].message
+    # People agree 70% (kappa 0.4): the judge at 75% (kappa 0.5) trips the absolute 0.7, not 0.9 x 0.4.
+    stats = ceiling_window(human_agree=28, human_pairs=40, judge_agree=75)
+    assert findings(stats, GuardBounds())[0].kind == "kappa_below_threshold"
+    assert [f.kind for f in findings(stats, relative)][:1] != ["kappa_below_threshold"]
+    snap = SeriesWindow(SERIES, 0.0, 60.0, 0, stats).snapshot(final=True, bounds=relative)
+    assert (snap.guard_mode, snap.guard_note) == ("relative", None)
+    assert snap.guard_kappa_min == pytest.approx(0.36)
+
+
+def test_the_relative_guard_falls_back_to_the_absolute_floor_without_enough_human_pairs() -> None:
+    relative = GuardBounds(guard_mode="relative", min_human_pairs=30)
+    stats = ceiling_window(human_agree=20, human_pairs=29, judge_agree=75)  # people at chance, too few pairs
+    fired = findings(stats, relative)
+    assert fired[0].kind == "kappa_below_threshold"
+    assert fired[0].threshold == 0.7
+    assert "29 human-human pair(s) of the 30 needed" in fired[0].message
+    snap = SeriesWindow(SERIES, 0.0, 60.0, 0, stats).snapshot(final=True, bounds=relative)
+    assert (snap.guard_mode, snap.guard_kappa_min) == ("relative", 0.7)
+    assert snap.guard_note is not None
+    assert "absolute floor 0.7 applies" in snap.guard_note
+    # An undefined human kappa (every pair one label throughout) falls back as well, and says why.
+    undefined = ceiling_window(human_agree=0, human_pairs=0, judge_agree=75)
+    for _ in range(40):
+        undefined.add(human_pair(FIRST_ID, FIRST_ID))
+    fired = findings(undefined, relative)
+    assert fired[0].threshold == 0.7
+    assert "undefined" in fired[0].message

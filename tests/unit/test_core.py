@@ -156,6 +156,9 @@ async def test_consistent_confident_orders_give_a_primary_verdict() -> None:
         judged_winner=X,
         judged_confidence=decision.facts.confidence,
         primary_threshold=0.7,
+        # 0.85 is at least the margin (0.1) above the threshold: a confident verdict, at the base share.
+        inclusion_probability=0.05,
+        sampling_class="confident",
     )
     assert decision.facts.confidence == pytest.approx(0.85)
     assert decision.evaluation is not None

@@ -6,11 +6,22 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from pairjudge.schemas import ReviewRequest
 from pairjudge.schemas.pair import PairMetadata
 from pairjudge.streams.review.auth import LoginLimiter, User, Users, hash_password, verify_password
-from pairjudge.streams.review.store import Filters, ReviewStore, StaleClaim
+from pairjudge.streams.review.store import (
+    MIGRATIONS,
+    Filters,
+    Item,
+    ReviewStore,
+    StaleClaim,
+    _item,
+    items,
+    labels,
+    schema_version,
+)
 from tests.unit.factories import h2h_rubric, make_pair
 
 
@@ -23,10 +34,22 @@ class Clock:
 
 
 def request(
-    i: int, reason: str = "tiebreak_disagreement", *, audit: bool = False, experiment: str = "exp-a"
+    i: int,
+    reason: str = "tiebreak_disagreement",
+    *,
+    audit: bool = False,
+    experiment: str = "exp-a",
+    reviews_wanted: int = 1,
 ) -> ReviewRequest:
     pair = make_pair(pair_id=f"p{i}", metadata=PairMetadata(experiment_id=experiment))
-    return ReviewRequest(pair_id=pair.pair_id, reason=reason, stage="tiebreak", pair=pair, audit=audit)
+    return ReviewRequest(
+        pair_id=pair.pair_id, reason=reason, stage="tiebreak", pair=pair, audit=audit, reviews_wanted=reviews_wanted
+    )
+
+
+def double(i: int) -> ReviewRequest:
+    """An audit copy that wants a second, different reviewer (the human ceiling)."""
+    return request(i, "audit_sample", audit=True, reviews_wanted=2)
 
 
 @pytest.fixture
@@ -43,7 +66,7 @@ async def test_a_redelivered_request_is_stored_once_but_an_audit_copy_is_its_own
     assert not await store.add(request(1))
     assert await store.add(request(1, "audit_sample", audit=True))
     assert (await store.stats()).waiting == 2
-    assert await store.migrate() == 1  # migrations apply once
+    assert await store.migrate() == 2  # migrations apply once
 
 
 async def test_claims_are_exclusive_expire_and_record_the_order_shown(store: ReviewStore) -> None:
@@ -103,6 +126,104 @@ async def test_concurrent_reviewers_never_share_an_item_on_sqlite(store: ReviewS
     await asyncio.gather(*(reviewer(f"r{n}") for n in range(8)))
     assert sorted(taken) == sorted(set(taken))
     assert len(taken) == 60
+
+
+async def test_an_item_wanting_two_labels_goes_to_a_second_different_reviewer(store: ReviewStore) -> None:
+    await store.add(double(1))
+    first = await store.claim_next("ana", Filters(), ttl_s=60)
+    assert first is not None
+    assert (first.reviews_wanted, first.label_count, first.second_opinion) == (2, 0, False)
+    await store.complete(first.id, "ana", first.left)
+    stats = await store.stats(reviewer="ana")
+    assert (stats.waiting, stats.second_opinion, stats.done, stats.mine) == (1, 1, 0, 1)
+    assert await store.claim_next("ana", Filters(), ttl_s=60) is None  # never the same item twice
+    second = await store.claim_next("bo", Filters(), ttl_s=60)
+    assert second is not None
+    assert (second.id, second.label_count, second.second_opinion) == (first.id, 1, True)
+    assert await store.claim_next("cy", Filters(), ttl_s=60) is None  # claimed by bo meanwhile
+    await store.complete(second.id, "bo", second.right)
+    stats = await store.stats(reviewer="bo")
+    assert (stats.waiting, stats.second_opinion, stats.done, stats.mine) == (0, 0, 1, 1)
+    assert (await store.stats(reviewer="ana")).mine == 1
+    assert await store.claim_next("cy", Filters(), ttl_s=60) is None  # done with two labels
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(select(labels.c.reviewer, labels.c.winner).order_by(labels.c.id))).all()
+    assert [tuple(r) for r in rows] == [("ana", first.left), ("bo", second.right)]
+
+
+async def test_a_second_opinion_skipped_or_lapsed_stays_someone_elses(store: ReviewStore) -> None:
+    await store.add(double(1))
+    await store.add(request(2))  # a younger single item
+    item = await store.claim_next("ana", Filters(), ttl_s=60)
+    assert item is not None
+    assert item.pair_id == "p1"
+    await store.complete(item.id, "ana", item.left)
+    # ana is offered the younger item, not the older one she labelled.
+    nxt = await store.claim_next("ana", Filters(), ttl_s=60)
+    assert nxt is not None
+    assert nxt.pair_id == "p2"
+    bo = await store.claim_next("bo", Filters(), ttl_s=60)
+    assert bo is not None
+    assert bo.pair_id == "p1"
+    await store.release(bo.id, "bo")  # skipped: pending again, still wanting its second label
+    cy = await store.claim_next("cy", Filters(), ttl_s=60)
+    assert cy is not None
+    assert cy.pair_id == "p1"
+    store.clock.now += 61  # type: ignore[attr-defined]  # cy walks away, ana's claim lapses too
+    assert (await store.claim_next("ana", Filters(), ttl_s=60)).pair_id == "p2"  # type: ignore[union-attr]
+    with pytest.raises(StaleClaim):
+        await store.complete(cy.id, "ana", cy.left)  # ana cannot label it on cy's claim
+
+
+async def test_concurrent_reviewers_give_every_double_item_two_different_labels(store: ReviewStore) -> None:
+    for i in range(30):
+        await store.add(double(i))
+        await store.add(request(100 + i))
+    labelled: dict[int, list[str]] = {}
+
+    async def reviewer(name: str) -> None:
+        while (item := await store.claim_next(name, Filters(), ttl_s=600)) is not None:
+            labelled.setdefault(item.id, []).append(name)
+            await store.complete(item.id, name, item.left)
+
+    await asyncio.gather(*(reviewer(f"r{n}") for n in range(6)))
+    wanted = {i.id: i.reviews_wanted for i in await _all_items(store)}
+    assert {item_id: len(names) for item_id, names in labelled.items()} == wanted
+    assert all(len(set(names)) == len(names) for names in labelled.values())
+    stats = await store.stats()
+    assert (stats.waiting, stats.second_opinion, stats.done) == (0, 0, 60)
+
+
+async def _all_items(store: ReviewStore) -> list[Item]:
+    async with store.engine.connect() as conn:
+        return [_item(row) for row in (await conn.execute(select(items))).mappings().all()]
+
+
+async def test_migration_2_keeps_the_labels_of_a_version_1_queue(tmp_path: Path) -> None:
+    """A queue created before second opinions: its done items count one label, by whoever gave it."""
+    clock = Clock()
+    old = ReviewStore(f"sqlite+aiosqlite:///{tmp_path}/v1.db", clock=clock)
+    async with old.engine.begin() as conn:
+        await conn.run_sync(lambda sync: schema_version.create(sync))
+        await MIGRATIONS[0](conn)
+        await conn.execute(schema_version.insert().values(version=1))
+        for i, status in ((1, "done"), (2, "pending")):
+            row = ReviewStore._row(request(i), clock.now)
+            del row["reviews_wanted"]  # not a column yet
+            row.update(status=status)
+            if status == "done":
+                row.update(done_by="ana", done_at=clock.now, label_winner="x")
+            await conn.exec_driver_sql(
+                f"INSERT INTO review_items ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                tuple(row.values()),
+            )
+    assert await old.migrate() == 2
+    stats = await old.stats(reviewer="ana")
+    assert (stats.done, stats.waiting, stats.mine, stats.second_opinion) == (1, 1, 1, 0)
+    got = await old.claim_next("ana", Filters(), ttl_s=60)
+    assert got is not None
+    assert (got.pair_id, got.reviews_wanted, got.label_count) == ("p2", 1, 0)
+    await old.close()
 
 
 def test_passwords_hash_with_salt_and_verify() -> None:

@@ -1,0 +1,98 @@
+"""The audit label budget at the edge (streams.audit_budget): the verdict rate, the fleet estimate, the scale."""
+
+from __future__ import annotations
+
+import pytest
+
+from pairjudge.agents.core import Decision, judge_pair
+from pairjudge.agents.policy import Policy
+from pairjudge.agents.sampling import budget_scale, expected_labels
+from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.streams.audit_budget import AuditBudget, VerdictRate, owned_input_partitions
+from pairjudge.streams.control import PolicyHolder
+from pairjudge.streams.pipeline import JudgePanel, Origin, Pipeline
+from pairjudge.streams.settings import Settings
+from pairjudge.streams.telemetry import Telemetry
+from tests.unit.factories import make_pair, per_order, tone_reply
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_steady_stream_reads_as_its_rate_even_while_warming_up() -> None:
+    meter = VerdictRate(600.0, now=0.0)
+    for second in range(1, 121):  # 2 per second for two minutes: well inside the 10-minute window
+        meter.add(float(second), 2.0)
+    assert meter.rate(120.0) == pytest.approx(2.0, rel=0.02)
+    for second in range(121, 3601):
+        meter.add(float(second), 2.0)
+    assert meter.rate(3600.0) == pytest.approx(2.0, rel=0.01)
+    # Nothing more: the rate decays with the window (e^-1 after one time constant).
+    assert meter.rate(4200.0) == pytest.approx(2.0 / 2.718281828, rel=0.02)
+
+
+async def _verdicts(n: int, confidence: float) -> list[Decision]:
+    pair = make_pair()
+    judge = ScriptedJudge(per_order(pair, tone_reply("A", confidence), tone_reply("B", confidence)))
+    decision = await judge_pair(pair, judge, Policy())
+    return [decision] * n
+
+
+async def test_the_budget_scales_the_shares_from_the_fleets_estimated_rate() -> None:
+    clock = Clock()
+    holder = PolicyHolder(Policy())
+    budget = AuditBudget(holder, budget=400, period="hour", clock=clock)
+    confident = (await _verdicts(1, 0.9))[0]
+    uncertain = (await _verdicts(1, 0.75))[0]
+    assert (confident.facts.sampling_class, uncertain.facts.sampling_class) == ("confident", "uncertain")
+    for _ in range(600):  # ten minutes, one confident verdict a second and one uncertain every 5 s
+        clock.now += 1.0
+        budget.observe(confident)
+        if int(clock.now) % 5 == 0:
+            budget.observe(uncertain)
+    # This worker owns 2 of 8 input partitions: the fleet decides about four times as much.
+    verdicts = budget.fleet_verdicts_per_period(2, 8)
+    assert verdicts["confident"] == pytest.approx(4 * 3600, rel=0.05)
+    assert verdicts["uncertain"] == pytest.approx(4 * 720, rel=0.05)
+    scale = budget.update(2, 8)
+    assert scale == pytest.approx(budget_scale(Policy(), verdicts, 400))
+    assert holder.current.audit_scale == scale
+    # About (14400 x 0.05 + 2880 x 0.25) x 1.1 = 1584 labels an hour at full shares: the scale cuts it to 400.
+    assert expected_labels(holder.current, verdicts) == pytest.approx(400)
+    assert scale == pytest.approx(400 / 1584, rel=0.05)
+
+
+async def test_no_owned_partition_keeps_the_scale_and_other_outcomes_are_not_counted() -> None:
+    clock = Clock()
+    holder = PolicyHolder(Policy())
+    budget = AuditBudget(holder, budget=1, period="day", clock=clock)
+    pair = make_pair()
+    tiebreak = await judge_pair(pair, ScriptedJudge(per_order(pair, tone_reply("A"), tone_reply("A"))), Policy())
+    for _ in range(100):
+        clock.now += 1.0
+        budget.observe(tiebreak)  # a tie-break request costs no audit label
+    assert budget.fleet_verdicts_per_period(1, 1) == {"confident": 0.0, "uncertain": 0.0}
+    assert budget.update(1, 1) == 1.0
+    holder.set_audit_scale(0.5)
+    assert budget.update(0, 8) == 0.5
+
+
+def test_owned_partitions_count_only_the_input_topics() -> None:
+    assignment = [("pairjudge.pairs", 0), ("pairjudge.pairs", 3), ("pairjudge.tiebreak", 1), ("pairjudge.labels", 0)]
+    assert owned_input_partitions(assignment, ("pairjudge.pairs", "pairjudge.tiebreak")) == 3
+
+
+async def test_the_pipeline_tells_the_budget_of_each_fresh_decision() -> None:
+    pair = make_pair()
+    judge = ScriptedJudge(per_order(pair, tone_reply("A", 0.9), tone_reply("B", 0.9)))
+    settings = Settings()
+    pipeline = Pipeline(JudgePanel.single(judge), PolicyHolder(Policy()), Telemetry(settings.telemetry), {}, 1 << 20)
+    seen: list[Decision] = []
+    pipeline.on_decision = seen.append
+    await pipeline.on_pair(pair.model_dump_json().encode(), None, Origin())
+    assert [d.facts.sampling_class for d in seen] == ["confident"]
