@@ -18,6 +18,7 @@ from pairjudge.schemas.events import (
 )
 from pairjudge.schemas.pair import CandidatePair
 from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, TieBreakReply, ToneStyleReply
+from pairjudge.schemas.scores import GateUpdate, ScoreEvent, ScoreSnapshot
 
 EXPORTED: tuple[type[BaseModel], ...] = (
     CandidatePair,
@@ -32,6 +33,10 @@ EXPORTED: tuple[type[BaseModel], ...] = (
     Alert,
     ThresholdUpdate,
     ControlUpdate,
+    # The champion-challenger scoreboard (pairjudge.score-events, pairjudge.scores, pairjudge.gate).
+    ScoreEvent,
+    ScoreSnapshot,
+    GateUpdate,
     ToneStyleReply,
     HeadToHeadReply,
     PairwiseReply,

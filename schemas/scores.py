@@ -1,11 +1,22 @@
-"""The champion-challenger scoreboard's events: what is counted, what is published, and the gate."""
+"""The champion-challenger scoreboard's events: what is counted, what is published, and the gate.
+
+Two bases, side by side, everywhere an answer is shown:
+
+* the **judge basis** (``overall``, ``by_rubric``, ``by_traffic``, ``gate``): what the judge decided,
+  the challenger's share of decisive automatic verdicts. It is the judge's opinion, not people's: a
+  judge that prefers the challenger's style promotes it whatever people think.
+* the **human basis** (``human_basis*``, ``human_gate``; ``agents.scores.human``): the challenger's win
+  rate as people would judge it, estimated from every final outcome and the labels of the audit sample
+  (prediction-powered inference per sampling stratum, each label weighted by ``1/inclusion_probability``).
+  Its validity never rests on the judge agreeing with people: a poor judge only makes it need more labels.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from pairjudge.schemas._base import Contract, Event
 from pairjudge.schemas.pair import PairId, utc_now
@@ -14,20 +25,56 @@ Side = Literal["win", "loss", "tie"]
 GateDecision = Literal["promote", "reject", "continue"]
 
 
+#: What a score event counts (``agents.scores.events``):
+#:
+#: * ``judged``: a pair's final automatic verdict (a judge's, or a rule's): the judge basis's tallies
+#:   (``side``) and, with ``judge_outcome``, a pair of the human basis's ``stratum``;
+#: * ``outcome``: any other final outcome of a pair (an escalation to review): a pair of the human basis only;
+#: * ``human``: a person's label on a pair that ended in review: the ``human`` tally (``side``, the
+#:   person's decision) and a label of the human basis (stratum "review", probability 1);
+#: * ``label``: a person's label on a pair the judge decided (an audit sample): a label of the human basis;
+#: * ``expired``: an audit sample (or review pair) whose label never came within the join's retention.
+ScoreEventKind = Literal["judged", "outcome", "human", "label", "expired"]
+
+
 class ScoreEvent(Event):
-    """One pair's final outcome from the challenger's side, keyed by experiment (internal topic)."""
+    """One pair's final outcome or label, from the challenger's side, keyed by experiment (internal topic)."""
 
     experiment: str = Field(min_length=1, max_length=200)
     pair_id: PairId
-    #: "judged": an automatic verdict (a judge's, or a rule's); "human": a person decided an escalated pair.
-    kind: Literal["judged", "human"]
-    side: Side
+    kind: ScoreEventKind
+    #: The tallied side: the verdict's for ``judged``, the person's for ``human``; None for the other kinds.
+    side: Side | None = None
     rubric_kind: str
     traffic: str
     #: (challenger, champion) output lengths in characters, and models.
     chars: tuple[int, int] | None = None
     models: tuple[str, str] | None = None
+    #: The human basis's inputs (None on events published before it existed, which then move only the
+    #: tallies). ``judge_outcome`` (``f``): what the judge decided, from the challenger's side: 1 the
+    #: challenger, 0 the champion, 0.5 a tie or no judge answer. ``human_outcome`` (``y``): what the person
+    #: decided, on the same scale (``human`` and ``label`` only).
+    judge_outcome: float | None = Field(default=None, ge=0.0, le=1.0)
+    human_outcome: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: The sampling stratum (``DecisionRecord.sampling_class``; "review" for an escalated pair).
+    stratum: str | None = Field(default=None, max_length=40)
+    #: The probability the pair was drawn into the human sample with; on a ``label``, None means the label
+    #: was not drawn by the recorded design (no probability recorded, or not an audit sample) and is
+    #: counted apart as unweighted, never weighted by a guess.
+    inclusion_probability: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: On ``judged`` and ``outcome``: a label is expected for this pair (an audit sample, or a review).
+    sampled: bool = False
     at: datetime = Field(default_factory=utc_now)
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        if self.kind in ("judged", "human") and self.side is None:
+            raise ValueError(f"a {self.kind!r} score event needs its side")
+        if self.kind in ("outcome", "label") and (self.judge_outcome is None or self.stratum is None):
+            raise ValueError(f"a {self.kind!r} score event needs judge_outcome and stratum")
+        if self.kind == "label" and self.human_outcome is None:
+            raise ValueError("a 'label' score event needs human_outcome")
+        return self
 
 
 class TallySnapshot(Contract):
@@ -49,6 +96,9 @@ class StrengthSnapshot(Contract):
 
 
 class GateSnapshot(Contract):
+    """The judge basis's gate: the judge's opinion, not people's. Two e-processes on the challenger's wins
+    and losses over decisive automatic verdicts (``agents.scores.gate``)."""
+
     decision: GateDecision
     wins: int
     losses: int
@@ -61,20 +111,96 @@ class GateSnapshot(Contract):
     refused: str | None = None
 
 
+class StratumSnapshot(Contract):
+    """One sampling stratum of a human basis."""
+
+    stratum: str
+    pairs: int
+    labels: int
+    #: PPI++'s power-tuning weight on the judge (0: the labels alone); None while the stratum has too few
+    #: labels to be estimated (its whole range is then taken by the interval).
+    lam: float | None = None
+    rate: float | None = None
+
+
+class HumanBasisSnapshot(Contract):
+    """The human basis of an experiment (or one split): the challenger's win rate as people would judge it.
+
+    The estimand is ``P(a person prefers the challenger) + 1/2 P(a person calls it a tie)`` over the pairs
+    that reached a final outcome; ``judge_rate`` is the judge's answer to the same question (ties as 1/2,
+    review pairs included), for the side-by-side. The rate and the intervals are None until a stratum has
+    enough labels to be estimated.
+    """
+
+    rate: float | None = None
+    #: The fixed-sample (CLT) interval at ``1 - alpha``: right once, at a sample size fixed in advance.
+    low: float | None = None
+    high: float | None = None
+    #: The anytime-valid interval (confidence sequence) at ``1 - alpha``: right however often it is read.
+    #: The human gate reads this one.
+    anytime_low: float | None = None
+    anytime_high: float | None = None
+    std_error: float | None = None
+    #: Labels used, pairs, audit samples still waiting for a label, samples whose label never came.
+    labels: int = 0
+    pairs: int = 0
+    pending: int = 0
+    expired: int = 0
+    judge_rate: float | None = None
+    #: The share of pairs in strata with too few labels (taken at their whole range by the intervals).
+    unlabelled_share: float | None = None
+    strata: tuple[StratumSnapshot, ...] = ()
+    alpha: float = 0.05
+
+
+class HumanGateSnapshot(Contract):
+    """The human basis's gate (``agents.scores.human.decide_human``): promote when the anytime-valid interval
+    lies above 1/2, reject when it lies below 1/2 + ``min_effect``, otherwise continue with the labels still
+    expected to be needed. It never falls back to the judge, and it keeps deciding while the kappa guard
+    holds automatic decisions (its validity never rested on the judge)."""
+
+    decision: GateDecision
+    #: Why, in words a user can act on ("N more human labels expected to be needed" for continue).
+    reason: str
+    #: For "continue": the further labels the current estimate and variance imply; None when unknown.
+    labels_needed: int | None = None
+    #: The anytime-valid interval the decision read, and its centre (None without enough labels).
+    rate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    labels: int = 0
+    pending: int = 0
+    expired: int = 0
+    alpha: float
+    min_effect: float
+    min_labels: int
+    target_labels: int
+
+
 class HistoryPoint(Contract):
     at: datetime
     pairs: int
+    #: The judge basis.
     win_rate: float | None = None
     low: float | None = None
     high: float | None = None
     log_e_promote: float | None = None
     log_e_reject: float | None = None
+    #: The human basis: its rate and anytime-valid interval, and its labels.
+    human_rate: float | None = None
+    human_low: float | None = None
+    human_high: float | None = None
+    human_labels: int | None = None
 
 
 class ScoreSnapshot(Event):
-    """An experiment's scoreboard, published on ``pairjudge.scores`` (keyed by experiment)."""
+    """An experiment's scoreboard, published on ``pairjudge.scores`` (keyed by experiment).
+
+    ``overall``/``by_rubric``/``by_traffic``/``gate`` are the judge basis; ``human_basis*``/``human_gate``
+    the human basis beside it (None/empty on snapshots published before it existed)."""
 
     experiment: str
+    #: The judge basis: automatic verdicts only.
     overall: TallySnapshot
     by_rubric: dict[str, TallySnapshot] = Field(default_factory=dict)
     by_traffic: dict[str, TallySnapshot] = Field(default_factory=dict)
@@ -83,7 +209,16 @@ class ScoreSnapshot(Event):
     length_controlled_win_rate: float | None = None
     length_coefficient: float | None = None
     strengths: tuple[StrengthSnapshot, ...] = ()
+    #: The judge basis's gate (the judge's opinion, not people's).
     gate: GateSnapshot
+    #: The human basis, overall and per split, and its gate.
+    human_basis: HumanBasisSnapshot | None = None
+    human_basis_by_rubric: dict[str, HumanBasisSnapshot] = Field(default_factory=dict)
+    human_basis_by_traffic: dict[str, HumanBasisSnapshot] = Field(default_factory=dict)
+    human_gate: HumanGateSnapshot | None = None
+    #: Labels on pairs not drawn by the recorded sampling design (no inclusion probability recorded, or
+    #: not an audit sample, e.g. a label a pair carried in): left out of the human basis, counted here.
+    unweighted_labels: int = 0
     history: tuple[HistoryPoint, ...] = ()
     updated_at: datetime = Field(default_factory=utc_now)
 
@@ -92,5 +227,8 @@ class GateUpdate(Event):
     """The gate's latest decision for an experiment, on the compacted ``pairjudge.gate`` topic."""
 
     experiment: str
+    #: The judge basis's gate (the judge's opinion, not people's).
     gate: GateSnapshot
+    #: The human basis's gate; None on updates published before it existed.
+    human: HumanGateSnapshot | None = None
     decided_at: datetime = Field(default_factory=utc_now)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -439,15 +440,31 @@ def report(
     Console().print(f"wrote {out}: {len(events.snapshots)} snapshots, {len(events.alerts)} alerts")
 
 
+class GateBasis(StrEnum):
+    """``pairjudge gate --basis``: whose answer the gate reads."""
+
+    human = "human"
+    judge = "judge"
+
+
 @app.command()
 def gate(
     experiment: Annotated[str, typer.Option(help="The experiment id the pairs carry (metadata.experiment_id).")],
+    basis: Annotated[
+        GateBasis,
+        typer.Option(
+            case_sensitive=False,
+            help="human: what people would decide, from the verdicts and the audit sample's labels (never the"
+            " judge alone). judge: the judge's opinion, not people's.",
+        ),
+    ] = GateBasis.human,
     bootstrap: Bootstrap = None,
 ) -> None:
     """The deployment gate's decision for an experiment: exit 0 promote, 1 reject, 2 continue."""
     from pairjudge.streams.gate import gate_status
 
-    code, text = asyncio.run(gate_status(_settings(bootstrap), experiment))
+    chosen: Literal["human", "judge"] = "judge" if basis is GateBasis.judge else "human"
+    code, text = asyncio.run(gate_status(_settings(bootstrap), experiment, chosen))
     print(text)
     raise typer.Exit(code=code)
 

@@ -10,6 +10,10 @@ a *loss* one that named the champion, a *tie* one settled as a tie. The win rate
   part out. Outcomes are kept in bins of the log ratio, so the state stays small however long it runs.
 * **Bradley-Terry strengths** over every model that met another in the experiment (``choix``), with
   bootstrap percentile intervals, for experiments with more than two candidates.
+
+All of the above is the *judge basis*: what the judge decided. Beside it the board keeps the *human
+basis* (``agents.scores.human.HumanBasis``: every final outcome and the audit sample's labels, per
+sampling stratum), overall, per rubric and per traffic split.
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ import choix
 import numpy as np
 from scipy.optimize import minimize
 
+from pairjudge.agents.scores.human import HumanBasis
 from pairjudge.agents.stats import wilson_interval
+
+#: The human basis's stratum of rule-settled verdicts (``agents.scores.events``).
+RULE_STRATUM = "rule"
 
 Side = Literal["win", "loss", "tie"]
 #: Bins of log(length of the challenger's output / the champion's), clipped to +-LOG_RATIO_MAX.
@@ -155,6 +163,12 @@ class Scoreboard:
     losses_by_length: list[int] = field(default_factory=lambda: [0] * LENGTH_BINS)
     #: "winner model|loser model" -> count, for Bradley-Terry.
     model_wins: dict[str, int] = field(default_factory=dict)
+    #: The human basis, overall and per split.
+    human_basis: HumanBasis = field(default_factory=HumanBasis)
+    human_basis_by_rubric: dict[str, HumanBasis] = field(default_factory=dict)
+    human_basis_by_traffic: dict[str, HumanBasis] = field(default_factory=dict)
+    #: Labels left out of the human basis: not drawn by the recorded sampling design (``agents.scores.events``).
+    unweighted_labels: int = 0
 
     def add_judged(
         self,
@@ -180,6 +194,39 @@ class Scoreboard:
     def add_human(self, side: Side) -> None:
         self.human.add(side)
 
+    def _bases(self, rubric: str, traffic: str) -> tuple[HumanBasis, ...]:
+        return (
+            self.human_basis,
+            self.human_basis_by_rubric.setdefault(rubric, HumanBasis()),
+            self.human_basis_by_traffic.setdefault(traffic, HumanBasis()),
+        )
+
+    def add_outcome(self, f: float, *, stratum: str, sampled: bool, rubric: str, traffic: str) -> None:
+        """A pair's final outcome in the human basis: ``f`` the judge's, ``sampled`` a label is expected.
+
+        A rule's verdict (stratum ``rule``) is also its own label: the seeds' rules (an empty output loses,
+        identical outputs tie) are what a person would answer, and nobody is asked, so without this the
+        stratum would have no labels and its whole share would widen every interval."""
+        for basis in self._bases(rubric, traffic):
+            basis.add_pair(f, stratum, sampled)
+            if stratum == RULE_STRATUM:
+                basis.add_label(f, f, stratum, 1.0)
+
+    def add_label(
+        self, f: float, y: float, *, stratum: str, inclusion_probability: float | None, rubric: str, traffic: str
+    ) -> None:
+        """A person's label ``y`` in the human basis; without a probability it is only counted (unweighted)."""
+        if inclusion_probability is None:
+            self.unweighted_labels += 1
+            return
+        for basis in self._bases(rubric, traffic):
+            basis.add_label(f, y, stratum, inclusion_probability)
+
+    def add_expired(self, *, rubric: str, traffic: str) -> None:
+        """An audit sample whose label never came."""
+        for basis in self._bases(rubric, traffic):
+            basis.add_expired()
+
     def length_controlled(self) -> LengthControlled | None:
         return length_controlled(self.wins_by_length, self.losses_by_length)
 
@@ -199,6 +246,12 @@ class Scoreboard:
             "wins_by_length": self.wins_by_length,
             "losses_by_length": self.losses_by_length,
             "model_wins": self.model_wins,
+            "human_basis": {
+                "overall": self.human_basis.to_dict(),
+                "by_rubric": {k: v.to_dict() for k, v in self.human_basis_by_rubric.items()},
+                "by_traffic": {k: v.to_dict() for k, v in self.human_basis_by_traffic.items()},
+                "unweighted_labels": self.unweighted_labels,
+            },
         }
 
     @classmethod
@@ -206,6 +259,7 @@ class Scoreboard:
         def tally(v: Sequence[int]) -> Tally:
             return Tally(int(v[0]), int(v[1]), int(v[2]))
 
+        human: Mapping[str, Any] = data.get("human_basis") or {}
         return cls(
             overall=tally(data["overall"]),
             by_rubric={str(k): tally(v) for k, v in data["by_rubric"].items()},
@@ -214,4 +268,9 @@ class Scoreboard:
             wins_by_length=[int(x) for x in data["wins_by_length"]],
             losses_by_length=[int(x) for x in data["losses_by_length"]],
             model_wins={str(k): int(v) for k, v in data["model_wins"].items()},
+            # A board stored before the human basis existed loads with empty bases.
+            human_basis=HumanBasis.from_dict(human.get("overall", {})),
+            human_basis_by_rubric={str(k): HumanBasis.from_dict(v) for k, v in human.get("by_rubric", {}).items()},
+            human_basis_by_traffic={str(k): HumanBasis.from_dict(v) for k, v in human.get("by_traffic", {}).items()},
+            unweighted_labels=int(human.get("unweighted_labels", 0)),
         )

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import KnownLabel
+from pairjudge.schemas.export import EXPORTED
 from pairjudge.streams.cli import app
 from pairjudge.streams.evaluate import run_evaluate
 from pairjudge.streams.pipeline import JudgePanel
@@ -91,6 +92,11 @@ def test_schemas_export_writes_valid_json_schemas(tmp_path: Path) -> None:
     assert "PairVerdict.schema.json" in written
     assert written["CandidatePair.schema.json"]["additionalProperties"] is False
     assert "schema_version" in written["PairVerdict.schema.json"]["properties"]
+    # The scoreboard's contracts too, with the human basis beside the judge's.
+    assert len(written) == len(EXPORTED)
+    assert {"ScoreEvent.schema.json", "ScoreSnapshot.schema.json", "GateUpdate.schema.json"} <= set(written)
+    assert "human_basis" in written["ScoreSnapshot.schema.json"]["properties"]
+    assert "human" in written["GateUpdate.schema.json"]["properties"]
 
 
 async def test_a_jury_is_scored_per_juror_for_flips(tmp_path: Path) -> None:
