@@ -19,14 +19,16 @@ LEFT, RIGHT, TOP, BOTTOM = 48, 12, 22, 30
 
 def _frame(title: str, y_ticks: Sequence[tuple[float, str]], x_label: str, body: str) -> str:
     ticks = "".join(
-        f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+        f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid" stroke="#eceef2"/>'
         f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(label)}</text>'
         for y, label in y_ticks
     )
     return (
-        f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{escape(title)}" class="chart">'
+        f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{escape(title)}" class="chart"'
+        ' font-size="11" font-family="system-ui, sans-serif">'
         f"<title>{escape(title)}</title>"
-        f'<text x="{LEFT}" y="14" class="chart-title">{escape(title)}</text>{ticks}{body}'
+        f'<text x="{LEFT}" y="14" class="chart-title" font-size="12" font-weight="600">{escape(title)}</text>'
+        f"{ticks}{body}"
         f'<text x="{(LEFT + W - RIGHT) / 2:.0f}" y="{H - 6}" text-anchor="middle">{escape(x_label)}</text></svg>'
     )
 
@@ -39,26 +41,71 @@ def _y(value: float, low: float, high: float) -> float:
     return H - BOTTOM - (H - TOP - BOTTOM) * ((value - low) / (high - low) if high > low else 0.5)
 
 
+#: Colours as presentation attributes, so a chart reads the same wherever it is inlined (the report has no
+#: chart CSS); the review page's stylesheet overrides them by class.
+JUDGE_COLOUR, JUDGE_BAND = "#2f6fde", "#cfe0ff"
+HUMAN_COLOUR, HUMAN_BAND = "#c2410c", "#fbd5bd"
+PROMOTE_COLOUR, REJECT_COLOUR = "#1b8a4b", "#b3261e"
+DASHED = 'stroke="#8a93a6" stroke-dasharray="4 3"'
+
+
+def _series(
+    points: Sequence[tuple[int, float, float, float]], x_lo: int, x_hi: int, css: str, colours: tuple[str, str]
+) -> str:
+    """One rate with its band: (pairs, rate, low, high) per point."""
+    line_colour, band_colour = colours
+    band = " ".join(f"{_x(n, x_lo, x_hi):.1f},{_y(hi, 0, 1):.1f}" for n, _, _, hi in points)
+    band += " " + " ".join(f"{_x(n, x_lo, x_hi):.1f},{_y(lo, 0, 1):.1f}" for n, _, lo, _ in reversed(points))
+    line = " ".join(f"{_x(n, x_lo, x_hi):.1f},{_y(rate, 0, 1):.1f}" for n, rate, _, _ in points)
+    return (
+        f'<polygon points="{band}" class="{css}band" fill="{band_colour}" fill-opacity="0.55"/>'
+        f'<polyline points="{line}" class="{css}rate" fill="none" stroke="{line_colour}" stroke-width="2"/>'
+    )
+
+
+def _legend(items: Sequence[tuple[str, str, str]]) -> str:
+    """Swatches and labels in the top right, right-aligned: (css, colour, label) per item."""
+    out, x = "", float(W - RIGHT)
+    for css, colour, label in reversed(items):
+        width = 6.2 * len(label)
+        out += (
+            f'<text x="{x:.1f}" y="14" text-anchor="end" class="legend">{escape(label)}</text>'
+            f'<rect x="{x - width - 16:.1f}" y="6" width="12" height="8" class="{css}swatch" fill="{colour}"/>'
+        )
+        x -= width + 26
+    return out
+
+
 def win_rate_chart(history: Sequence[HistoryPoint]) -> str:
-    """The challenger's win rate over the pairs counted, with its Wilson 95% band and the 50% line."""
-    points = [p for p in history if p.win_rate is not None and p.low is not None and p.high is not None]
+    """The challenger's win rate over the pairs counted, on both bases: the judge's share of decisive
+    verdicts with its Wilson 95% band, and the human basis's rate with its anytime-valid band (the one
+    the human gate reads), against the 50% line. Older points without the human basis draw the judge's only."""
+    judge = [(p.pairs, p.win_rate, p.low, p.high) for p in history]
+    judge_pts = [(n, r, lo, hi) for n, r, lo, hi in judge if r is not None and lo is not None and hi is not None]
+    human = [(p.pairs, p.human_rate, p.human_low, p.human_high) for p in history]
+    human_pts = [(n, r, lo, hi) for n, r, lo, hi in human if r is not None and lo is not None and hi is not None]
     ticks = [(_y(v, 0, 1), f"{v:.0%}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
-    if not points:
+    if not judge_pts and not human_pts:
         return _frame("Challenger win rate (no decisive pairs yet)", ticks, "pairs counted", "")
-    x_hi = max(p.pairs for p in points)
-    x_lo = min(p.pairs for p in points)
-    band = " ".join(f"{_x(p.pairs, x_lo, x_hi):.1f},{_y(p.high or 0, 0, 1):.1f}" for p in points)
-    band += " " + " ".join(f"{_x(p.pairs, x_lo, x_hi):.1f},{_y(p.low or 0, 0, 1):.1f}" for p in reversed(points))
-    line = " ".join(f"{_x(p.pairs, x_lo, x_hi):.1f},{_y(p.win_rate or 0, 0, 1):.1f}" for p in points)
+    xs = [n for n, *_ in (*judge_pts, *human_pts)]
+    x_lo, x_hi = min(xs), max(xs)
     half = _y(0.5, 0, 1)
-    body = (
-        f'<polygon points="{band}" class="band"/>'
-        f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{half:.1f}" y2="{half:.1f}" class="even"/>'
-        f'<polyline points="{line}" class="rate"/>'
+    legend: list[tuple[str, str, str]] = []
+    body = ""
+    if human_pts:
+        body += _series(human_pts, x_lo, x_hi, "human-", (HUMAN_COLOUR, HUMAN_BAND))
+        legend.append(("human-", HUMAN_COLOUR, "human basis (anytime 95%)"))
+    elif any(p.human_labels is not None for p in history):
+        legend.append(("human-", HUMAN_BAND, "human basis: too few labels yet"))
+    if judge_pts:
+        body += _series(judge_pts, x_lo, x_hi, "", (JUDGE_COLOUR, JUDGE_BAND))
+        legend.append(("", JUDGE_COLOUR, "judge basis (Wilson 95%)"))
+    body += (
+        f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{half:.1f}" y2="{half:.1f}" class="even" {DASHED}/>'
         f'<text x="{W - RIGHT}" y="{H - BOTTOM + 14}" text-anchor="end">{x_hi}</text>'
         f'<text x="{LEFT}" y="{H - BOTTOM + 14}">{x_lo}</text>'
     )
-    return _frame("Challenger win rate over decisive pairs, with its 95% interval", ticks, "pairs counted", body)
+    return _frame("Challenger win rate", ticks, "pairs counted", body + _legend(legend))
 
 
 def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> str:
@@ -81,18 +128,21 @@ def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> str:
             if getattr(p, attr) is not None and math.isfinite(getattr(p, attr))
         ]
         coords = " ".join(f"{_x(x, x_lo, x_hi):.1f},{_y(max(y_lo, min(y_hi, y)), y_lo, y_hi):.1f}" for x, y in pts)
-        return f'<polyline points="{coords}" class="{css}"/>' if pts else ""
+        colour = PROMOTE_COLOUR if css == "promote" else REJECT_COLOUR
+        return (
+            f'<polyline points="{coords}" class="{css}" fill="none" stroke="{colour}" stroke-width="2"/>' if pts else ""
+        )
 
     b = _y(boundary, y_lo, y_hi)
     body = (
-        f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{b:.1f}" y2="{b:.1f}" class="boundary"/>'
+        f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{b:.1f}" y2="{b:.1f}" class="boundary" {DASHED}/>'
         f'<text x="{W - RIGHT}" y="{b - 4:.1f}" text-anchor="end">decides at log(1/alpha) = {boundary:.2f}</text>'
         + line("log_e_promote", "promote")
         + line("log_e_reject", "reject")
-        + f'<text x="{LEFT + 4}" y="{TOP + 12}" class="promote-label">promote</text>'
-        f'<text x="{LEFT + 64}" y="{TOP + 12}" class="reject-label">reject</text>'
+        + f'<text x="{LEFT + 4}" y="{TOP + 12}" class="promote-label" fill="{PROMOTE_COLOUR}">promote</text>'
+        f'<text x="{LEFT + 64}" y="{TOP + 12}" class="reject-label" fill="{REJECT_COLOUR}">reject</text>'
     )
-    return _frame("Gate evidence: log e-value for promoting and for rejecting", ticks, "pairs counted", body)
+    return _frame("Judge basis gate evidence: log e-value to promote, to reject", ticks, "pairs counted", body)
 
 
 def strengths_chart(strengths: Sequence[StrengthSnapshot]) -> str:
@@ -108,11 +158,13 @@ def strengths_chart(strengths: Sequence[StrengthSnapshot]) -> str:
     for i, s in enumerate(sorted(strengths, key=lambda s: -s.strength)):
         y = TOP + row * (i + 0.5)
         body += (
-            f'<line x1="{_x(s.low, lo, hi):.1f}" x2="{_x(s.high, lo, hi):.1f}" y1="{y:.1f}" y2="{y:.1f}" class="bar"/>'
-            f'<circle cx="{_x(s.strength, lo, hi):.1f}" cy="{y:.1f}" r="4" class="point"/>' + _bar_label(s, y, lo, hi)
+            f'<line x1="{_x(s.low, lo, hi):.1f}" x2="{_x(s.high, lo, hi):.1f}" y1="{y:.1f}" y2="{y:.1f}" class="bar"'
+            f' stroke="{JUDGE_COLOUR}" stroke-width="2"/>'
+            f'<circle cx="{_x(s.strength, lo, hi):.1f}" cy="{y:.1f}" r="4" class="point" fill="#1d2330"/>'
+            + _bar_label(s, y, lo, hi)
         )
     zero = _x(0.0, lo, hi)
-    body += f'<line x1="{zero:.1f}" x2="{zero:.1f}" y1="{TOP}" y2="{H - BOTTOM}" class="even"/>'
+    body += f'<line x1="{zero:.1f}" x2="{zero:.1f}" y1="{TOP}" y2="{H - BOTTOM}" class="even" {DASHED}/>'
     return _frame("Bradley-Terry strengths with 95% bootstrap intervals", [], "log-strength (0 = average)", body)
 
 

@@ -5,9 +5,12 @@ JSONL export (the demo writes ``out/demo-audit.jsonl``). Output: one HTML file, 
 inline SVG, no script and no external resource, so it opens anywhere and can be mailed.
 
 Per series (judge and version, template, rubric, experiment), over its windows: Cohen's kappa with
-its interval against the seed 001 line at 0.7; the tie-break rate against seed 002's 20% line, with the
-flip rate; the calibration curve (reliability bins summed over the windows); how often the longer
-output wins for the judge and for the humans; the auto-decision threshold in force and its coverage.
+its interval against the seed 001 line at 0.7, beside the human ceiling (the kappa of reviewers against
+each other on audit pairs labelled twice: a judge cannot be expected to agree with people more than
+people agree with each other) and the floor the kappa guard applied, in the mode it ran in; the
+tie-break rate against seed 002's 20% line, with the flip rate; the calibration curve (reliability
+bins summed over the windows); how often the longer output wins for the judge and for the humans;
+the auto-decision threshold in force and its coverage.
 Each window counts once: its latest snapshot (a final one supersedes the running ones).
 
 Text that came from events (series names, alert messages) is escaped, and matplotlib draws plot text
@@ -28,9 +31,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from pairjudge.schemas.audit import Alert, AuditSnapshot
-from pairjudge.schemas.scores import ScoreSnapshot, TallySnapshot
+from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.charts import evidence_chart, strengths_chart, win_rate_chart
 from pairjudge.streams.judges.files import write_private_text
+from pairjudge.streams.scoreboard_view import BasisPanel, BoardView, board_view
 
 KAPPA_LINE = 0.7
 TIEBREAK_LINE = 0.2
@@ -69,40 +73,77 @@ def parse_audit_events(lines: Iterable[bytes | str]) -> AuditEvents:
     return AuditEvents(snapshots, alerts, skipped, scores)
 
 
-def _tally_row(name: str, t: TallySnapshot) -> str:
-    rate = (
-        f"{100 * t.win_rate:.1f}% ({100 * (t.low or 0):.1f}-{100 * (t.high or 0):.1f}%)"
-        if t.win_rate is not None
-        else "-"
+def _panel(p: BasisPanel) -> str:
+    """One basis, as ``streams.scoreboard_view`` words it; every text escaped."""
+    e = html.escape
+    body = f"<div class='basis basis-{e(p.key)}'><h3>{e(p.title)}</h3><p class='meaning'>{e(p.meaning)}</p>"
+    if p.missing:
+        body += f"<p class='missing'>{e(p.missing)}</p>"
+    else:
+        body += f"<p class='headline'><strong>{e(p.headline)}</strong> {e(p.headline_note)}</p><table>"
+        body += "".join(f"<tr><th>{e(f.label)}</th><td>{e(f.value)}</td></tr>" for f in p.figures) + "</table>"
+    if p.gate:
+        body += (
+            f"<p class='gate gate-{e(p.gate.decision)}'>Gate: <strong>{e(p.gate.decision.upper())}</strong> "
+            f"· {e(p.gate.reason)}</p><p class='meaning'>{e(p.gate.detail)}</p>"
+        )
+    else:
+        body += "<p class='gate'>Gate: not in this snapshot.</p>"
+    return body + "</div>"
+
+
+def _splits_table(v: BoardView) -> str:
+    e = html.escape
+    head = (
+        "<table class='splits'><tr><th rowspan='2'></th><th colspan='4'>human basis</th>"
+        "<th colspan='2'>judge basis</th></tr><tr><th>rate (tie ½)</th><th>anytime-valid interval</th>"
+        "<th>labels</th><th>judge, same question</th><th>win rate (Wilson 95%)</th><th>wins–losses–ties</th></tr>"
     )
-    return f"<tr><td>{html.escape(name)}</td><td>{t.wins}</td><td>{t.losses}</td><td>{t.ties}</td><td>{rate}</td></tr>"
+    rows = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{e(c)}</td>"
+            for c in (
+                r.name,
+                r.human_rate,
+                r.human_anytime,
+                r.human_labels,
+                r.human_judge,
+                r.judge_rate,
+                r.judge_counts,
+            )
+        )
+        + "</tr>"
+        for r in v.splits
+    )
+    strata = ""
+    if v.strata:
+        strata = (
+            "<p>Human basis by sampling stratum:</p><table class='splits'><tr><th>stratum</th><th>pairs</th>"
+            "<th>labels</th><th>rate</th><th>weight on the judge (λ)</th></tr>"
+        )
+        strata += "".join(
+            f"<tr><td>{e(s.stratum)}</td><td>{e(s.pairs)}</td><td>{e(s.labels)}</td><td>{e(s.rate)}</td>"
+            f"<td>{e(s.lam)}</td></tr>"
+            for s in v.strata
+        )
+        strata += "</table>"
+    return head + rows + "</table>" + strata
 
 
 def scoreboard_section(snap: ScoreSnapshot) -> str:
-    """One experiment's latest scoreboard: the gate, the tallies and the three charts (``streams.charts``)."""
-    g = snap.gate
-    gate = (
-        f"<p>Gate: <strong>{html.escape(g.decision.upper())}</strong>"
-        + (f" (refused: {html.escape(g.refused)})" if g.refused else "")
-        + f"; evidence for promotion {g.e_promote:.3g}, for rejection {g.e_reject:.3g}; either decides at "
-        f"{g.threshold:g} (alpha {g.alpha:g}, minimum effect {g.min_effect:g}, valid under continuous monitoring).</p>"
+    """One experiment's latest scoreboard: the human basis and the judge basis side by side (human first:
+    the default basis of ``pairjudge gate``), both gates, the splits, and the three charts (``streams.charts``)."""
+    v = board_view(snap)
+    charts = (
+        win_rate_chart(snap.history)
+        + evidence_chart(snap.history, snap.gate.threshold)
+        + strengths_chart(snap.strengths)
     )
-    rows = [_tally_row("all automatic", snap.overall)]
-    rows += [_tally_row(f"rubric {k}", t) for k, t in snap.by_rubric.items()]
-    rows += [_tally_row(f"traffic {k}", t) for k, t in snap.by_traffic.items()]
-    rows.append(_tally_row("decided by people", snap.human))
-    table = "<table><tr><th></th><th>wins</th><th>losses</th><th>ties</th><th>win rate (95%)</th></tr>"
-    table += "".join(rows) + "</table>"
-    lc = (
-        f"<p>Length-controlled win rate {100 * snap.length_controlled_win_rate:.1f}% "
-        f"(log-odds per unit of log length ratio {snap.length_coefficient or 0:.2f}).</p>"
-        if snap.length_controlled_win_rate is not None
-        else "<p>Length-controlled win rate: not enough decisive pairs yet.</p>"
-    )
-    charts = win_rate_chart(snap.history) + evidence_chart(snap.history, g.threshold) + strengths_chart(snap.strengths)
     return (
         f"<h2>Champion and challenger: experiment {html.escape(snap.experiment)}</h2>"
-        f"{gate}{table}{lc}<div class='plots'>{charts}</div>"
+        f"<div class='bases'>{_panel(v.human)}{_panel(v.judge)}</div>{_splits_table(v)}"
+        f"<div class='plots'>{charts}</div>"
     )
 
 
@@ -147,7 +188,7 @@ def _figure(title: str) -> tuple[Any, Any]:
 
 
 def kappa_plot(windows: Sequence[AuditSnapshot]) -> str:
-    figure, axes = _figure("Cohen's kappa against humans, with its interval")
+    figure, axes = _figure("Cohen's kappa against humans, with its interval and the human ceiling")
     points = [w for w in windows if w.cohen_kappa is not None]
     if points:
         xs = [w.window_start for w in points]
@@ -156,7 +197,26 @@ def kappa_plot(windows: Sequence[AuditSnapshot]) -> str:
         high = [
             (w.kappa_high if w.kappa_high is not None else w.cohen_kappa or 0) - (w.cohen_kappa or 0) for w in points
         ]
-        axes.errorbar(xs, ys, yerr=[low, high], fmt="o-", capsize=3, label="kappa (95% CI)")
+        axes.errorbar(xs, ys, yerr=[low, high], fmt="o-", capsize=3, label="judge-human kappa (95% CI)")
+    ceiling = [w for w in windows if w.human_kappa is not None]
+    if ceiling:
+        axes.plot(
+            [w.window_start for w in ceiling],
+            [w.human_kappa for w in ceiling],
+            "^:",
+            color="darkgreen",
+            label="human-human kappa (ceiling)",
+        )
+    relative = [w for w in windows if w.guard_mode == "relative" and w.guard_kappa_min is not None]
+    if relative:
+        axes.step(
+            [w.window_start for w in relative],
+            [w.guard_kappa_min for w in relative],
+            where="post",
+            color="darkorange",
+            linestyle="-.",
+            label="relative guard floor",
+        )
     axes.axhline(KAPPA_LINE, color="crimson", linestyle="--", label="seed 001 guard: 0.7")
     axes.set_ylim(-0.2, 1.05)
     axes.set_ylabel("kappa")
@@ -248,11 +308,48 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; border-top: 1px
 table { border-collapse: collapse; font-size: 0.9em; } td, th { border: 1px solid #ddd; padding: 0.2em 0.5em; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; } .plots svg { max-width: 100%; height: auto; }
 .alert { color: #a00; }
+.bases { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; margin: 1em 0; }
+.basis { border: 1px solid #ccc; border-top: 4px solid #2f6fde; padding: 0.4em 0.8em; }
+.basis-human { border-top-color: #c2410c; } .basis h3 { font-size: 1em; margin: 0.2em 0; }
+.basis .meaning, .basis .missing { color: #555; font-size: 0.85em; } .basis .headline strong { font-size: 1.6em; }
+.basis th { text-align: left; font-weight: normal; color: #555; } table.splits td { text-align: right; }
+table.splits td:first-child { text-align: left; } .splits { margin: 0.6em 0; }
 """
 
 
 def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
     return "n/a" if value is None else pattern.format(value)
+
+
+def _guard_cell(w: AuditSnapshot) -> str:
+    """The kappa guard's mode and floor for a window ("n/a" for snapshots from before they were recorded)."""
+    if w.guard_mode is None:
+        return "n/a"
+    floor = _fmt(w.guard_kappa_min)
+    if w.guard_mode == "relative" and w.guard_note is not None:
+        return f"relative, fell back to {floor}"
+    return f"{w.guard_mode} {floor}"
+
+
+def guard_summary(windows: Sequence[AuditSnapshot]) -> str:
+    """One paragraph: the judge-human kappa of the latest window beside the human ceiling, and the guard."""
+    latest = windows[-1]
+    ceiling = (
+        f"human-human kappa {_fmt(latest.human_kappa)} and agreement {_fmt(latest.human_agreement, '{:.0%}')} "
+        f"over {latest.human_pairs} doubly labelled audit pair(s)"
+        if latest.human_pairs
+        else "no audit pair labelled by two reviewers yet"
+    )
+    if latest.guard_mode is None:
+        guard = "guard mode not recorded in these snapshots"
+    elif latest.guard_mode == "relative":
+        guard = f"kappa guard: relative to the human ceiling, floor {_fmt(latest.guard_kappa_min, '{:.3f}')}"
+    else:
+        guard = f"kappa guard: absolute, floor {_fmt(latest.guard_kappa_min, '{:g}')}"
+    text = f"Latest window: judge-human kappa {_fmt(latest.cohen_kappa)} beside the {ceiling}; {guard}."
+    if latest.guard_note:
+        text += f" {latest.guard_note}."
+    return f"<p class='guard'>{html.escape(text)}</p>"
 
 
 def _summary_table(windows: Sequence[AuditSnapshot]) -> str:
@@ -275,6 +372,10 @@ def _summary_table(windows: Sequence[AuditSnapshot]) -> str:
                     str(w.human_labels),
                     _fmt(w.agreement, "{:.0%}"),
                     kappa,
+                    str(w.human_pairs),
+                    _fmt(w.human_agreement, "{:.0%}"),
+                    _fmt(w.human_kappa),
+                    _guard_cell(w),
                     _fmt(w.ece),
                     f"{_fmt(threshold.threshold)} ({threshold.source})" if threshold else "n/a",
                 )
@@ -292,6 +393,10 @@ def _summary_table(windows: Sequence[AuditSnapshot]) -> str:
             "labels",
             "agreement",
             "kappa (95% CI)",
+            "human pairs",
+            "human-human agreement",
+            "human-human kappa (ceiling)",
+            "kappa guard",
             "ECE",
             "threshold",
         )
@@ -320,7 +425,7 @@ def render_report(events: AuditEvents, *, title: str = "pairjudge drift audit") 
         )
         plots = "".join(f"<figure>{plot(windows)}</figure>" for plot in PLOTS)
         sections.append(
-            f"<h2>{html.escape(heading)}</h2>{_summary_table(windows)}"
+            f"<h2>{html.escape(heading)}</h2>{guard_summary(windows)}{_summary_table(windows)}"
             + (f"<ul>{alerts}</ul>" if alerts else "<p>No alert.</p>")
             + f"<div class='plots'>{plots}</div>"
         )

@@ -17,7 +17,7 @@ import asyncio
 import hmac
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -36,12 +36,14 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pairjudge.schemas import TIE, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
+from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.charts import evidence_chart, strengths_chart, win_rate_chart
 from pairjudge.streams.control import PolicyHolder, publish_control
 from pairjudge.streams.review.auth import LoginLimiter, Role, User, Users
 from pairjudge.streams.review.health import ReviewHealth
-from pairjudge.streams.review.kafka import LabelSink, ScoresFeed
+from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ScoresFeed
 from pairjudge.streams.review.store import Filters, Item, ReviewStore, StaleClaim
+from pairjudge.streams.scoreboard_view import board_view
 from pairjudge.streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,8 @@ CONTROLS: dict[str, str] = {
     "primary_confidence_threshold": "number",
     "tiebreak_confidence_threshold": "number",
     "audit_share": "number",
+    "audit_uncertain_share": "number",
+    "audit_floor": "number",
 }
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -107,6 +111,8 @@ class ReviewApp:
     scores: ScoresFeed | None = None
     #: What ``/livez`` and ``/readyz`` report (the service fills in its feed).
     health: ReviewHealth | None = None
+    #: The latest audit snapshot per series, for the operators' page (None: not followed).
+    audit: AuditFeed | None = None
 
 
 def _templates() -> Jinja2Templates:
@@ -374,8 +380,53 @@ async def operators_page(app: ReviewApp, request: Request, user: User, message: 
         "guard_by": f"{guard.updated_by} at {guard.updated_at:%Y-%m-%d %H:%M:%S} UTC" if guard is not None else None,
         "message": message,
         "stats": await app.store.stats(),
+        "guard": _guard_context(app),
+        "series": _series_rows(app),
     }
     return app.templates.TemplateResponse(request, "operators.html", context)
+
+
+def _guard_context(app: ReviewApp) -> dict[str, Any]:
+    """The kappa guard as configured here (the workers run with the same settings in a deployment)."""
+    audit = app.settings.audit
+    return {
+        "mode": audit.guard_mode,
+        "kappa_min": audit.kappa_min,
+        "ratio": audit.relative_kappa_ratio,
+        "min_human_pairs": audit.min_human_pairs,
+    }
+
+
+def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+def _series_rows(app: ReviewApp) -> list[dict[str, str]]:
+    """Per series, its latest window: the judge's kappa against people beside the human ceiling (people
+    against each other on audit pairs labelled twice), and the guard's floor as the audit applied it."""
+    latest = app.audit.latest if app.audit is not None else {}
+    rows = []
+    for key, snap in sorted(latest.items()):
+        if snap.guard_mode is None:
+            guard = "n/a"
+        elif snap.guard_mode == "relative" and snap.guard_note is None:
+            guard = f"relative: floor {_fmt(snap.guard_kappa_min, '{:.3f}')}"
+        else:
+            guard = f"{snap.guard_mode}: floor {_fmt(snap.guard_kappa_min, '{:g}')}"
+        rows.append(
+            {
+                "series": key,
+                "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
+                "labels": str(snap.human_labels),
+                "kappa": _fmt(snap.cohen_kappa),
+                "human_pairs": str(snap.human_pairs),
+                "human_agreement": _fmt(snap.human_agreement, "{:.0%}"),
+                "human_kappa": _fmt(snap.human_kappa),
+                "guard": guard,
+                "note": snap.guard_note or "",
+            }
+        )
+    return rows
 
 
 async def set_control(app: ReviewApp, request: Request, user: User) -> Response:
@@ -402,20 +453,27 @@ async def resume(app: ReviewApp, request: Request, user: User) -> Response:
 
 
 async def scores_page(app: ReviewApp, request: Request, user: User) -> Response:
-    """Every experiment's scoreboard: tallies, the gate, and the three charts (inline SVG)."""
+    """Every experiment's scoreboard: the human basis and the judge basis side by side, both gates, the
+    splits, and the three charts (inline SVG)."""
     latest = app.scores.latest if app.scores is not None else {}
+    context = {"user": user, "csrf": csrf_token(request), "boards": score_boards(latest)}
+    return app.templates.TemplateResponse(request, "scores.html", context)
+
+
+def score_boards(latest: Mapping[str, ScoreSnapshot]) -> list[dict[str, Any]]:
+    """The scores page's boards, by experiment: the view (``streams.scoreboard_view``, plain text the
+    template escapes) and the charts."""
     # Safe by construction (streams.charts escapes every text it draws; the rest are formatted numbers).
-    boards = [
+    return [
         {
             "snap": snap,
+            "view": board_view(snap),
             "win_rate": Markup(win_rate_chart(snap.history)),  # noqa: S704
             "evidence": Markup(evidence_chart(snap.history, snap.gate.threshold)),  # noqa: S704
             "strengths": Markup(strengths_chart(snap.strengths)),  # noqa: S704
         }
         for _, snap in sorted(latest.items())
     ]
-    context = {"user": user, "csrf": csrf_token(request), "boards": boards}
-    return app.templates.TemplateResponse(request, "scores.html", context)
 
 
 async def _seen(app: ReviewApp, key: str, value: float | bool, timeout_s: float = 5.0) -> None:
@@ -492,7 +550,8 @@ def new_review_app(
     labels: LabelSink,
     policy: PolicyHolder | None = None,
     scores: ScoresFeed | None = None,
+    audit: AuditFeed | None = None,
 ) -> ReviewApp:
     users = Users(User(u.name, u.role, u.password_hash.get_secret_value()) for u in settings.review.resolved_users())
     limiter = LoginLimiter(settings.review.login_max_failures, settings.review.login_window_s)
-    return ReviewApp(settings, store, labels, users, limiter, _templates(), policy, scores, ReviewHealth(store))
+    return ReviewApp(settings, store, labels, users, limiter, _templates(), policy, scores, ReviewHealth(store), audit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -32,6 +33,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_JUSTIFICATION = "JUDGE-SAID-A-IS-BETTER-7f3a9"
+#: The docs' screenshots (docs/review-ui.png, docs/scoreboard.png) are rewritten only when asked for.
+UPDATE_SCREENSHOTS = os.environ.get("PAIRJUDGE_UPDATE_SCREENSHOTS") == "1"
 XSS = '<script>window.__xss = 1</script><img src="x" onerror="window.__xss = 2">Click <b>here</b>'
 
 
@@ -114,7 +117,7 @@ async def test_review_three_items_by_keyboard_and_the_labels_reach_the_topic(
             # Against anchoring: neither the judge's justification nor its verdict is in the page source.
             assert SECRET_JUSTIFICATION not in html
             assert "0.91" not in html
-            if n == 0:
+            if n == 0 and UPDATE_SCREENSHOTS:
                 await page.screenshot(path=str(ROOT / "docs" / "review-ui.png"), full_page=False)
             shown = "#output-a" if key == "1" else "#output-b"
             chosen[pair_id] = await page.locator(shown).inner_text()
@@ -233,35 +236,23 @@ async def test_an_operator_resumes_after_the_kappa_guard_and_is_recorded(
 
 
 def _score_snapshots(experiment: str) -> list[bytes]:
-    """A scoreboard built step by step (one snapshot per 20 pairs), as the worker's timer would publish it."""
-    import random
-    from datetime import UTC, datetime, timedelta
-
-    from pairjudge.agents.scores.board import Scoreboard
+    """A judge biased towards the challenger, built step by step as the worker's timer would publish it
+    (``tests.fixtures.scoreboard``): the judge basis promotes, the human basis continues."""
     from pairjudge.streams.codecs import encode
-    from pairjudge.streams.scores import Entry, snapshot
-    from pairjudge.streams.settings import ScoreSettings
+    from tests.fixtures.scoreboard import biased_judge_snapshots
 
-    rng = random.Random(4)
-    entry = Entry(Scoreboard(), partition=0)
-    out = []
-    start = datetime(2026, 12, 1, tzinfo=UTC)
-    for step in range(12):
-        for _ in range(20):
-            side = "win" if rng.random() < 0.64 else "loss" if rng.random() < 0.9 else "tie"
-            entry.board.add_judged(
-                side,  # type: ignore[arg-type]
-                rubric="tone_style",
-                traffic="shadow",
-                lengths=(rng.randint(100, 400), rng.randint(100, 400)),
-                models=("<b>challenger-v2</b>", "champion-v1"),
-            )
-        snap = snapshot(experiment, entry, ScoreSettings(bootstrap=30), False, start + timedelta(minutes=step))
-        out.append(encode(snap))
-    return out
+    return [encode(snap) for snap in biased_judge_snapshots(experiment)]
 
 
-async def test_the_scoreboard_page_shows_the_gate_and_its_three_charts(
+def _old_score_snapshot(experiment: str) -> bytes:
+    """The same experiment as a worker from before the human basis published it (no human fields)."""
+    from pairjudge.streams.codecs import encode
+    from tests.fixtures.scoreboard import biased_judge_snapshots, old_snapshot
+
+    return encode(old_snapshot(biased_judge_snapshots(experiment, steps=4, challenger="<b>challenger-v2</b>")[-1]))
+
+
+async def test_the_scoreboard_page_shows_the_human_basis_beside_the_judge_basis(
     kafka_bootstrap: str, tmp_path: Path, browser: Browser
 ) -> None:
     from pairjudge.streams.brokers import create_topics
@@ -271,30 +262,77 @@ async def test_the_scoreboard_page_shows_the_gate_and_its_three_charts(
     prefix = f"board-{uuid.uuid4().hex[:8]}"
     settings = review_settings(kafka_bootstrap, prefix, tmp_path)
     await create_topics(kafka_bootstrap, topic_specs(settings))
-    snaps = _score_snapshots("exp-ui")
+    old_name = "old-<b>exp</b>"
+    snaps = [*_score_snapshots("exp-ui"), _old_score_snapshot(old_name)]
     await produce_raw(kafka_bootstrap, settings.topics.name("scores"), snaps, keyed=False)
     async with serving(settings) as server:
         async with httpx.AsyncClient(base_url=server.url) as anon:
             assert (await anon.get("/scores")).status_code == 401
         page = await browser.new_page(viewport={"width": 1280, "height": 1100})
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: dialogs.append(d.message))
         await _sign_in(page, server.url, "ana")
+        board = page.locator('section.board[data-experiment="exp-ui"]')
+        old = page.locator("section.board").filter(has_text="old-<b>exp</b>")
         for _ in range(100):
             await page.goto(f"{server.url}/scores")
-            if await page.locator('section.board[data-experiment="exp-ui"]').count():
+            # Every snapshot read: the latest one has 16 steps of history (two series on the chart).
+            if await old.count() and await board.locator("svg.chart polyline.human-rate").count():
                 break
             await asyncio.sleep(0.2)
-        board = page.locator('section.board[data-experiment="exp-ui"]')
         await board.wait_for()
+        human, judge = board.locator("#human-basis"), board.locator("#judge-basis")
+        # Both bases are visible, side by side, the human basis first (left).
+        assert await human.is_visible()
+        assert await judge.is_visible()
+        human_box, judge_box = await human.bounding_box(), await judge.bounding_box()
+        assert human_box is not None
+        assert judge_box is not None
+        assert human_box["x"] + human_box["width"] <= judge_box["x"]
+        assert abs(human_box["y"] - judge_box["y"]) < 2
+        human_text = " ".join((await human.inner_text()).split())
+        judge_text = " ".join((await judge.inner_text()).split())
+        assert "Human basis: what people would decide" in human_text
+        assert "anytime-valid 95% interval" in human_text
+        assert "fixed-n 95% interval" in human_text
+        assert "awaiting a label" in human_text
+        assert "whose label never came" in human_text
+        assert "the judge on the same question" in human_text
+        assert await human.locator(".gate .decision").inner_text() == "CONTINUE"
+        assert "more human labels expected to be needed" in await human.locator(".gate .reason").inner_text()
+        assert "Judge basis: the judge's opinion, not people's" in judge_text
+        assert await judge.locator(".gate .decision").inner_text() == "PROMOTE"
+        rate = await human.locator(".headline-rate").inner_text()
+        assert rate.endswith("%")
+        assert float(rate[:-1]) < 60 < float((await judge.locator(".headline-rate").inner_text())[:-1])
+        # The splits table: both bases per rubric and per traffic split.
+        rows = await board.locator("table.splits").first.locator("tbody tr td:first-child").all_inner_texts()
+        assert rows == ["all pairs", "rubric head_to_head", "rubric tone_style", "traffic live", "traffic shadow"]
+        # The charts: both bases on the win-rate chart, with a legend; the judge gate's evidence; strengths.
         assert await board.locator("svg.chart").count() == 3
         assert await board.locator("svg.chart polyline.rate").count() == 1
+        assert await board.locator("svg.chart polyline.human-rate").count() == 1
+        legend = await board.locator("svg.chart text.legend").all_text_contents()
+        assert legend == ["judge basis (Wilson 95%)", "human basis (anytime 95%)"]
         assert await board.locator("svg.chart line.boundary").count() == 1
         assert await board.locator("svg.chart circle.point").count() == 2
-        decision = await board.locator(".gate .decision").inner_text()
-        assert decision in ("PROMOTE", "CONTINUE", "REJECT")
+        # An old snapshot renders: the judge basis, and a word on the human basis it does not carry; its
+        # name is text, not markup.
+        await old.wait_for()
+        assert "published before the human basis existed" in await old.locator("#human-basis").inner_text()
+        assert await old.locator("#judge-basis .gate .decision").inner_text() in ("PROMOTE", "CONTINUE")
+        assert await old.locator("h2 code").inner_text() == old_name
         # A model name is text, not markup, in the chart too.
-        texts = await board.locator("svg.chart text").all_text_contents()
+        texts = await old.locator("svg.chart text").all_text_contents()
         assert any("<b>challenger-v2</b>" in t for t in texts)
         html = await page.content()
+        assert "&lt;b&gt;exp&lt;/b&gt;" in html
         assert "&lt;b&gt;challenger-v2&lt;/b&gt;" in html
-        assert "<b>challenger-v2</b>" not in html
-        await page.screenshot(path=str(ROOT / "docs" / "scoreboard.png"), full_page=True)
+        assert "<b>" not in html
+        assert dialogs == []
+        if UPDATE_SCREENSHOTS:
+            # The page's head and the first board (the old one below it is not for the docs).
+            box = await board.bounding_box()
+            assert box is not None
+            clip = {"x": 0.0, "y": 0.0, "width": 1280.0, "height": box["y"] + box["height"] + 12}
+            await page.screenshot(path=str(ROOT / "docs" / "scoreboard.png"), full_page=True, clip=clip)  # type: ignore[arg-type]

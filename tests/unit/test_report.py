@@ -124,3 +124,40 @@ def test_the_report_shows_each_experiments_latest_scoreboard_with_escaped_text()
     assert "&lt;i&gt;new&lt;/i&gt;" in page
     assert "<i>new</i>" not in page
     assert "<script" not in page
+
+
+def test_the_report_shows_the_judge_beside_the_human_ceiling_and_the_guard_mode() -> None:
+    from pairjudge.agents.audit import GuardBounds
+
+    s = series("ceiling")
+    stats = WindowStats()
+    for n in range(40):
+        record = DecisionRecord(
+            pair_id=f"h{n}",
+            series=s,
+            stage="primary",
+            outcome="verdict",
+            auto_decided=True,
+            candidates=("a", "b"),
+            judge_winner="a" if n % 2 else "b",
+            confidence=0.9,
+            audit_sample=True,
+        )
+        first = HumanLabel(pair_id=f"h{n}", winner=record.judge_winner or "a", reviewer="ana", from_audit=True)
+        second_winner = first.winner if n < 36 else ("b" if first.winner == "a" else "a")  # 90% agree: kappa 0.8
+        second = first.model_copy(update={"winner": second_winner, "reviewer": "bo"})
+        stats.add(AuditObservation(kind="labelled", series=s, record=record, label=first))
+        stats.add(AuditObservation(kind="second_label", series=s, record=record, label=second, first_label=first))
+    start = START.timestamp()
+    relative = GuardBounds(guard_mode="relative", min_human_pairs=30)
+    snap = SeriesWindow(s, start, 3600.0, 0, stats).snapshot(final=True, bounds=relative)
+    early = SeriesWindow(s, start - 3600, 3600.0, 0, WindowStats()).snapshot(
+        final=True, bounds=GuardBounds(guard_mode="relative", min_human_pairs=30)
+    )
+    page = render_report(parse_audit_events([early.model_dump_json(), snap.model_dump_json()]))
+    assert "human-human kappa (ceiling)" in page
+    assert "judge-human kappa 1.00 beside the human-human kappa 0.80 and agreement 90% over 40" in page
+    assert "kappa guard: relative to the human ceiling, floor 0.720" in page
+    assert "relative, fell back to 0.70" in page  # the empty window before: too few human pairs
+    assert "<td>relative 0.72</td>" in page
+    assert "<td>40</td><td>90%</td><td>0.80</td>" in page

@@ -1,0 +1,167 @@
+"""The scoreboard as users read it: the review service's /scores page and the report's section show the
+human basis and the judge basis side by side, with their numbers formatted and every text escaped."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from html import unescape
+
+import pytest
+
+from pairjudge.schemas.scores import ScoreSnapshot
+from pairjudge.streams.charts import win_rate_chart
+from pairjudge.streams.report import parse_audit_events, render_report, scoreboard_section
+from pairjudge.streams.review.auth import User
+from pairjudge.streams.review.web import _templates, score_boards
+from pairjudge.streams.scoreboard_view import NO_HUMAN_BASIS, board_view
+from tests.fixtures.scoreboard import biased_judge_snapshots, old_snapshot
+
+HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+
+
+@cache
+def _biased() -> ScoreSnapshot:
+    return biased_judge_snapshots("exp-bias", steps=12)[-1]
+
+
+def _page(*snaps: ScoreSnapshot) -> str:
+    template = _templates().env.get_template("scores.html")
+    return template.render(
+        user=User("ana", "reviewer", "x"), csrf="token", boards=score_boards({s.experiment: s for s in snaps})
+    )
+
+
+def _text(page: str) -> str:
+    """The page's text, roughly as a reader sees it (tags dropped, whitespace folded)."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_the_realistic_experiment_has_the_judge_promoting_and_people_continuing() -> None:
+    snap = _biased()
+    assert snap.gate.decision == "promote"
+    assert snap.human_gate is not None
+    assert snap.human_gate.decision == "continue"
+    assert snap.human_basis is not None
+    assert snap.human_basis.pending > 0
+    assert snap.human_basis.expired > 0
+
+
+def test_the_view_formats_both_bases_and_puts_the_human_basis_first() -> None:
+    snap = _biased()
+    h, g = snap.human_basis, snap.human_gate
+    assert h is not None
+    assert g is not None
+    assert h.rate is not None
+    v = board_view(snap)
+    assert v.human.headline == f"{100 * h.rate:.1f}%"
+    figures = {f.label: f.value for f in v.human.figures}
+    assert figures["anytime-valid 95% interval (the gate reads it)"] == (
+        f"{100 * (h.anytime_low or 0):.1f}–{100 * (h.anytime_high or 0):.1f}%"
+    )
+    assert (
+        figures["fixed-n 95% interval (right at one look only)"]
+        == f"{100 * (h.low or 0):.1f}–{100 * (h.high or 0):.1f}%"
+    )
+    assert figures["labels it rests on"] == f"{h.labels:,} human labels over {h.pairs:,} pairs"
+    assert figures["pending"] == f"{h.pending} samples awaiting a label"
+    assert figures["expired"] == f"{h.expired} samples whose label never came"
+    assert figures["the judge on the same question"].startswith(f"{100 * (h.judge_rate or 0):.1f}%")
+    assert figures["pairs in strata with too few labels"].startswith("0%")
+    assert v.human.gate is not None
+    assert v.human.gate.text == f"continue: {g.reason}"
+    assert re.fullmatch(r"continue: [\d,]+ more human labels expected to be needed", v.human.gate.text)
+    assert v.judge.gate is not None
+    assert v.judge.gate.text.startswith("promote: the evidence for promotion")
+    assert v.judge.headline == f"{100 * (snap.overall.win_rate or 0):.1f}%"
+    names = [r.name for r in v.splits]
+    assert names == ["all pairs", "rubric head_to_head", "rubric tone_style", "traffic live", "traffic shadow"]
+    assert all(r.human_rate.endswith("%") and r.judge_rate.endswith("%)") for r in v.splits)
+    assert [s.stratum for s in v.strata] == ["confident", "review", "uncertain"]
+
+
+def test_the_page_shows_both_bases_side_by_side_with_the_human_basis_first() -> None:
+    page = _page(_biased())
+    text = _text(page)
+    assert page.index('id="human-basis"') < page.index('id="judge-basis"')
+    assert "Human basis: what people would decide" in text
+    assert "Judge basis: the judge's opinion, not people's" in text
+    assert "default basis of pairjudge gate" in text
+    assert "a tie counts half" in text
+    assert re.search(r"Gate: CONTINUE · [\d,]+ more human labels expected to be needed", text)
+    assert "Gate: PROMOTE · the evidence for promotion" in text
+    assert re.search(r"anytime-valid 95% interval \(the gate reads it\) \d+\.\d–\d+\.\d%", text)
+    assert re.search(r"pending \d+ samples awaiting a label", text)
+    assert "rubric tone_style" in text
+    assert "traffic shadow" in text
+    # The chart draws both bases, with a legend.
+    assert page.count('class="human-rate"') == 1
+    assert page.count('class="rate"') == 1
+    assert "human basis (anytime 95%)" in page
+    assert "judge basis (Wilson 95%)" in page
+    assert "<script>" not in page.split("</head>")[1]
+
+
+def test_a_hostile_experiment_name_is_text_on_the_page_and_in_the_report() -> None:
+    snap = _biased().model_copy(update={"experiment": HOSTILE})
+    for html in (_page(snap), scoreboard_section(snap)):
+        assert HOSTILE not in html
+        assert "<img" not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_an_old_snapshot_without_the_human_basis_renders_the_judge_basis_and_says_so() -> None:
+    old = old_snapshot(_biased())
+    assert old.human_basis is None
+    assert old.human_gate is None
+    assert all(p.human_rate is None for p in old.history)
+    v = board_view(old)
+    assert v.human.missing == NO_HUMAN_BASIS
+    assert v.splits[0].human_rate == "–"
+    text = _text(_page(old))
+    assert "published before the human basis existed" in text
+    assert "Gate: not in this snapshot." in text
+    assert "Gate: PROMOTE" in text
+    chart = win_rate_chart(old.history)
+    assert 'class="human-rate"' not in chart
+    assert "human basis" not in chart
+    section = _text(scoreboard_section(old))
+    assert "published before the human basis existed" in section
+    assert "Gate: PROMOTE" in section
+
+
+def test_a_new_experiment_without_labels_says_what_the_human_gate_needs() -> None:
+    snap = biased_judge_snapshots("exp-new", steps=1, pairs_per_step=20)[0]
+    v = board_view(snap)
+    assert snap.human_gate is not None
+    assert v.human.headline == "–"
+    assert v.human.headline_note == "not enough labels to estimate yet"
+    assert v.human.gate is not None
+    assert "no human labels yet" in v.human.gate.text
+    assert "human basis: too few labels yet" in win_rate_chart(snap.history)
+    _page(snap)  # renders
+
+
+def test_the_report_shows_both_bases_side_by_side() -> None:
+    snaps = biased_judge_snapshots("exp-report", steps=6)
+    page = render_report(parse_audit_events(s.model_dump_json() for s in snaps))
+    text = _text(page)
+    assert page.count("Champion and challenger: experiment exp-report") == 1
+    assert page.index("basis-human") < page.index("basis-judge")
+    assert re.search(r"Gate: CONTINUE · [\d,]+ more human labels expected to be needed", text)
+    assert "Gate: PROMOTE" in text
+    assert "the judge on the same question" in text
+    assert "anytime-valid interval" in text
+    assert "win rate (Wilson 95%)" in text
+    assert 'class="human-rate"' in page
+    assert "<script" not in page
+
+
+@pytest.mark.parametrize("steps", [1, 12])
+def test_the_page_and_the_report_agree_on_the_headline_numbers(steps: int) -> None:
+    snap = biased_judge_snapshots("exp-agree", steps=steps)[-1]
+    v = board_view(snap)
+    page, section = _text(_page(snap)), _text(scoreboard_section(snap))
+    for value in (v.human.headline, v.judge.headline, *(f.value for f in v.human.figures)):
+        assert value in page
+        assert value in section
