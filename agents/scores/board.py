@@ -204,13 +204,15 @@ class Scoreboard:
     def add_outcome(self, f: float, *, stratum: str, sampled: bool, rubric: str, traffic: str) -> None:
         """A pair's final outcome in the human basis: ``f`` the judge's, ``sampled`` a label is expected.
 
-        A rule's verdict (stratum ``rule``) is also its own label: the seeds' rules (an empty output loses,
-        identical outputs tie) are what a person would answer, and nobody is asked, so without this the
-        stratum would have no labels and its whole share would widen every interval."""
+        A rule's verdict (stratum ``rule``) is a pair whose human outcome is known: the seeds' rules (an
+        empty output loses, identical outputs tie) are what a person would answer, and nobody is asked. It
+        counts in the estimand with no uncertainty, and is not a label (so no rule pair ever counts towards
+        the labels a decision needs)."""
         for basis in self._bases(rubric, traffic):
-            basis.add_pair(f, stratum, sampled)
             if stratum == RULE_STRATUM:
-                basis.add_label(f, f, stratum, 1.0)
+                basis.add_known(f)
+            else:
+                basis.add_pair(f, stratum, sampled)
 
     def add_label(
         self, f: float, y: float, *, stratum: str, inclusion_probability: float | None, rubric: str, traffic: str

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from pairjudge.agents.audit.join import JoinEntry
 from pairjudge.agents.scores.board import Scoreboard
 from pairjudge.agents.scores.events import expired_event, score_event
-from pairjudge.agents.scores.human import HumanBasis
+from pairjudge.agents.scores.human import HumanBasis, estimate
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import HumanLabel
 from pairjudge.schemas.audit import AuditObservation, AuditSeries, DecisionRecord
@@ -385,6 +385,18 @@ def test_a_rule_verdict_is_its_own_labelled_stratum() -> None:
     assert (event.stratum, event.sampled) == ("rule", False)
     board = Scoreboard()
     board.add_outcome(0.0, stratum="rule", sampled=False, rubric="tone_style", traffic="shadow")
-    rule = board.human_basis.strata["rule"]
-    assert (rule.pairs, rule.labels, rule.wy) == (1, 1, 0.0)
-    assert board.human_basis.pending == 0
+    basis = board.human_basis
+    assert (basis.known_pairs, basis.known_total, basis.labels, basis.pairs) == (1, 0.0, 0, 1)
+    assert "rule" not in basis.strata
+    assert basis.pending == 0
+    # With labels elsewhere, the known pair moves the estimate by its share and adds no variance.
+    for i in range(40):
+        board.add_outcome(1.0, stratum="confident", sampled=True, rubric="tone_style", traffic="shadow")
+        board.add_label(1.0, float(i % 2), stratum="confident", inclusion_probability=1.0, rubric="x", traffic="y")
+    with_rule = estimate(board.human_basis)
+    without = HumanBasis.from_dict({**board.human_basis.to_dict(), "known_pairs": 0, "known_total": 0.0})
+    alone = estimate(without)
+    assert with_rule is not None
+    assert alone is not None
+    assert with_rule.rate == pytest.approx(alone.rate * 40 / 41)
+    assert with_rule.labels == alone.labels == 40
