@@ -27,7 +27,8 @@ class Policy:
     audit_seed: str = ""
     #: Share of *uncertain* verdicts audited instead (``agents.sampling``: from the tie-break stage, a split
     #: jury, or a confidence less than ``audit_uncertain_margin`` above its threshold).
-    audit_uncertain_share: float = 0.25
+    #: 2x the base: the Neyman allocation for typical judges (bench/human_gate.py, table 4; 5x cost labels).
+    audit_uncertain_share: float = 0.10
     audit_uncertain_margin: float = 0.1
     #: No verdict's inclusion probability goes below this (while auditing is on): it bounds the 1/π weights.
     audit_floor: float = 0.01

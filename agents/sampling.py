@@ -27,7 +27,12 @@ Why it is built this way:
   drawn with, so π is recorded with every verdict, drawn or not, as it was used, whatever scale or
   control update was in force at the time.
 - Uncertain verdicts are where the judge and the humans disagree most, so labelling them more often
-  spends the same labels where they reduce the estimate's variance most.
+  spends the same labels where they reduce the estimate's variance most, up to a point: the variance is
+  least when each class's probability is proportional to the spread of ``person - judge`` in it (Neyman
+  allocation), about 1.5-2.5x for judges 55-65% right on uncertain verdicts and 90-95% on the rest. The
+  default ratio is 2x (10% against 5%); the first default, 5x (25%), needed 174 labels to a decision
+  where uniform 9% needed 140 (bench/human_gate.py, table 4). The scoreboard recommends the shares its
+  own labels imply (``agents.scores.human.neyman_shares``).
 - The floor bounds every weight by ``1/audit_floor``: however hard the budget squeezes, no class goes
   unlabelled and no single label can dominate the estimate.
 - The budget scale (:func:`budget_scale`, measured and applied at the edge) keeps the labels affordable

@@ -121,6 +121,11 @@ class StratumSnapshot(Contract):
     #: labels to be estimated (its whole range is then taken by the interval).
     lam: float | None = None
     rate: float | None = None
+    #: The spread of ``person - lambda * judge`` over its labels, and the audit share that would make the
+    #: interval narrowest for the same labels (Neyman allocation, ``agents.scores.human.neyman_shares``):
+    #: for the sampled classes only, once every one of them has labels enough to measure it.
+    rectifier_sd: float | None = None
+    recommended_share: float | None = None
 
 
 class HumanBasisSnapshot(Contract):

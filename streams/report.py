@@ -120,11 +120,12 @@ def _splits_table(v: BoardView) -> str:
     if v.strata:
         strata = (
             "<p>Human basis by sampling stratum:</p><table class='splits'><tr><th>stratum</th><th>pairs</th>"
-            "<th>labels</th><th>rate</th><th>weight on the judge (λ)</th></tr>"
+            "<th>labels</th><th>rate</th><th>weight on the judge (λ)</th><th>spread of person − judge</th>"
+            "<th>recommended audit share</th></tr>"
         )
         strata += "".join(
             f"<tr><td>{e(s.stratum)}</td><td>{e(s.pairs)}</td><td>{e(s.labels)}</td><td>{e(s.rate)}</td>"
-            f"<td>{e(s.lam)}</td></tr>"
+            f"<td>{e(s.lam)}</td><td>{e(s.spread)}</td><td>{e(s.recommended)}</td></tr>"
             for s in v.strata
         )
         strata += "</table>"

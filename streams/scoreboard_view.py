@@ -111,6 +111,9 @@ class StratumRow:
     labels: str
     rate: str
     lam: str
+    #: The spread of person - judge in the stratum, and the audit share the labels recommend (Neyman).
+    spread: str
+    recommended: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +241,8 @@ def board_view(snap: ScoreSnapshot) -> BoardView:
             f"{s.labels:,}",
             pct(s.rate) if s.rate is not None else "too few labels",
             DASH if s.lam is None else f"{s.lam:.2f}",
+            DASH if s.rectifier_sd is None else f"{s.rectifier_sd:.3f}",
+            DASH if s.recommended_share is None else pct(s.recommended_share),
         )
         for s in (snap.human_basis.strata if snap.human_basis else ())
     )

@@ -32,7 +32,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from pairjudge.agents import InputRejected
 from pairjudge.agents.scores.board import Scoreboard, Tally
 from pairjudge.agents.scores.gate import GateConfig, decide
-from pairjudge.agents.scores.human import HumanBasis, confidence_sequence, decide_human, estimate
+from pairjudge.agents.scores.human import (
+    HumanBasis,
+    confidence_sequence,
+    decide_human,
+    estimate,
+    neyman_shares,
+    rectifier_sd,
+)
 from pairjudge.schemas.scores import (
     GateSnapshot,
     GateUpdate,
@@ -137,6 +144,7 @@ def human_basis_snapshot(basis: HumanBasis, settings: ScoreSettings) -> HumanBas
     fixed = estimate(basis, settings.alpha)
     anytime = confidence_sequence(basis, settings.alpha, target_labels=settings.human_target_labels)
     estimated = {s.stratum: s for s in fixed.strata} if fixed else {}
+    recommended = neyman_shares(basis, alpha=settings.alpha) or {}
     strata = tuple(
         StratumSnapshot(
             stratum=name,
@@ -144,6 +152,8 @@ def human_basis_snapshot(basis: HumanBasis, settings: ScoreSettings) -> HumanBas
             labels=sums.labels,
             lam=estimated[name].lam if name in estimated else None,
             rate=estimated[name].rate if name in estimated else None,
+            rectifier_sd=rectifier_sd(sums, settings.alpha),
+            recommended_share=recommended.get(name),
         )
         for name, sums in sorted(basis.strata.items())
     )

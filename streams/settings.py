@@ -217,7 +217,7 @@ class PolicySettings(_Section):
     audit_seed: str = Field(default="", max_length=200)
     #: ``PAIRJUDGE_POLICY__AUDIT_UNCERTAIN_SHARE``: the share of uncertain verdicts sent to audit (from the
     #: tie-break stage, a split jury, or a confidence less than the margin above its threshold).
-    audit_uncertain_share: float = Field(default=0.25, ge=0, le=1)
+    audit_uncertain_share: float = Field(default=0.10, ge=0, le=1)
     #: ``PAIRJUDGE_POLICY__AUDIT_UNCERTAIN_MARGIN``: a primary verdict less than this above its threshold is uncertain.
     audit_uncertain_margin: float = Field(default=0.1, ge=0, le=1)
     #: ``PAIRJUDGE_POLICY__AUDIT_FLOOR``: no verdict's inclusion probability goes below this while auditing

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pairjudge.agents.core import Decision, judge_pair
@@ -14,6 +16,11 @@ from pairjudge.streams.pipeline import JudgePanel, Origin, Pipeline
 from pairjudge.streams.settings import Settings
 from pairjudge.streams.telemetry import Telemetry
 from tests.unit.factories import make_pair, per_order, tone_reply
+
+
+def _policy(**overrides: Any) -> Policy:
+    """A policy with the uncertain share these tests' arithmetic was written for (25%), whatever the default."""
+    return Policy(**{"audit_uncertain_share": 0.25, **overrides})
 
 
 class Clock:
@@ -39,13 +46,13 @@ def test_a_steady_stream_reads_as_its_rate_even_while_warming_up() -> None:
 async def _verdicts(n: int, confidence: float) -> list[Decision]:
     pair = make_pair()
     judge = ScriptedJudge(per_order(pair, tone_reply("A", confidence), tone_reply("B", confidence)))
-    decision = await judge_pair(pair, judge, Policy())
+    decision = await judge_pair(pair, judge, _policy())
     return [decision] * n
 
 
 async def test_the_budget_scales_the_shares_from_the_fleets_estimated_rate() -> None:
     clock = Clock()
-    holder = PolicyHolder(Policy())
+    holder = PolicyHolder(_policy())
     budget = AuditBudget(holder, budget=400, period="hour", clock=clock)
     confident = (await _verdicts(1, 0.9))[0]
     uncertain = (await _verdicts(1, 0.75))[0]
@@ -60,7 +67,7 @@ async def test_the_budget_scales_the_shares_from_the_fleets_estimated_rate() -> 
     assert verdicts["confident"] == pytest.approx(4 * 3600, rel=0.05)
     assert verdicts["uncertain"] == pytest.approx(4 * 720, rel=0.05)
     scale = budget.update(2, 8)
-    assert scale == pytest.approx(budget_scale(Policy(), verdicts, 400))
+    assert scale == pytest.approx(budget_scale(_policy(), verdicts, 400))
     assert holder.current.audit_scale == scale
     # About (14400 x 0.05 + 2880 x 0.25) x 1.1 = 1584 labels an hour at full shares: the scale cuts it to 400.
     assert expected_labels(holder.current, verdicts) == pytest.approx(400)
@@ -69,10 +76,10 @@ async def test_the_budget_scales_the_shares_from_the_fleets_estimated_rate() -> 
 
 async def test_no_owned_partition_keeps_the_scale_and_other_outcomes_are_not_counted() -> None:
     clock = Clock()
-    holder = PolicyHolder(Policy())
+    holder = PolicyHolder(_policy())
     budget = AuditBudget(holder, budget=1, period="day", clock=clock)
     pair = make_pair()
-    tiebreak = await judge_pair(pair, ScriptedJudge(per_order(pair, tone_reply("A"), tone_reply("A"))), Policy())
+    tiebreak = await judge_pair(pair, ScriptedJudge(per_order(pair, tone_reply("A"), tone_reply("A"))), _policy())
     for _ in range(100):
         clock.now += 1.0
         budget.observe(tiebreak)  # a tie-break request costs no audit label
@@ -91,7 +98,7 @@ async def test_the_pipeline_tells_the_budget_of_each_fresh_decision() -> None:
     pair = make_pair()
     judge = ScriptedJudge(per_order(pair, tone_reply("A", 0.9), tone_reply("B", 0.9)))
     settings = Settings()
-    pipeline = Pipeline(JudgePanel.single(judge), PolicyHolder(Policy()), Telemetry(settings.telemetry), {}, 1 << 20)
+    pipeline = Pipeline(JudgePanel.single(judge), PolicyHolder(_policy()), Telemetry(settings.telemetry), {}, 1 << 20)
     seen: list[Decision] = []
     pipeline.on_decision = seen.append
     await pipeline.on_pair(pair.model_dump_json().encode(), None, Origin())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -38,6 +39,12 @@ from tests.unit.factories import (
     tiebreak_reply,
     tone_reply,
 )
+
+
+def _policy(**overrides: Any) -> Policy:
+    """A policy with the uncertain share these tests' arithmetic was written for (25%), whatever the default."""
+    return Policy(**{"audit_uncertain_share": 0.25, **overrides})
+
 
 X, Y = FIRST_ID, SECOND_ID
 ALL_A = {"safety": "A", "instruction_adherence": "A", "conciseness": "A", "readability": "A"}
@@ -96,24 +103,27 @@ def test_a_jury_is_confident_only_when_unanimous() -> None:
 
 
 def test_each_class_gets_its_share_and_the_defaults_follow_the_brief() -> None:
-    policy = Policy()
-    assert (policy.audit_share, policy.audit_uncertain_share, policy.audit_floor) == (0.05, 0.25, 0.01)
+    defaults = Policy()
+    # 2x the seed's share for uncertain verdicts: about the Neyman allocation for typical judges.
+    assert (defaults.audit_share, defaults.audit_uncertain_share, defaults.audit_floor) == (0.05, 0.10, 0.01)
+    assert inclusion_probability(defaults, "uncertain") == 0.10
+    policy = _policy()
     assert (policy.audit_uncertain_margin, policy.audit_double_share, policy.audit_scale) == (0.1, 0.1, 1.0)
     assert inclusion_probability(policy, "confident") == 0.05
     assert inclusion_probability(policy, "uncertain") == 0.25
     # An uncertain verdict is never audited less often than a confident one.
-    assert inclusion_probability(Policy(audit_share=1.0), "uncertain") == 1.0
+    assert inclusion_probability(_policy(audit_share=1.0), "uncertain") == 1.0
 
 
 def test_the_floor_bounds_the_probability_from_below() -> None:
-    assert inclusion_probability(Policy(audit_share=0.002), "confident") == 0.01
-    assert inclusion_probability(Policy(audit_scale=0.1), "confident") == 0.01  # 0.005 scaled, floored
-    assert inclusion_probability(Policy(audit_scale=0.1), "uncertain") == pytest.approx(0.025)
-    assert inclusion_probability(Policy(audit_scale=0.1, audit_floor=0.001), "confident") == pytest.approx(0.005)
+    assert inclusion_probability(_policy(audit_share=0.002), "confident") == 0.01
+    assert inclusion_probability(_policy(audit_scale=0.1), "confident") == 0.01  # 0.005 scaled, floored
+    assert inclusion_probability(_policy(audit_scale=0.1), "uncertain") == pytest.approx(0.025)
+    assert inclusion_probability(_policy(audit_scale=0.1, audit_floor=0.001), "confident") == pytest.approx(0.005)
 
 
 def test_audit_off_records_no_probability_and_draws_nothing() -> None:
-    policy = Policy(audit_share=0.0)
+    policy = _policy(audit_share=0.0)
     assert inclusion_probability(policy, "uncertain") is None
     assert not any(draw(i, policy, "uncertain").drawn for i in IDS[:2000])
     assert not drawn("p", None)
@@ -130,7 +140,7 @@ def test_the_draws_frequency_matches_the_probability(probability: float) -> None
 
 
 def test_the_uncertain_class_is_drawn_at_its_own_rate_and_the_second_reviewer_at_its_share() -> None:
-    policy = Policy(audit_seed="s")
+    policy = _policy(audit_seed="s")
     draws = [draw(i, policy, "uncertain") for i in IDS]
     taken = [d for d in draws if d.drawn]
     assert all(d.inclusion_probability == 0.25 for d in draws)
@@ -150,7 +160,7 @@ def test_the_second_reviewer_hash_is_independent_of_the_draw() -> None:
 
 
 def test_a_redelivered_pair_is_drawn_the_same_way_and_samples_nest() -> None:
-    policy = Policy(audit_share=0.3, audit_seed="k")
+    policy = _policy(audit_share=0.3, audit_seed="k")
     assert [draw(i, policy, "confident") for i in IDS[:500]] == [draw(i, policy, "confident") for i in IDS[:500]]
     # One hash for both classes: a pair drawn at a lower probability is drawn at any higher one.
     for pair_id in IDS[:2000]:
@@ -163,14 +173,14 @@ def test_a_redelivered_pair_is_drawn_the_same_way_and_samples_nest() -> None:
 def test_no_budget_or_a_budget_that_fits_leaves_the_scale_at_one() -> None:
     verdicts = VERDICTS
     # (10000 x 0.05 + 2000 x 0.25) x 1.1 (second reviewers) = 1100 labels per period.
-    assert expected_labels(Policy(), verdicts) == pytest.approx(1100)
-    assert budget_scale(Policy(), verdicts, 0) == 1.0
-    assert budget_scale(Policy(), verdicts, 1100) == 1.0
-    assert budget_scale(Policy(audit_share=0.0), verdicts, 10) == 1.0
+    assert expected_labels(_policy(), verdicts) == pytest.approx(1100)
+    assert budget_scale(_policy(), verdicts, 0) == 1.0
+    assert budget_scale(_policy(), verdicts, 1100) == 1.0
+    assert budget_scale(_policy(audit_share=0.0), verdicts, 10) == 1.0
 
 
 def test_the_scale_meets_the_budget_exactly() -> None:
-    policy = Policy()
+    policy = _policy()
     verdicts = VERDICTS
     scale = budget_scale(policy, verdicts, 550)
     assert scale == pytest.approx(0.5)  # nothing at the floor yet: plain proportion
@@ -181,22 +191,22 @@ def test_the_scale_accounts_for_classes_held_up_by_the_floor() -> None:
     # Below scale 0.2 the confident class sits at the floor (0.05 x 0.2 = 0.01): labels are then
     # 1.1 x (10000 x 0.01 + 2000 x 0.25 x s). 165 labels need s = 0.1, not the naive 165/1100 = 0.15
     # (which would ask for 192.5).
-    policy = Policy()
+    policy = _policy()
     verdicts = VERDICTS
     scale = budget_scale(policy, verdicts, 165)
     assert scale == pytest.approx(0.1)
     assert expected_labels(policy, verdicts, scale) == pytest.approx(165)
-    assert inclusion_probability(Policy(audit_scale=scale), "confident") == 0.01
+    assert inclusion_probability(_policy(audit_scale=scale), "confident") == 0.01
 
 
 def test_when_the_floor_alone_exceeds_the_budget_the_floor_wins() -> None:
-    policy = Policy()
+    policy = _policy()
     verdicts = VERDICTS
     scale = budget_scale(policy, verdicts, 50)
     assert scale == pytest.approx(0.01 / 0.25)  # every class at the floor; smaller would change nothing
     assert 0 < scale <= 1
     assert expected_labels(policy, verdicts, scale) == pytest.approx(1.1 * 12_000 * 0.01)
-    Policy(audit_scale=scale)  # a valid scale
+    _policy(audit_scale=scale)  # a valid scale
 
 
 # --- the policy and its live keys -------------------------------------------------------------
@@ -205,13 +215,13 @@ def test_when_the_floor_alone_exceeds_the_budget_the_floor_wins() -> None:
 @pytest.mark.parametrize(
     ("name", "build"),
     [
-        ("audit_floor", lambda: Policy(audit_floor=0.0)),
-        ("audit_floor", lambda: Policy(audit_floor=1.5)),
-        ("audit_scale", lambda: Policy(audit_scale=0.0)),
-        ("audit_scale", lambda: Policy(audit_scale=1.01)),
-        ("audit_uncertain_share", lambda: Policy(audit_uncertain_share=-0.1)),
-        ("audit_uncertain_margin", lambda: Policy(audit_uncertain_margin=2.0)),
-        ("audit_double_share", lambda: Policy(audit_double_share=1.5)),
+        ("audit_floor", lambda: _policy(audit_floor=0.0)),
+        ("audit_floor", lambda: _policy(audit_floor=1.5)),
+        ("audit_scale", lambda: _policy(audit_scale=0.0)),
+        ("audit_scale", lambda: _policy(audit_scale=1.01)),
+        ("audit_uncertain_share", lambda: _policy(audit_uncertain_share=-0.1)),
+        ("audit_uncertain_margin", lambda: _policy(audit_uncertain_margin=2.0)),
+        ("audit_double_share", lambda: _policy(audit_double_share=1.5)),
     ],
 )
 def test_the_policy_refuses_sampling_settings_out_of_range(name: str, build: Callable[[], Policy]) -> None:
@@ -220,7 +230,7 @@ def test_the_policy_refuses_sampling_settings_out_of_range(name: str, build: Cal
 
 
 def test_the_uncertain_share_and_the_floor_are_live_control_keys() -> None:
-    policy = Policy()
+    policy = _policy()
     assert policy.apply(ControlUpdate(key="audit_uncertain_share", value=0.4)).audit_uncertain_share == 0.4
     assert policy.apply(ControlUpdate(key="audit_floor", value=0.02)).audit_floor == 0.02
     with pytest.raises(ValueError, match="audit_uncertain_share"):
@@ -233,7 +243,7 @@ def test_the_uncertain_share_and_the_floor_are_live_control_keys() -> None:
 
 
 def test_a_tombstone_restores_the_setting_but_keeps_the_budgets_scale() -> None:
-    holder = PolicyHolder(Policy())
+    holder = PolicyHolder(_policy())
     holder.set_audit_scale(0.3)
     apply_record(holder, b"audit_floor", ControlUpdate(key="audit_floor", value=0.02).model_dump_json().encode())
     apply_record(holder, b"audit_floor", b'{"key": "audit_floor", "value": 0}')  # invalid: ignored
@@ -258,7 +268,7 @@ def _record(decision: Decision, judged: CandidatePair | TieBreakRequest) -> Deci
 
 async def test_a_confident_verdicts_record_carries_its_probability_and_class() -> None:
     pair = make_pair()
-    decision = await judge_pair(pair, _judge(), Policy())
+    decision = await judge_pair(pair, _judge(), _policy())
     assert isinstance(decision.outcome, PairVerdict)
     rec = _record(decision, pair)
     assert (rec.inclusion_probability, rec.sampling_class) == (0.05, "confident")
@@ -267,20 +277,20 @@ async def test_a_confident_verdicts_record_carries_its_probability_and_class() -
 
 async def test_a_verdict_just_over_its_threshold_is_sampled_as_uncertain() -> None:
     pair = make_pair()
-    decision = await judge_pair(pair, _judge(0.75, 0.75), Policy())
+    decision = await judge_pair(pair, _judge(0.75, 0.75), _policy())
     assert isinstance(decision.outcome, PairVerdict)
     assert (decision.facts.inclusion_probability, decision.facts.sampling_class) == (0.25, "uncertain")
 
 
 async def test_a_drawn_verdict_is_marked_in_its_record_and_copy() -> None:
     pair = make_pair()
-    decision = await judge_pair(pair, _judge(), Policy(audit_share=1.0, audit_double_share=1.0))
+    decision = await judge_pair(pair, _judge(), _policy(audit_share=1.0, audit_double_share=1.0))
     copy = decision.audit_copy
     assert isinstance(copy, ReviewRequest)
     assert (copy.reason, copy.audit, copy.reviews_wanted) == ("audit_sample", True, 2)
     rec = _record(decision, pair)
     assert (rec.audit_sample, rec.inclusion_probability, rec.sampling_class) == (True, 1.0, "confident")
-    single = await judge_pair(pair, _judge(), Policy(audit_share=1.0, audit_double_share=0.0))
+    single = await judge_pair(pair, _judge(), _policy(audit_share=1.0, audit_double_share=0.0))
     assert single.audit_copy is not None
     assert single.audit_copy.reviews_wanted == 1
 
@@ -292,17 +302,17 @@ async def test_a_split_jurys_verdict_is_uncertain() -> None:
         ab, ba = ("A", "B") if who == X else ("B", "A")
         return ScriptedJudge(per_order(pair, h2h_reply(ab, 0.95), h2h_reply(ba, 0.95)), model=model)
 
-    split = await judge_pair(pair, [juror(X, "m1"), juror(X, "m2"), juror(Y, "m3")], Policy())
+    split = await judge_pair(pair, [juror(X, "m1"), juror(X, "m2"), juror(Y, "m3")], _policy())
     assert isinstance(split.outcome, PairVerdict)
     assert split.facts.sampling_class == "uncertain"
-    unanimous = await judge_pair(pair, [juror(X, "m1"), juror(X, "m2")], Policy())
+    unanimous = await judge_pair(pair, [juror(X, "m1"), juror(X, "m2")], _policy())
     assert isinstance(unanimous.outcome, PairVerdict)
     assert unanimous.facts.sampling_class == "confident"
 
 
 async def test_tiebreak_request_none_tiebreak_verdict_uncertain_review_certain() -> None:
     pair = make_pair()
-    first = await judge_pair(pair, ScriptedJudge(per_order(pair, tone_reply("A"), tone_reply("A"))), Policy())
+    first = await judge_pair(pair, ScriptedJudge(per_order(pair, tone_reply("A"), tone_reply("A"))), _policy())
     assert isinstance(first.outcome, TieBreakRequest)
     way_station = _record(first, pair)
     assert (way_station.inclusion_probability, way_station.sampling_class, way_station.audit_sample) == (
@@ -311,11 +321,11 @@ async def test_tiebreak_request_none_tiebreak_verdict_uncertain_review_certain()
         False,
     )
     resolver = ScriptedJudge(per_order(pair, tiebreak_reply(ALL_B), tiebreak_reply(ALL_A)))
-    final = await resolve_tiebreak(first.outcome, resolver, Policy())
+    final = await resolve_tiebreak(first.outcome, resolver, _policy())
     assert isinstance(final.outcome, PairVerdict)
     rec = _record(final, first.outcome)
     assert (rec.stage, rec.inclusion_probability, rec.sampling_class) == ("tiebreak", 0.25, "uncertain")
-    guarded = await judge_pair(pair, _judge(), Policy(kappa_guard_tripped=True))
+    guarded = await judge_pair(pair, _judge(), _policy(kappa_guard_tripped=True))
     assert isinstance(guarded.outcome, ReviewRequest)
     review = _record(guarded, pair)
     assert (review.inclusion_probability, review.sampling_class, review.audit_sample) == (1.0, "review", False)
@@ -323,12 +333,12 @@ async def test_tiebreak_request_none_tiebreak_verdict_uncertain_review_certain()
 
 async def test_audit_off_and_rule_settled_verdicts_record_no_probability() -> None:
     pair = make_pair()
-    off = await judge_pair(pair, _judge(), Policy(audit_share=0.0))
+    off = await judge_pair(pair, _judge(), _policy(audit_share=0.0))
     assert isinstance(off.outcome, PairVerdict)
     assert off.audit_copy is None
     assert (_record(off, pair).inclusion_probability, _record(off, pair).sampling_class) == (None, None)
     identical = make_pair(outputs=("same text", "same text"))
-    settled = await judge_pair(identical, _judge(), Policy(audit_share=1.0))
+    settled = await judge_pair(identical, _judge(), _policy(audit_share=1.0))
     assert isinstance(settled.outcome, PairVerdict)
     assert settled.outcome.decided_by == "rule"
     assert settled.audit_copy is None
