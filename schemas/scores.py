@@ -154,6 +154,10 @@ class HumanBasisSnapshot(Contract):
     judge_rate: float | None = None
     #: The share of pairs in strata with too few labels (taken at their whole range by the intervals).
     unlabelled_share: float | None = None
+    #: The anytime interval assuming nothing about the labels that have not come: its low end with every
+    #: missing label against the challenger, its high end with every one for it (``human.worst_case``).
+    worst_low: float | None = None
+    worst_high: float | None = None
     strata: tuple[StratumSnapshot, ...] = ()
     alpha: float = 0.05
 
@@ -180,6 +184,8 @@ class HumanGateSnapshot(Contract):
     min_effect: float
     min_labels: int
     target_labels: int
+    #: How missing labels were treated: "at_random" (as unlabelled pairs) or "worst_case" (assume nothing).
+    missing_labels: Literal["at_random", "worst_case"] = "at_random"
 
 
 class HistoryPoint(Contract):

@@ -134,7 +134,12 @@ def human_gate_view(g: HumanGateSnapshot) -> GateView:
         detail=(
             f"Reads the anytime-valid interval: promotes when it lies above 50%, rejects when it lies below "
             f"{pct(0.5 + g.min_effect)}; decides nothing below {count(g.min_labels, 'label')} "
-            f"(alpha {g.alpha:g}, minimum effect {g.min_effect:g}). It never falls back to the judge."
+            f"(alpha {g.alpha:g}, minimum effect {g.min_effect:g}). It never falls back to the judge. "
+            + (
+                "Missing labels are read at their worst (assumes nothing about why they are missing)."
+                if g.missing_labels == "worst_case"
+                else "Missing labels are taken as missing at random."
+            )
         ),
     )
 
@@ -171,6 +176,10 @@ def human_panel(snap: ScoreSnapshot) -> BasisPanel:
         Figure("labels it rests on", f"{count(b.labels, 'human label')} over {count(b.pairs, 'pair')}"),
         Figure("pending", count(b.pending, "sample") + " awaiting a label"),
         Figure("expired", count(b.expired, "sample") + " whose label never came"),
+        Figure(
+            "assuming nothing about missing labels",
+            span(b.worst_low, b.worst_high) + " (anytime; each missing label at its worst)",
+        ),
         Figure("the judge on the same question", pct(b.judge_rate) + " (ties half, review pairs included)"),
         Figure(
             "pairs in strata with too few labels",

@@ -39,6 +39,7 @@ from pairjudge.agents.scores.human import (
     estimate,
     neyman_shares,
     rectifier_sd,
+    worst_case,
 )
 from pairjudge.schemas.scores import (
     GateSnapshot,
@@ -145,6 +146,7 @@ def human_basis_snapshot(basis: HumanBasis, settings: ScoreSettings) -> HumanBas
     anytime = confidence_sequence(basis, settings.alpha, target_labels=settings.human_target_labels)
     estimated = {s.stratum: s for s in fixed.strata} if fixed else {}
     recommended = neyman_shares(basis, alpha=settings.alpha) or {}
+    worst = worst_case(basis, settings.alpha, target_labels=settings.human_target_labels)
     strata = tuple(
         StratumSnapshot(
             stratum=name,
@@ -170,6 +172,8 @@ def human_basis_snapshot(basis: HumanBasis, settings: ScoreSettings) -> HumanBas
         expired=basis.expired,
         judge_rate=basis.judge_rate(),
         unlabelled_share=fixed.unlabelled_share if fixed else None,
+        worst_low=worst[0] if worst else None,
+        worst_high=worst[1] if worst else None,
         strata=strata,
         alpha=settings.alpha,
     )
@@ -186,6 +190,7 @@ def human_gate_snapshot(board: Scoreboard, settings: ScoreSettings) -> HumanGate
         min_effect=settings.min_effect,
         min_labels=settings.human_min_labels,
         target_labels=settings.human_target_labels,
+        missing=settings.human_missing_labels,
     )
     interval = gate.interval
     return HumanGateSnapshot(
@@ -202,6 +207,7 @@ def human_gate_snapshot(board: Scoreboard, settings: ScoreSettings) -> HumanGate
         min_effect=settings.min_effect,
         min_labels=settings.human_min_labels,
         target_labels=settings.human_target_labels,
+        missing_labels=settings.human_missing_labels,
     )
 
 
@@ -413,7 +419,14 @@ def count(board: Scoreboard, event: ScoreEvent) -> None:
     if f is None or stratum is None:
         return
     if event.kind in ("judged", "outcome"):
-        board.add_outcome(f, stratum=stratum, sampled=event.sampled, rubric=rubric, traffic=traffic)
+        board.add_outcome(
+            f,
+            stratum=stratum,
+            sampled=event.sampled,
+            rubric=rubric,
+            traffic=traffic,
+            inclusion_probability=event.inclusion_probability,
+        )
     elif event.human_outcome is not None:  # "human", "label"
         board.add_label(
             f,

@@ -332,6 +332,11 @@ class ScoreSettings(_Section):
     #: The number of labels at which the human gate's confidence sequence is tightest
     #: (``agents.scores.human.DEFAULT_TARGET_LABELS``): about the labels an experiment expects to get.
     human_target_labels: int = Field(default=500, ge=1)
+    #: ``PAIRJUDGE_SCORES__HUMAN_MISSING_LABELS``: how the human gate treats audit labels that have not come
+    #: (pending or expired). ``at_random`` (the default): as unlabelled pairs of their stratum, assuming
+    #: whether a label comes does not depend on what it says. ``worst_case``: assume nothing; promote only
+    #: if every missing label set against the challenger would still promote (and reject likewise).
+    human_missing_labels: Literal["at_random", "worst_case"] = "at_random"
     snapshot_interval_s: float = Field(default=30.0, ge=0.1)
     #: Bootstrap resamples for the Bradley-Terry intervals.
     bootstrap: int = Field(default=100, ge=10, le=2000)

@@ -201,8 +201,18 @@ class Scoreboard:
             self.human_basis_by_traffic.setdefault(traffic, HumanBasis()),
         )
 
-    def add_outcome(self, f: float, *, stratum: str, sampled: bool, rubric: str, traffic: str) -> None:
-        """A pair's final outcome in the human basis: ``f`` the judge's, ``sampled`` a label is expected.
+    def add_outcome(
+        self,
+        f: float,
+        *,
+        stratum: str,
+        sampled: bool,
+        rubric: str,
+        traffic: str,
+        inclusion_probability: float | None = None,
+    ) -> None:
+        """A pair's final outcome in the human basis: ``f`` the judge's, ``sampled`` a label is expected
+        (drawn with ``inclusion_probability``, which the worst-case bounds for missing labels need).
 
         A rule's verdict (stratum ``rule``) is a pair whose human outcome is known: the seeds' rules (an
         empty output loses, identical outputs tie) are what a person would answer, and nobody is asked. It
@@ -212,7 +222,7 @@ class Scoreboard:
             if stratum == RULE_STRATUM:
                 basis.add_known(f)
             else:
-                basis.add_pair(f, stratum, sampled)
+                basis.add_pair(f, stratum, sampled, inclusion_probability)
 
     def add_label(
         self, f: float, y: float, *, stratum: str, inclusion_probability: float | None, rubric: str, traffic: str

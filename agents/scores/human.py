@@ -152,6 +152,10 @@ class HumanBasis:
     #: which is neither a label nor a pair of any sampled stratum.
     known_pairs: int = 0
     known_total: float = 0.0
+    #: Per stratum, the drawn pairs (a label expected: audit samples, review pairs) in the label-side sums
+    #: with the person's outcome left at 0: what is drawn but not labelled, :meth:`missing`, gives the bounds
+    #: that assume nothing about the labels that have not come (:func:`worst_case`).
+    drawn: dict[str, StratumSums] = field(default_factory=dict)
 
     def add_known(self, y: float) -> None:
         """A pair whose human outcome ``y`` is known by rule (the judge's outcome is the same)."""
@@ -159,18 +163,55 @@ class HumanBasis:
         self.known_pairs += 1
         self.known_total += float(y)
 
-    def add_pair(self, f: float, stratum: str, sampled: bool = False) -> None:
-        """A pair's final outcome as the judge saw it; ``sampled``: a label is expected for it."""
+    def add_pair(
+        self, f: float, stratum: str, sampled: bool = False, inclusion_probability: float | None = None
+    ) -> None:
+        """A pair's final outcome as the judge saw it; ``sampled``: a label is expected for it, drawn with
+        ``inclusion_probability`` (given, its missing label enters :func:`worst_case`)."""
         _check_outcome(f)
         self.strata.setdefault(stratum, StratumSums()).add_pair(float(f))
         self.sampled += sampled
+        if sampled and inclusion_probability is not None:
+            _check_probability(inclusion_probability)
+            self.drawn.setdefault(stratum, StratumSums()).add_label(float(f), 0.0, 1.0 / float(inclusion_probability))
+
+    def missing(self, stratum: str) -> StratumSums:
+        """The drawn pairs of ``stratum`` whose label has not come (pending or expired), label-side sums with
+        the person's outcome at 0 (never below 0: a label whose draw was not recorded is not subtracted)."""
+        drawn, got = self.drawn.get(stratum), self.strata.get(stratum)
+        if drawn is None:
+            return StratumSums()
+        got = got or StratumSums()
+        return StratumSums(
+            labels=max(0, drawn.labels - got.labels),
+            w=max(0.0, drawn.w - got.w),
+            w2=max(0.0, drawn.w2 - got.w2),
+            wf=max(0.0, drawn.wf - got.wf),
+            w2f=max(0.0, drawn.w2f - got.w2f),
+            w2ff=max(0.0, drawn.w2ff - got.w2ff),
+        )
+
+    def completed(self, y: float) -> HumanBasis:
+        """This basis as if every missing label had come back ``y`` (0: the champion, 1: the challenger)."""
+        strata = {}
+        for name, sums in self.strata.items():
+            gap = self.missing(name)
+            done = StratumSums(**asdict(sums))
+            done.labels += gap.labels
+            for k in ("w", "w2", "wf", "w2f", "w2ff"):
+                setattr(done, k, getattr(done, k) + getattr(gap, k))
+            done.wy += y * gap.w
+            done.w2y += y * gap.w2
+            done.w2yy += y * y * gap.w2
+            done.w2yf += y * gap.w2f
+            strata[name] = done
+        return HumanBasis(strata, self.sampled, self.expired, self.known_pairs, self.known_total, dict(self.drawn))
 
     def add_label(self, f: float, y: float, stratum: str, inclusion_probability: float) -> None:
         """A person's label ``y`` on a pair whose judge outcome was ``f``, drawn with ``inclusion_probability``."""
         _check_outcome(f)
         _check_outcome(y)
-        if not 0.0 < inclusion_probability <= 1.0:
-            raise ValueError(f"inclusion probability must be in (0, 1], got {inclusion_probability!r}")
+        _check_probability(inclusion_probability)
         self.strata.setdefault(stratum, StratumSums()).add_label(float(f), float(y), 1.0 / float(inclusion_probability))
 
     def add_expired(self) -> None:
@@ -201,6 +242,7 @@ class HumanBasis:
             "expired": self.expired,
             "known_pairs": self.known_pairs,
             "known_total": self.known_total,
+            "drawn": {k: asdict(v) for k, v in self.drawn.items()},
         }
 
     @classmethod
@@ -211,7 +253,13 @@ class HumanBasis:
             expired=int(data.get("expired", 0)),
             known_pairs=int(data.get("known_pairs", 0)),
             known_total=float(data.get("known_total", 0.0)),
+            drawn={str(k): StratumSums(**v) for k, v in data.get("drawn", {}).items()},
         )
+
+
+def _check_probability(value: float) -> None:
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"inclusion probability must be in (0, 1], got {value!r}")
 
 
 def _check_outcome(value: float) -> None:
@@ -569,6 +617,31 @@ def decide_arrays(
     return _decision(cs.low, cs.high, cs.labels, cs.defined, min_effect, min_labels), cs
 
 
+MissingLabels = Literal["at_random", "worst_case"]
+
+
+def worst_case(
+    basis: HumanBasis,
+    alpha: float = 0.05,
+    *,
+    sequence: bool = True,
+    lam: float | None = None,
+    target_labels: int = DEFAULT_TARGET_LABELS,
+) -> tuple[float, float] | None:
+    """(low, high): the interval's low end with every missing label (pending or expired) set against the
+    challenger, and its high end with every one set for it. It assumes nothing about why labels are
+    missing (a team that skips the hard items included), only the other three assumptions; the gap to
+    :func:`confidence_sequence` shows how much the answer leans on "missing at random". None without labels."""
+    if basis.labels < 1:
+        return None
+    make = confidence_sequence if sequence else estimate
+    kwargs: dict[str, Any] = {"lam": lam, "target_labels": target_labels} if sequence else {"lam": lam}
+    low, high = make(basis.completed(0.0), alpha, **kwargs), make(basis.completed(1.0), alpha, **kwargs)
+    if low is None or high is None:
+        return None
+    return low.low, high.high
+
+
 @dataclass(frozen=True, slots=True)
 class HumanGate:
     decision: HumanDecision
@@ -588,21 +661,31 @@ def decide_human(
     min_labels: int = MIN_LABELS,
     target_labels: int = DEFAULT_TARGET_LABELS,
     lam: float | None = None,
+    missing: MissingLabels = "at_random",
 ) -> HumanGate:
     """Promote when the confidence sequence lies above 1/2, reject when it lies below 1/2 + min_effect.
 
     An equal challenger (theta <= 1/2) is promoted, and one better by min_effect rejected, at most
     ``alpha`` of the time under the module's assumptions, however often this is called. Never falls back
     to the judge: without enough labels the answer is "continue" with the labels still needed.
+
+    ``missing="worst_case"`` drops the missing-at-random assumption: it promotes only if the sequence lies
+    above 1/2 with every missing label set against the challenger, and rejects only if it lies below the
+    boundary with every one set for it (:func:`worst_case`). Pending labels then only delay decisions.
     """
     interval = confidence_sequence(basis, alpha, lam=lam, target_labels=target_labels)
     labels = basis.labels
     if interval is None:
         first = max(min_labels - labels, 1)
         return HumanGate("continue", None, f"no human labels yet; at least {first} expected to be needed", None)
+    low, high = interval.low, interval.high
+    if missing == "worst_case":
+        bounds = worst_case(basis, alpha, lam=lam, target_labels=target_labels)
+        if bounds is not None:
+            low, high = bounds
     code = _decision(
-        np.asarray(interval.low),
-        np.asarray(interval.high),
+        np.asarray(low),
+        np.asarray(high),
         np.asarray(float(labels)),
         np.asarray(True),
         min_effect,
@@ -621,6 +704,8 @@ def decide_human(
     )
     if interval.unlabelled_share > 0:
         text += f"; {interval.unlabelled_share:.0%} of pairs are in strata with too few labels"
+    if missing == "worst_case" and (low, high) != (interval.low, interval.high):
+        text += f"; read at the worst case of {basis.pending + basis.expired} missing labels"
     return HumanGate("continue", interval, text, needed)
 
 

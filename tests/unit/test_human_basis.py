@@ -339,3 +339,56 @@ def test_the_fixed_sample_interval_carries_the_finite_sample_correction_by_defau
     assert exact is not None
     assert shipped.rate == exact.rate
     assert shipped.std_error > 3 * exact.std_error  # 50 agreeing labels are not certainty
+
+
+def _drawn_basis(labelled: int, pending: int, *, y_rate: float = 0.7, seed: int = 5) -> HumanBasis:
+    """A stream where every tenth pair is drawn (pi 0.1); the first ``labelled`` draws are labelled and the
+    next ``pending`` are not (yet)."""
+    rng = np.random.default_rng(seed)
+    basis = HumanBasis()
+    draws = 0
+    i = 0
+    while draws < labelled + pending:
+        f = float(rng.random() < 0.7)
+        drawn = i % 10 == 0
+        basis.add_pair(f, "confident", drawn, 0.1 if drawn else None)
+        if drawn:
+            if draws < labelled:
+                y = f if rng.random() < 0.8 else float(rng.random() < y_rate)
+                basis.add_label(f, y, "confident", 0.1)
+            draws += 1
+        i += 1
+    return basis
+
+
+def test_worst_case_completes_the_missing_labels_both_ways() -> None:
+    complete = _drawn_basis(200, 0)
+    cs = confidence_sequence(complete, ALPHA)
+    assert cs is not None
+    assert human.worst_case(complete, ALPHA) == (cs.low, cs.high)  # nothing missing: the same interval
+    partial = _drawn_basis(200, 60)
+    assert partial.pending == 60
+    assert partial.missing("confident").labels == 60
+    at_random = confidence_sequence(partial, ALPHA)
+    bounds = human.worst_case(partial, ALPHA)
+    assert at_random is not None
+    assert bounds is not None
+    assert bounds[0] < at_random.low
+    assert bounds[1] > at_random.high
+    # Completing with 0 is the same as those 60 labels having come back "champion".
+    by_hand = HumanBasis.from_dict(partial.to_dict())
+    done = partial.completed(0.0).strata["confident"]
+    gap = partial.missing("confident")
+    assert done.labels == partial.strata["confident"].labels + 60
+    assert done.wy == pytest.approx(partial.strata["confident"].wy)
+    assert done.w == pytest.approx(partial.strata["confident"].w + gap.w)
+    assert partial.completed(1.0).strata["confident"].wy == pytest.approx(partial.strata["confident"].wy + gap.w)
+    assert HumanBasis.from_dict(by_hand.to_dict()) == partial
+
+
+def test_the_worst_case_gate_waits_for_missing_labels_the_default_does_not() -> None:
+    basis = _drawn_basis(400, 300, y_rate=1.0)  # people clearly prefer the challenger
+    assert human.decide_human(basis).decision == "promote"
+    waiting = human.decide_human(basis, missing="worst_case")
+    assert waiting.decision == "continue"
+    assert "worst case of 300 missing labels" in waiting.reason

@@ -400,3 +400,28 @@ def test_a_rule_verdict_is_its_own_labelled_stratum() -> None:
     assert alone is not None
     assert with_rule.rate == pytest.approx(alone.rate * 40 / 41)
     assert with_rule.labels == alone.labels == 40
+
+
+def test_the_snapshot_shows_the_interval_that_assumes_nothing_about_missing_labels() -> None:
+    from pairjudge.streams.scores import human_basis_snapshot, human_gate_snapshot
+
+    board = Scoreboard()
+    for i in range(600):
+        f = float(i % 3 != 0)
+        drawn = i % 5 == 0
+        board.add_outcome(
+            f, stratum="confident", sampled=drawn, rubric="r", traffic="t", inclusion_probability=0.2 if drawn else None
+        )
+        if drawn and i < 400:  # the last 40 draws are still pending
+            board.add_label(f, f, stratum="confident", inclusion_probability=0.2, rubric="r", traffic="t")
+    snap = human_basis_snapshot(board.human_basis, ScoreSettings())
+    assert snap.pending == 40
+    assert snap.worst_low is not None
+    assert snap.anytime_low is not None
+    assert snap.worst_high is not None
+    assert snap.anytime_high is not None
+    assert snap.worst_low < snap.anytime_low
+    assert snap.worst_high > snap.anytime_high
+    strict = human_gate_snapshot(board, ScoreSettings(human_missing_labels="worst_case"))
+    assert strict.missing_labels == "worst_case"
+    assert human_gate_snapshot(board, ScoreSettings()).missing_labels == "at_random"
