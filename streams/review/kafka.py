@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
@@ -163,6 +164,26 @@ class ReviewFeed:
             return None
 
 
+async def follow_from_start(settings: Settings, topic: str, take: Callable[[bytes | None], object]) -> None:
+    """Read every partition of ``topic`` from its start without a consumer group, for ever, handing each
+    record's value to ``take``: the review service's views of compacted-ish topics (scores, audit)."""
+    config = client_config(settings.kafka)
+    partitions = (await topic_partitions(config, [topic]))[topic]
+    consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        while True:
+            batches = await consumer.getmany(timeout_ms=1000)
+            for records in batches.values():
+                for record in records:
+                    take(record.value)
+    finally:
+        await consumer.stop()
+
+
 class ScoresFeed:
     """Follows ``pairjudge.scores`` from the start (no group): the latest snapshot of every experiment."""
 
@@ -171,29 +192,21 @@ class ScoresFeed:
         self._topic = settings.topics.name("scores")
         self.latest: dict[str, ScoreSnapshot] = {}
 
-    async def run(self) -> None:
-        config = client_config(self._settings.kafka)
-        partitions = (await topic_partitions(config, [self._topic]))[self._topic]
-        consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
-        await consumer.start()
+    def take(self, raw: bytes | None) -> bool:
+        """Keep ``raw`` if it is an experiment's latest snapshot; False for an older or unreadable one."""
         try:
-            tps = [TopicPartition(self._topic, p) for p in partitions]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            while True:
-                batches = await consumer.getmany(timeout_ms=1000)
-                for records in batches.values():
-                    for record in records:
-                        try:
-                            snap = decode(ScoreSnapshot, record.value, max_bytes=self._settings.max_event_bytes)
-                        except InputRejected:
-                            log.warning("unreadable score snapshot at offset %d skipped", record.offset)
-                            continue
-                        current = self.latest.get(snap.experiment)
-                        if current is None or snap.updated_at >= current.updated_at:
-                            self.latest[snap.experiment] = snap
-        finally:
-            await consumer.stop()
+            snap = decode(ScoreSnapshot, raw, max_bytes=self._settings.max_event_bytes)
+        except InputRejected:
+            log.warning("unreadable score snapshot skipped")
+            return False
+        current = self.latest.get(snap.experiment)
+        if current is not None and snap.updated_at < current.updated_at:
+            return False
+        self.latest[snap.experiment] = snap
+        return True
+
+    async def run(self) -> None:
+        await follow_from_start(self._settings, self._topic, self.take)
 
 
 class AuditFeed:
@@ -226,18 +239,4 @@ class AuditFeed:
         return True
 
     async def run(self) -> None:
-        config = client_config(self._settings.kafka)
-        partitions = (await topic_partitions(config, [self._topic]))[self._topic]
-        consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
-        await consumer.start()
-        try:
-            tps = [TopicPartition(self._topic, p) for p in partitions]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            while True:
-                batches = await consumer.getmany(timeout_ms=1000)
-                for records in batches.values():
-                    for record in records:
-                        self.take(record.value)
-        finally:
-            await consumer.stop()
+        await follow_from_start(self._settings, self._topic, self.take)
