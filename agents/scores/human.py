@@ -345,8 +345,9 @@ def _power_tuning(s: SumsArray) -> Array:
 _NO_VARIANCE = 1e-12
 
 
-def _stratum(s: SumsArray, lam: float | None, pseudo: float = 0.0) -> tuple[Array, Array, Array]:
-    """(lambda, rate, variance) of one stratum, elementwise; NaN where it has no labels or no pairs.
+def _stratum(s: SumsArray, lam: float | None, pseudo: float = 0.0) -> tuple[Array, Array, Array, Array]:
+    """(lambda, rate, variance, the rectifier's variance per label) of one stratum, elementwise; NaN where it
+    has no labels or no pairs.
 
     ``pseudo``: the rectifier's variance is taken as if ``pseudo`` more labels of each disagreement, (f 0,
     y 1) and (f 1, y 0), at mean weight, had been seen (not the rate, nor lambda; 0: exactly ppi_py's)."""
@@ -367,14 +368,14 @@ def _stratum(s: SumsArray, lam: float | None, pseudo: float = 0.0) -> tuple[Arra
             centre = rectifier
         var_r = np.maximum(0.0, second - centre * centre)
         variance = tuned * tuned * var_f / big_n + var_r / n
-    return tuned, rate, variance
+    return tuned, rate, variance, var_r
 
 
 def stratum_estimate(name: str, s: StratumSums, lam: float | None = None) -> StratumEstimate:
     """The PPI++ estimate of one stratum's mean human outcome (``lam=None``: tuned; 0: labels alone)."""
     if s.labels == 0 or s.pairs == 0:
         raise ValueError(f"stratum {name!r} has no labels or no pairs")
-    tuned, rate, variance = _stratum(SumsArray.of(s), lam)
+    tuned, rate, variance, _ = _stratum(SumsArray.of(s), lam)
     return StratumEstimate(name, s.pairs, s.labels, float(tuned), float(rate), float(variance))
 
 
@@ -448,7 +449,7 @@ def estimate_arrays(
         share = s.pairs * inv_n
         # A stratum with pairs but too few labels is not guessed at (its whole range is taken below).
         used = (s.labels >= MIN_STRATUM_LABELS) & (s.pairs > 0)
-        _, rate_s, var_s = _stratum(s, lam, pseudo_labels)
+        _, rate_s, var_s, _ = _stratum(s, lam, pseudo_labels)
         rate += np.where(used, share * rate_s, 0.0)
         variance += np.where(used, share * share * var_s, 0.0)
         squares += np.where(used, share * rate_s * rate_s, 0.0)
@@ -748,11 +749,8 @@ def rectifier_sd(s: StratumSums, alpha: float = 0.05) -> float | None:
     fewer than ``MIN_STRATUM_LABELS`` labels."""
     if s.labels < MIN_STRATUM_LABELS or s.pairs == 0:
         return None
-    tuned, _, variance = _stratum(SumsArray.of(s), None, pseudo_disagreements(alpha))
-    f_mean = s.f / s.pairs
-    var_f = max(0.0, s.ff / s.pairs - f_mean * f_mean)
-    # variance = lam^2 var(f) / N + var(rectifier) / n (``_stratum``): take the rectifier's part back out.
-    return math.sqrt(max(0.0, (float(variance) - float(tuned) ** 2 * var_f / s.pairs) * s.labels))
+    *_, var_r = _stratum(SumsArray.of(s), None, pseudo_disagreements(alpha))
+    return math.sqrt(float(var_r))
 
 
 def neyman_shares(
