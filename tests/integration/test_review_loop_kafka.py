@@ -19,7 +19,7 @@ from pairjudge.streams.review.auth import hash_password
 from pairjudge_dev.replies import tiebreak_reply, tone_reply
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
 from tests.fixtures.fake_judge_server import FakeJudgeServer, RecordedRequest, fake_judge_server, reply
-from tests.fixtures.review import PASSWORDS, ROLES, free_port, read_labels, read_topic, serving, wait_stored
+from tests.fixtures.review import PASSWORDS, ROLES, free_port, read_labels, read_topic, serving, signed_in, wait_stored
 from tests.unit.factories import make_pair
 
 __all__ = ["fake_judge_server"]  # a fixture, imported for pytest
@@ -29,18 +29,6 @@ pytestmark = [pytest.mark.kafka]
 def _always_position_a(request: RecordedRequest) -> object:
     # Position bias: both orders pick whatever is shown first, so the orders name different candidates.
     return reply(tiebreak_reply() if b"tiebreak_verdict" in request.body else tone_reply("A"))
-
-
-async def _signed_in(client: httpx.AsyncClient, name: str) -> dict[str, str]:
-    page = await client.get("/login")
-    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-    assert token is not None
-    cookie = {"cookie": page.headers["set-cookie"].split(";")[0]}
-    response = await client.post(
-        "/login", data={"csrf_token": token.group(1), "name": name, "password": PASSWORDS[name]}, headers=cookie
-    )
-    assert response.status_code == 303, response.text
-    return {"cookie": response.headers["set-cookie"].split(";")[0]}
 
 
 async def test_a_flip_reaches_a_reviewer_and_the_label_joins_the_trust_loop(
@@ -69,7 +57,7 @@ async def test_a_flip_reaches_a_reviewer_and_the_label_joins_the_trust_loop(
         async with serving(settings) as server:
             await wait_stored(server, 1, timeout=120)
             async with httpx.AsyncClient(base_url=server.url) as client:
-                session = await _signed_in(client, "ana")
+                session = await signed_in(client, "ana")
                 page = await client.get("/", headers=session)
                 assert page.status_code == 200
                 assert "tiebreak_disagreement" in page.text

@@ -23,22 +23,10 @@ from pairjudge.schemas import ReviewRequest
 from pairjudge.schemas.audit import AuditSnapshot
 from pairjudge.streams.codecs import encode
 from pairjudge.streams.settings import AuditSettings
-from tests.fixtures.review import PASSWORDS, read_labels, review_settings, send_reviews, serving, wait_stored
+from tests.fixtures.review import read_labels, review_settings, send_reviews, serving, signed_in, wait_stored
 from tests.unit.factories import make_pair
 
 pytestmark = [pytest.mark.kafka]
-
-
-async def _signed_in(client: httpx.AsyncClient, name: str) -> dict[str, str]:
-    page = await client.get("/login")
-    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-    assert token is not None
-    cookie = {"cookie": page.headers["set-cookie"].split(";")[0]}
-    response = await client.post(
-        "/login", data={"csrf_token": token.group(1), "name": name, "password": PASSWORDS[name]}, headers=cookie
-    )
-    assert response.status_code == 303, response.text
-    return {"cookie": response.headers["set-cookie"].split(";")[0]}
 
 
 async def _current_item(client: httpx.AsyncClient, session: dict[str, str]) -> tuple[str | None, str]:
@@ -99,7 +87,7 @@ async def test_a_second_opinion_goes_to_another_reviewer_and_the_operators_see_t
 
     async with serving(settings) as server, httpx.AsyncClient(base_url=server.url) as client:
         await wait_stored(server, 1)
-        ana, bo, olga = [await _signed_in(client, n) for n in ("ana", "bo", "olga")]
+        ana, bo, olga = [await signed_in(client, n) for n in ("ana", "bo", "olga")]
         item_id, csrf = await _current_item(client, ana)
         assert item_id is not None
         await _label(client, ana, item_id, csrf, "left")
