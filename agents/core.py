@@ -99,7 +99,7 @@ class EvaluationResult:
 class DecisionFacts:
     """What a decision was and how it came about, typed, for telemetry and drift statistics.
 
-    The edge names these as ``pairjudge.*`` span attributes (``streams.telemetry``). None means "does
+    The edge names these as ``pairjudge.*`` span attributes (``streams.telemetry.tracing``). None means "does
     not apply": a winner only for a verdict, jury counts only for a jury, tie-break facts only there.
     """
 

@@ -16,7 +16,7 @@ few false positives, because a redacted dead letter or review request loses what
   ISO 7064 mod-97 check.
 
 Custom detectors are any regexes, by name. The hook (a ``str -> str`` callable) runs last, on the text
-the detectors left. This module loads nothing: the edge (``streams.redaction``) imports the hook.
+the detectors left. This module loads nothing: the edge (``streams.security.redaction_hook``) imports the hook.
 """
 
 from __future__ import annotations

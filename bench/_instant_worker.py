@@ -2,7 +2,7 @@
 
 Run by path (``python bench/_instant_worker.py``) with the import path pointed at the tree under test
 (``PYTHONPATH`` and the working directory), so it imports that tree's ``streams``, ``agents`` and
-``pairjudge_dev``, never this checkout's. It mirrors ``pairjudge worker`` (streams/cli.py): settings
+``pairjudge_dev``, never this checkout's. It mirrors ``pairjudge worker`` (streams/cli/commands.py): settings
 from the environment, topics created (idempotent), the data dir made private, ``create_app``, Faust's
 worker. The one difference is ``create_app(settings, judge=InstantJudge())``: the judge is an object in
 the worker with no network, no sleep and no cache, so what is left is pairjudge's own plumbing.
@@ -23,12 +23,12 @@ from faust import Worker
 
 from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
 from pairjudge.streams.app import create_app
-from pairjudge.streams.brokers import create_topics
-from pairjudge.streams.judges.files import private_dir
-from pairjudge.streams.kafka_security import client_config
-from pairjudge.streams.logquiet import install_quiet_logging
-from pairjudge.streams.settings import load_settings
-from pairjudge.streams.topics import topic_specs
+from pairjudge.streams.config.settings import load_settings
+from pairjudge.streams.kafka.admin import create_topics
+from pairjudge.streams.kafka.topics import topic_specs
+from pairjudge.streams.security.files import private_dir
+from pairjudge.streams.security.kafka_clients import client_config
+from pairjudge.streams.telemetry.logs import install_quiet_logging
 from pairjudge_dev.slow_judge_server import parse_call, reply_text
 
 #: The same marker as bench._speed_server's (this file must not import the bench package: see above).

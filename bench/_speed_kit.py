@@ -35,8 +35,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.judge import MARKER, make_pairs
-from pairjudge.streams.brokers import topic_partitions
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import topic_partitions
 from pairjudge_dev.bench import fail, quiet_kafka_client
 
 # --------------------------------------------------------------------------------------------------
@@ -340,7 +340,7 @@ class OutcomeWatcher:
     """Reads ``topics`` from the beginning in the background; keeps the first record per key.
 
     With ``json_values`` (pairjudge's outcome topics) an audit copy of a verdict on the review topic
-    (``audit: true``) is skipped, as ``streams.collector`` does, and the key is the event's pair id.
+    (``audit: true``) is skipped, as ``streams.kafka.collector`` does, and the key is the event's pair id.
     """
 
     def __init__(self, bootstrap: str, topics: Sequence[str], *, json_values: bool = True) -> None:

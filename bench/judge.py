@@ -87,9 +87,9 @@ from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
 from pairjudge.schemas import CandidatePair
 from pairjudge.schemas.events import PairVerdict
+from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.cache import CachingJudge
 from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
-from pairjudge.streams.settings import JudgeSettings
 from pairjudge_dev.bench import console, fail, percentile
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.processes import AnnouncedProcess, serve_announced

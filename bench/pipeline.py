@@ -81,15 +81,15 @@ from pairjudge.agents.core import judge_pair, resolve_tiebreak
 from pairjudge.agents.offline import OfflineJudge
 from pairjudge.agents.policy import Policy
 from pairjudge.schemas import CandidatePair, TieBreakRequest
-from pairjudge.streams.brokers import TopicSpec, create_topics, topic_partitions
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.control import PolicyHolder
-from pairjudge.streams.demo import stop_process
-from pairjudge.streams.pipeline import JudgePanel, Origin, Pipeline
-from pairjudge.streams.producer import key_of, send_events
-from pairjudge.streams.settings import Settings, environ_for, load_settings
-from pairjudge.streams.telemetry import Telemetry
-from pairjudge.streams.topics import FINAL_KINDS, topic_specs
+from pairjudge.streams.cli.demo import stop_process
+from pairjudge.streams.config.settings import Settings, environ_for, load_settings
+from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.kafka.admin import TopicSpec, create_topics, topic_partitions
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import key_of, send_events
+from pairjudge.streams.kafka.topics import FINAL_KINDS, topic_specs
+from pairjudge.streams.telemetry.tracing import Telemetry
+from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline
 from pairjudge_dev.bench import (
     add_broker_args,
     bench_broker,

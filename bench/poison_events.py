@@ -8,7 +8,7 @@ Run from the checkout root (the poison kinds are ``pairjudge_dev.poison``'s, sha
 
 What it does:
 
-1. **Codec cost, in process.** ``streams.codecs.parse_object`` (size, UTF-8, the depth pre-scan, the
+1. **Codec cost, in process.** ``streams.kafka.codecs.parse_object`` (size, UTF-8, the depth pre-scan, the
    number hooks, ``json.loads``) against plain ``json.loads`` on the same bytes, best of 5: an ordinary
    pair, a pair whose outputs are full of brackets (the pre-scan's slow path), a 1 MB pair, and the
    poison shapes. It shows what bounding the parse costs valid traffic.
@@ -43,14 +43,14 @@ from pathlib import Path
 
 from rich.table import Table
 
-from pairjudge.streams.brokers import create_topics
-from pairjudge.streams.codecs import parse_object
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.deadletter import DEFAULT_MAX_LETTER_BYTES
-from pairjudge.streams.demo import start_worker, stop_process
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.settings import Settings, load_settings
-from pairjudge.streams.topics import topic_specs
+from pairjudge.streams.cli.demo import start_worker, stop_process
+from pairjudge.streams.config.settings import Settings, load_settings
+from pairjudge.streams.kafka.admin import create_topics
+from pairjudge.streams.kafka.codecs import parse_object
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.dead_letters import DEFAULT_MAX_LETTER_BYTES
+from pairjudge.streams.kafka.producer import send_events
+from pairjudge.streams.kafka.topics import topic_specs
 from pairjudge_dev.bench import (
     add_broker_args,
     bench_broker,

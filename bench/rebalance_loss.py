@@ -45,7 +45,7 @@ Both modes check the same things:
 A worker that exits on its own aborts the bench (exit 2): such a run says nothing about offsets.
 
 The aiokafka under test is whatever the interpreter running this script has: workers are started
-with ``sys.executable -m pairjudge.streams.cli worker``. Exit status: 0 nothing lost, stuck, conflicting or
+with ``sys.executable -m pairjudge.streams.cli.commands worker``. Exit status: 0 nothing lost, stuck, conflicting or
 committed early; 1 any of those; 2 the harness itself failed.
 
     python -m bench.rebalance_loss --runs 5 --crash-every 2
@@ -81,12 +81,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from pairjudge.streams import collector as streams_collector
-from pairjudge.streams.brokers import create_topics
-from pairjudge.streams.collector import Outcomes
-from pairjudge.streams.demo import start_worker, stop_process
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.topics import FINAL_KINDS, topic_specs
+from pairjudge.streams.cli.demo import start_worker, stop_process
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka import collector as streams_collector
+from pairjudge.streams.kafka.admin import create_topics
+from pairjudge.streams.kafka.collector import Outcomes
+from pairjudge.streams.kafka.topics import FINAL_KINDS, topic_specs
 from pairjudge_dev.bench import bench_broker
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.slow_judge_server import Behaviour, JudgeServerProcess, Latency, Stats
@@ -1031,7 +1031,7 @@ async def _main(args: argparse.Namespace) -> int:
     version = importlib.metadata.version("aiokafka")
     print(
         f"aiokafka {version}, faust-streaming {importlib.metadata.version('faust-streaming')}, "
-        f"python {sys.executable}; code {Path(streams_collector.__file__).parents[1]}; work dir {workdir}",
+        f"python {sys.executable}; code {Path(streams_collector.__file__).parents[2]}; work dir {workdir}",
         flush=True,
     )
     plan = _plan(args)

@@ -26,11 +26,11 @@ import httpx
 from pairjudge.schemas import ReviewRequest
 from pairjudge.schemas.pair import Candidate, CandidatePair, CandidateSource, PairMetadata, Task
 from pairjudge.schemas.rubric import ToneStyleRubric
+from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.review.auth import hash_password
 from pairjudge.streams.review.kafka import LabelSink
 from pairjudge.streams.review.store import ReviewStore
 from pairjudge.streams.review.web import build_app, new_review_app
-from pairjudge.streams.settings import Settings
 from pairjudge_dev.postgres import running_postgres
 
 RUBRIC = ToneStyleRubric(style_guide="Warm and plain.", audience="Customers.")

@@ -18,7 +18,7 @@ workers leave most of a 2-core machine idle: the legs measure the design (the ju
 slots), not the CPU. For N in ``--workers`` (1, 2, 4), back to back, on fresh 8-partition topics and
 a fresh consumer group each:
 
-1. N workers start (``python -m pairjudge.streams.cli worker``, judge kind openai, cache off, telemetry
+1. N workers start (``python -m pairjudge.streams.cli.commands worker``, judge kind openai, cache off, telemetry
    off), and the bench waits until the group is Stable with N members and reads each member's share
    of the pairs topic from the group's assignment (DescribeGroups): each must hold 8/N partitions.
 2. Only then is the backlog produced: N × C/2L × ``--backlog-s`` pairs (30 s of work at the bound),
@@ -85,11 +85,11 @@ from bench._speed_kit import (
 )
 from bench._speed_server import SpeedServer
 from bench.speed import Rate
-from pairjudge.streams.brokers import create_topics
-from pairjudge.streams.demo import stop_process
-from pairjudge.streams.recovery_watch import EXIT_RECOVERY_STALLED
-from pairjudge.streams.settings import Settings, load_settings
-from pairjudge.streams.topics import FINAL_KINDS, topic_specs
+from pairjudge.streams.cli.demo import stop_process
+from pairjudge.streams.config.settings import Settings, load_settings
+from pairjudge.streams.faust_compat.recovery_watch import EXIT_RECOVERY_STALLED
+from pairjudge.streams.kafka.admin import create_topics
+from pairjudge.streams.kafka.topics import FINAL_KINDS, topic_specs
 from pairjudge_dev.bench import (
     BenchBroker,
     add_broker_args,
@@ -218,7 +218,7 @@ class Fleet:
             data_dir=self.run.work / f"{prefix}-data-{number}",
             judge_url=self.judge_url,
         )
-        # A worker whose table recovery stalls stops with EXIT_RECOVERY_STALLED (streams.recovery_watch);
+        # A worker whose table recovery stalls stops with EXIT_RECOVERY_STALLED (streams.faust_compat.recovery_watch);
         # the bench restarts it as a supervisor would. 30 s, not the default, to fit the drain window.
         env["PAIRJUDGE_WORKER__RECOVERY_STALL_S"] = str(RECOVERY_STALL_S)
         log = self.run.work / f"{prefix}-worker-{number}.log"

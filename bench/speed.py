@@ -12,7 +12,7 @@ A simulated OpenAI-compatible judge (``bench._speed_server``, a process of its o
 every call for ``--latency`` L seconds (0.2). With C calls in flight a judge allows C ÷ 2L pairs per
 second, since each pair needs two calls (AB and BA, at once). A pairjudge worker with C calls in flight
 runs C/2 pairs at once (``PAIRJUDGE_WORKER__CONCURRENCY``) and ``PAIRJUDGE_JUDGE__MAX_CONCURRENCY`` = C.
-Every pairjudge topic has ``--partitions`` (8) partitions; every worker is ``python -m streams.cli
+Every pairjudge topic has ``--partitions`` (8) partitions; every worker is ``python -m streams.cli.commands
 worker`` with ``judge.kind=openai``, the response cache off (unless said), telemetry exporter ``none``,
 everything else at its default. Pairs are tone-and-style pairs with one output marked; the judge prefers
 the marked one in both orders, so every pair must end as a verdict for its marked candidate.
@@ -85,10 +85,10 @@ from bench._speed_kit import (
     worker_env,
 )
 from bench._speed_server import MARKER, SpeedServer
-from pairjudge.streams.brokers import TopicSpec, create_topics
-from pairjudge.streams.demo import stop_process
-from pairjudge.streams.settings import Settings, load_settings
-from pairjudge.streams.topics import FINAL_KINDS, topic_specs
+from pairjudge.streams.cli.demo import stop_process
+from pairjudge.streams.config.settings import Settings, load_settings
+from pairjudge.streams.kafka.admin import TopicSpec, create_topics
+from pairjudge.streams.kafka.topics import FINAL_KINDS, topic_specs
 from pairjudge_dev.bench import (
     BenchBroker,
     add_broker_args,

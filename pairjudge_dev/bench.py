@@ -22,9 +22,9 @@ from typing import Any, Literal, NoReturn
 
 from rich.console import Console
 
-from pairjudge.streams.brokers import wait_until_ready
-from pairjudge.streams.embedded_broker import RunningBroker, start_tansu
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import wait_until_ready
+from pairjudge.streams.kafka.embedded import RunningBroker, start_tansu
 from pairjudge_dev import workers
 from pairjudge_dev.kafka import KAFKA_VERSION, start_kafka
 
@@ -124,7 +124,7 @@ async def bench_broker(
 def run_settings(base: Settings, broker: BenchBroker, work: Path, *, tag: str, **sections: dict[str, Any]) -> Settings:
     """``base`` for one bench run on ``broker`` (see ``pairjudge_dev.workers.run_settings``), telemetry off."""
     if broker.kind == "tansu":
-        # Tansu holds a group join for half the session timeout (streams/embedded_broker.py): keep it short.
+        # Tansu holds a group join for half the session timeout (streams/kafka/embedded.py): keep it short.
         sections["kafka"] = {"session_timeout_s": 5.0, "heartbeat_interval_s": 1.0, **sections.get("kafka", {})}
     sections["telemetry"] = {"exporter": "none", **sections.get("telemetry", {})}
     return workers.run_settings(base, broker.bootstrap, work, tag=tag, **sections)

@@ -1,7 +1,7 @@
 """Apache Kafka for tests, CI and benchmarks: one KRaft node on 127.0.0.1 (development only).
 
 The runtime never starts Kafka: production points ``PAIRJUDGE_KAFKA__BOOTSTRAP_SERVERS`` at a cluster,
-and the demo embeds Tansu (``streams.embedded_broker``). This starts the real broker the test suite
+and the demo embeds Tansu (``streams.kafka.embedded``). This starts the real broker the test suite
 and the benchmarks run against: one JVM that is both broker and controller. Its jars come from
 ``deploy/kafka/fetch.sh``; the command line is built here rather than by calling
 ``deploy/kafka/start.sh``, so a test or bench can start it from Python and stop it with its process
@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from pairjudge.streams.brokers import BrokerError, wait_until_ready
-from pairjudge.streams.embedded_broker import RunningBroker, free_port, launch_broker, run_blocking
+from pairjudge.streams.kafka.admin import BrokerError, wait_until_ready
+from pairjudge.streams.kafka.embedded import RunningBroker, free_port, launch_broker, run_blocking
 
 __all__ = [
     "KAFKA_VERSION",

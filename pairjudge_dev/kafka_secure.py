@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from pairjudge.streams.brokers import BrokerError
-from pairjudge.streams.embedded_broker import RunningBroker, free_port, launch_broker
-from pairjudge.streams.kafka_security import ClientConfig, client_config
-from pairjudge.streams.settings import KafkaSettings
+from pairjudge.streams.config.settings import KafkaSettings
+from pairjudge.streams.kafka.admin import BrokerError
+from pairjudge.streams.kafka.embedded import RunningBroker, free_port, launch_broker
+from pairjudge.streams.security.kafka_clients import ClientConfig, client_config
 from pairjudge_dev.kafka import (
     _JVM_OPTIONS,
     _LOG4J2_PROPERTIES,

@@ -19,9 +19,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from pairjudge.schemas import DeadLetter
-from pairjudge.streams.brokers import topic_partitions
-from pairjudge.streams.kafka_security import client_config
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import topic_partitions
+from pairjudge.streams.security.kafka_clients import client_config
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import produce_raw
 

@@ -16,10 +16,10 @@ import json
 import time
 from pathlib import Path
 
-from pairjudge.streams.collector import collect_outcomes, read_topic
-from pairjudge.streams.demo import sample_labels, sample_pairs
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.report import latest_per_window, parse_audit_events, rates_plot, write_report
+from pairjudge.streams.audit.report import latest_per_window, parse_audit_events, rates_plot, write_report
+from pairjudge.streams.cli.demo import sample_labels, sample_pairs
+from pairjudge.streams.kafka.collector import collect_outcomes, read_topic
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
 
 WINDOW_S = 20.0

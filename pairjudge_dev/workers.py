@@ -16,12 +16,12 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from pairjudge.streams.brokers import create_topics
-from pairjudge.streams.demo import start_worker, stop_process
-from pairjudge.streams.kafka_security import ClientConfig, as_client_config, client_config
-from pairjudge.streams.producer import key_of
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.topics import topic_specs
+from pairjudge.streams.cli.demo import start_worker, stop_process
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import create_topics
+from pairjudge.streams.kafka.producer import key_of
+from pairjudge.streams.kafka.topics import topic_specs
+from pairjudge.streams.security.kafka_clients import ClientConfig, as_client_config, client_config
 
 
 def run_settings(base: Settings, bootstrap: str, work: Path, *, tag: str, **sections: dict[str, Any]) -> Settings:

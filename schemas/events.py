@@ -217,7 +217,7 @@ class DeadLetter(Event):
     A dead letter must fit the producer's request limit, so an original too large to carry whole
     (base64 adds a third) is cut to its first bytes: ``original_truncated`` is then true, and
     ``original_size`` and ``original_sha256`` still describe the whole event, so it can be matched to
-    what a producer sent. ``streams.deadletter`` builds them within that bound.
+    what a producer sent. ``streams.kafka.dead_letters`` builds them within that bound.
     """
 
     stage: Literal["decode", "validate", "judge", "tiebreak"]

@@ -22,26 +22,26 @@ from pydantic import TypeAdapter
 
 from pairjudge.agents.judge import Judge
 from pairjudge.schemas import InlineRubric
-from pairjudge.streams.alerting import AlertWebhook
-from pairjudge.streams.audit import Audit, wire_audit
-from pairjudge.streams.audit_budget import UPDATE_EVERY_S, AuditBudget, observe_scale, owned_input_partitions
-from pairjudge.streams.control import PolicyHolder
-from pairjudge.streams.control import follow_control as follow_control_topic
-from pairjudge.streams.control_signing import signer_from_settings
-from pairjudge.streams.health import PrometheusMetrics, WorkerHealth
+from pairjudge.streams.audit.budget import UPDATE_EVERY_S, AuditBudget, observe_scale, owned_input_partitions
+from pairjudge.streams.audit.handlers import Audit, wire_audit
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.control.live import follow_control as follow_control_topic
+from pairjudge.streams.control.signing import signer_from_settings
+from pairjudge.streams.faust_compat.offsets import install_commit_ledger, mark_done
+from pairjudge.streams.faust_compat.recovery_watch import records_left
 from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
 from pairjudge.streams.judges.preflight import JudgeAuthError, preflight_all
-from pairjudge.streams.kafka_security import faust_credentials
-from pairjudge.streams.offsets import install_commit_ledger, mark_done
-from pairjudge.streams.outcomes import OutcomeTables
-from pairjudge.streams.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
-from pairjudge.streams.recovery_watch import records_left
-from pairjudge.streams.redaction import build_redactor
-from pairjudge.streams.scores import Scores, observe_scores, wire_scores
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.shutdown import GracefulApp, HandedBack
-from pairjudge.streams.telemetry import Telemetry
-from pairjudge.streams.topics import KINDS
+from pairjudge.streams.kafka.topics import KINDS
+from pairjudge.streams.scores.handlers import Scores, observe_scores, wire_scores
+from pairjudge.streams.security.kafka_clients import faust_credentials
+from pairjudge.streams.security.redaction_hook import build_redactor
+from pairjudge.streams.telemetry.alerts import AlertWebhook
+from pairjudge.streams.telemetry.tracing import Telemetry
+from pairjudge.streams.worker.health_server import PrometheusMetrics, WorkerHealth
+from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
+from pairjudge.streams.worker.published import OutcomeTables
+from pairjudge.streams.worker.shutdown import GracefulApp, HandedBack
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class PairjudgeApp:
     #: The champion-challenger scoreboard; None when it or the audit is off.
     scores: Scores | None = None
     webhook: AlertWebhook | None = None
-    #: What /readyz reports (streams.health); the server itself is started by the worker command.
+    #: What /readyz reports (streams.worker.health_server); the server itself is started by the worker command.
     health: WorkerHealth | None = None
     #: The Prometheus reader behind /metrics; None when the health server is off (no-op instruments).
     metrics: PrometheusMetrics | None = None
@@ -137,15 +137,15 @@ def create_app(
         redactor=redactor,
     )
     kafka = settings.kafka
-    # A faust.App whose shutdown on SIGTERM is bounded by the grace (streams.shutdown).
+    # A faust.App whose shutdown on SIGTERM is bounded by the grace (streams.worker.shutdown).
     app = GracefulApp(
         settings.worker.app_id,
         broker=_broker_url(kafka.bootstrap_servers),
-        # TLS/SASL (streams.kafka_security): Faust hands these to its consumer (streams.offsets' subclass
-        # too), producer and every other client it creates.
+        # TLS/SASL (streams.security.kafka_clients): Faust hands these to its consumer
+        # (streams.faust_compat.offsets' subclass too), producer and every other client it creates.
         broker_credentials=faust_credentials(kafka),
         datadir=str(settings.worker.data_dir),
-        # Topics are created explicitly (streams.topics); faust must not declare anything itself,
+        # Topics are created explicitly (streams.kafka.topics); faust must not declare anything itself,
         # and the leader topic is not used.
         topic_allow_declare=False,
         topic_disable_leader=True,
@@ -164,7 +164,7 @@ def create_app(
         producer_acks=-1,
     )
 
-    # Before anything builds the consumer: commits follow the project's offset ledger (streams.offsets).
+    # Before anything builds the consumer: commits follow the project's offset ledger (streams.faust_compat.offsets).
     install_commit_ledger(app)
     app.shutdown_grace_s = settings.worker.shutdown_grace_s
     app.breakers = panel.breakers
@@ -238,7 +238,7 @@ def create_app(
             try:
                 await process(event, origin)
             except HandedBack:
-                # Cut off by the shutdown's grace (streams.shutdown): acked for Faust's bookkeeping, never
+                # Cut off by the shutdown's grace (streams.worker.shutdown): acked for Faust's bookkeeping, never
                 # marked done, so the offset ledger keeps the commit below it and its next owner judges it.
                 await stream.ack(event)
                 continue
@@ -337,7 +337,7 @@ def create_app(
         scores.redactor = redactor
         wire_scores(app, scores, topics, consume)
         if metrics is not None:
-            # Per experiment: the human basis's rate and interval beside the judge's rate (streams.scores).
+            # Per experiment: the human basis's rate and interval beside the judge's rate (streams.scores.handlers).
             observe_scores(metrics.provider, scores.gauges)
 
     async def expire_outcomes() -> None:
@@ -346,7 +346,7 @@ def create_app(
     app.timer(interval=max(1.0, min(600.0, settings.worker.outcome_retention_s / 10)))(expire_outcomes)
 
     if settings.policy.audit_label_budget > 0:
-        # The label budget (streams.audit_budget): this worker's verdict rate, extrapolated to the fleet by
+        # The label budget (streams.audit.budget): this worker's verdict rate, extrapolated to the fleet by
         # its share of the input partitions, sets the scale on the audit shares.
         budget = AuditBudget(
             holder, budget=settings.policy.audit_label_budget, period=settings.policy.audit_budget_period

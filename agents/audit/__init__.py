@@ -1,6 +1,6 @@
 """The drift audit as pure logic (DESIGN §3): decision records, the label join, window sums, the guards.
 
-Three steps, each a pure function or a small value type, so the Faust agents in ``streams.audit`` only
+Three steps, each a pure function or a small value type, so the Faust agents in ``streams.audit.handlers`` only
 move bytes and the arithmetic is tested without a broker:
 
 1. :func:`decision_record` turns a stage's ``Decision`` into a ``DecisionRecord``: facts, no text.

@@ -55,7 +55,7 @@ the other workers' for the write lock (they timed out under load). Now:
   cache and the judge, the others wait for its result and get it as a cache hit (or its exception).
 * The store is private to its owner: the directory is ``0o700`` and its files ``0o600`` whatever the
   umask, and an existing store with wider permissions is tightened (logged; see
-  ``streams.judges.files``). Cached replies quote the outputs judged.
+  ``streams.security.files``). Cached replies quote the outputs judged.
 * A cache that fails (disk full, lock timeout, corrupt entry) degrades to a miss or an unsaved reply
   and is logged; it never fails the judge call. A reply that could not be written stays in memory.
 
@@ -88,7 +88,7 @@ from diskcache.core import DBNAME, MODE_PICKLE, UNKNOWN
 
 from pairjudge.agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper, cache_params_of
 from pairjudge.agents.validation import strip_fence
-from pairjudge.streams.judges.files import private_dir, private_file, tighten_if_exists, tighten_tree
+from pairjudge.streams.security.files import private_dir, private_file, tighten_if_exists, tighten_tree
 
 log = logging.getLogger(__name__)
 

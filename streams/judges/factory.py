@@ -28,11 +28,11 @@ import httpx
 
 from pairjudge.agents.judge import Judge
 from pairjudge.agents.offline import OfflineJudge
+from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.breaker import BreakerJudge, Check, CircuitBreaker
 from pairjudge.streams.judges.cache import CachingJudge, ResponseCache
 from pairjudge.streams.judges.cost import PricedJudge, PriceTable
 from pairjudge.streams.judges.http import RETRIABLE_STATUSES, EndpointJudge, ProbeResult, public_url
-from pairjudge.streams.settings import JudgeSettings
 
 
 def build_inner_judge(settings: JudgeSettings) -> Judge:

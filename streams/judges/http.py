@@ -31,7 +31,7 @@ from tenacity import AsyncRetrying, RetryCallState, RetryError, retry_if_excepti
 
 from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import JudgeIdentity
-from pairjudge.streams.cleartext import cleartext_host
+from pairjudge.streams.security.cleartext import cleartext_host
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ def secret_guard(
     ``secrets`` when it goes to another origin than ``origin`` (scheme, host, port), or over plain HTTP
     off this machine unless ``allow_cleartext``.
 
-    Defence in depth behind the start-up check (``streams.settings.check_api_key``): it holds for every
+    Defence in depth behind the start-up check (``streams.config.settings.check_api_key``): it holds for every
     request the client sends, a redirect's included, should redirects ever be followed, so a key reaches
     only the server it was configured for. The message names hosts, never the key.
     """
@@ -310,7 +310,7 @@ def secret_guard(
 
 
 def check_key_transport(base_url: httpx.URL, api_key: SecretStr | None, *, allowed: bool) -> None:
-    """``ValueError`` when ``api_key`` would go over plain HTTP off this machine (see ``streams.cleartext``)."""
+    """``ValueError`` when ``api_key`` would go over plain HTTP off this machine (``streams.security.cleartext``)."""
     if api_key is None or not api_key.get_secret_value() or allowed:
         return
     host = cleartext_host(str(base_url))

@@ -22,12 +22,12 @@ from pairjudge.agents.errors import InputRejected
 from pairjudge.schemas import HumanLabel, ReviewRequest
 from pairjudge.schemas.audit import AuditSnapshot
 from pairjudge.schemas.scores import ScoreSnapshot
-from pairjudge.streams.brokers import topic_partitions
-from pairjudge.streams.codecs import decode, encode
-from pairjudge.streams.deadletter import build_dead_letter
-from pairjudge.streams.kafka_security import client_config
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import topic_partitions
+from pairjudge.streams.kafka.codecs import decode, encode
+from pairjudge.streams.kafka.dead_letters import build_dead_letter
 from pairjudge.streams.review.store import STORE_UNAVAILABLE, ReviewStore
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.security.kafka_clients import client_config
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import uvicorn
 from starlette.applications import Starlette
 
-from pairjudge.streams.control import PolicyHolder, follow_control
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.control.live import PolicyHolder, follow_control
 from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ReviewFeed, ScoresFeed
 from pairjudge.streams.review.store import ReviewStore
 from pairjudge.streams.review.web import ReviewApp, build_app, new_review_app
-from pairjudge.streams.settings import Settings
 
 log = logging.getLogger(__name__)
 

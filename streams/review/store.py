@@ -50,7 +50,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from pairjudge.schemas import ReviewRequest
-from pairjudge.streams.judges.files import private_dir, private_file, tighten_if_exists
+from pairjudge.streams.security.files import private_dir, private_file, tighten_if_exists
 
 Status = Literal["pending", "claimed", "done"]
 #: What a database that is down, restarting, failing over or not answering raises: worth waiting out.

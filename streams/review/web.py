@@ -37,14 +37,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pairjudge.schemas import TIE, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
 from pairjudge.schemas.scores import ScoreSnapshot
-from pairjudge.streams.charts import evidence_chart, strengths_chart, win_rate_chart
-from pairjudge.streams.control import PolicyHolder, publish_control
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.control.live import PolicyHolder, publish_control
 from pairjudge.streams.review.auth import LoginLimiter, Role, User, Users
-from pairjudge.streams.review.health import ReviewHealth
 from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ScoresFeed
+from pairjudge.streams.review.probes import ReviewHealth
 from pairjudge.streams.review.store import Filters, Item, ReviewStore, StaleClaim
-from pairjudge.streams.scoreboard_view import board_view
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
+from pairjudge.streams.scores.view import board_view
 
 log = logging.getLogger(__name__)
 
@@ -461,9 +461,9 @@ async def scores_page(app: ReviewApp, request: Request, user: User) -> Response:
 
 
 def score_boards(latest: Mapping[str, ScoreSnapshot]) -> list[dict[str, Any]]:
-    """The scores page's boards, by experiment: the view (``streams.scoreboard_view``, plain text the
+    """The scores page's boards, by experiment: the view (``streams.scores.view``, plain text the
     template escapes) and the charts."""
-    # Safe by construction (streams.charts escapes every text it draws; the rest are formatted numbers).
+    # Safe by construction (streams.scores.charts escapes every text it draws; the rest are formatted numbers).
     return [
         {
             "snap": snap,
@@ -487,7 +487,7 @@ async def _seen(app: ReviewApp, key: str, value: float | bool, timeout_s: float 
 
 
 async def livez(review: ReviewApp, request: Request) -> Response:
-    """200 "ok" unless the service needs a restart (streams.review.health); also served as ``/healthz``."""
+    """200 "ok" unless the service needs a restart (streams.review.probes); also served as ``/healthz``."""
     reason = review.health.not_live() if review.health is not None else None
     if reason is None:
         return PlainTextResponse("ok")

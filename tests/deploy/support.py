@@ -6,7 +6,7 @@ import re
 
 from pydantic import BaseModel
 
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
 
 #: A pairjudge setting's environment variable, as written anywhere in a manifest.
 SETTING_NAME = re.compile(r"\bPAIRJUDGE_[A-Z0-9_]+\b")

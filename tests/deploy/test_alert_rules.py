@@ -38,8 +38,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from pairjudge.schemas.audit import AlertKind
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.workers import kafka_run, produce_raw, read_log, running_worker
 from tests.fixtures.deploy import K8S_DIR, kustomize_build
 from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status

@@ -32,9 +32,9 @@ import jsonschema
 import pytest
 import yaml
 
-from pairjudge.streams.brokers import check_topics
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.topics import topic_specs
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import check_topics
+from pairjudge.streams.kafka.topics import topic_specs
 from tests.deploy.support import SETTING_NAME, setting_problem
 
 ROOT = Path(__file__).resolve().parents[2]

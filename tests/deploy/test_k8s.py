@@ -24,10 +24,10 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from pairjudge.streams.brokers import topic_partitions
-from pairjudge.streams.health import HealthServer, WorkerHealth
-from pairjudge.streams.settings import HealthSettings, Settings
-from pairjudge.streams.topics import FOLLOWED_KINDS, LATEST_KINDS, topic_specs
+from pairjudge.streams.config.settings import HealthSettings, Settings
+from pairjudge.streams.kafka.admin import topic_partitions
+from pairjudge.streams.kafka.topics import FOLLOWED_KINDS, LATEST_KINDS, topic_specs
+from pairjudge.streams.worker.health_server import HealthServer, WorkerHealth
 from tests.deploy.support import setting_problem
 from tests.fixtures.deploy import K8S_DIR, SCHEMAS_DIR, Manifest, k8s_targets, kustomize_build
 from tests.fixtures.review import free_port, review_settings, serving
@@ -36,7 +36,7 @@ from tests.fixtures.review import free_port, review_settings, serving
 #: unhealthyPodEvictionPolicy is GA in 1.31); kubernetes-validate ships its schemas.
 KUBERNETES_VERSION = "1.31"
 KEDA_CRD = SCHEMAS_DIR / "keda.sh_scaledobjects.yaml"
-#: The worker's health interface (streams.health), agreed for issue 14.
+#: The worker's health interface (streams.worker.health_server), agreed for issue 14.
 HEALTH_PORT = 9465
 #: The worker commits after this many acks (streams/app.py, broker_commit_every).
 COMMIT_EVERY = 50
@@ -349,7 +349,7 @@ def test_pod_disruption_budget_covers_the_workers(built: Built) -> None:
 
 
 def test_review_liveness_does_not_depend_on_the_database(built: Built) -> None:
-    """A database outage must take the pods out of the Service, not restart them (streams.review.health)."""
+    """A database outage must take the pods out of the Service, not restart them (streams.review.probes)."""
     review = built.container("Deployment", REVIEW)
     paths = {p: review[p]["httpGet"]["path"] for p in ("startupProbe", "livenessProbe", "readinessProbe")}
     assert paths == {"startupProbe": "/livez", "livenessProbe": "/livez", "readinessProbe": "/readyz"}

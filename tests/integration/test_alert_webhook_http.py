@@ -9,7 +9,7 @@ import pytest
 from pydantic import SecretStr
 
 from pairjudge.schemas.audit import Alert, AlertKind
-from pairjudge.streams.alerting import AlertWebhook
+from pairjudge.streams.telemetry.alerts import AlertWebhook
 from tests.fixtures.fake_judge_server import FakeJudgeServer, closed_port, fake_judge_server, hang, status
 
 __all__ = ["closed_port", "fake_judge_server"]  # fixtures, imported for pytest

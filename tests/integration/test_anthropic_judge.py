@@ -27,9 +27,9 @@ from pairjudge.agents.prompts import REASK_INSTRUCTION, SYSTEM_PROMPT, render_pr
 from pairjudge.agents.validation import parse_reply
 from pairjudge.schemas.events import PairVerdict, ReviewRequest
 from pairjudge.schemas.replies import ToneStyleReply
+from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.anthropic import DEFAULT_TOOL_DESCRIPTION, AnthropicJudge, tool_name_for
 from pairjudge.streams.judges.factory import build_inner_judge
-from pairjudge.streams.settings import JudgeSettings
 from tests.fixtures.fake_anthropic_server import (
     DEFAULT_VERDICT,
     FAKE_MODEL,

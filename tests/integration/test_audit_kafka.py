@@ -15,12 +15,12 @@ import pytest
 
 from pairjudge.schemas import HumanLabel
 from pairjudge.schemas.audit import Alert, AuditSnapshot, ThresholdUpdate
-from pairjudge.streams.codecs import encode
-from pairjudge.streams.collector import Outcomes, collect_outcomes, read_topic
-from pairjudge.streams.demo import sample_labels
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.report import parse_audit_events
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.audit.report import parse_audit_events
+from pairjudge.streams.cli.demo import sample_labels
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.codecs import encode
+from pairjudge.streams.kafka.collector import Outcomes, collect_outcomes, read_topic
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.workers import kafka_run, running_worker
 from tests.fixtures.fake_judge_server import FakeJudgeServer
 from tests.fixtures.marked import MarkedJudge, marked_pair

@@ -1,6 +1,6 @@
 """A broker outage under a running worker: the worker says so, quietly, and judges again once the broker is back.
 
-Without streams/logquiet.py a worker logged about 110 lines a second here while its broker was down
+Without streams/telemetry/logs.py a worker logged about 110 lines a second here while its broker was down
 (aiokafka's and Faust's reconnect loops: the same four errors over and over).
 """
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.streams.collector import Outcomes, collect_outcomes
-from pairjudge.streams.embedded_broker import RunningBroker
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.collector import Outcomes, collect_outcomes
+from pairjudge.streams.kafka.embedded import RunningBroker
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.kafka import start_kafka
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import kafka_run, running_worker

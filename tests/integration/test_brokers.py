@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-u
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped,unused-ignore]
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # type: ignore[import-untyped,unused-ignore]
 
-from pairjudge.streams.brokers import BrokerError, TopicSpec, create_topics
+from pairjudge.streams.kafka.admin import BrokerError, TopicSpec, create_topics
 from pairjudge_dev.kafka import KAFKA_VERSION, kafka_server_properties, random_cluster_id
 
 REPO = Path(__file__).resolve().parents[2]

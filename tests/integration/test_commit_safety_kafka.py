@@ -51,10 +51,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.demo import start_worker, stop_process
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.topics import FINAL_KINDS
+from pairjudge.streams.cli.demo import start_worker, stop_process
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.topics import FINAL_KINDS
 from pairjudge_dev.slow_judge_server import HOLD_MARKER, Behaviour, JudgeServer
 from pairjudge_dev.workers import kafka_run
 from tests.unit.factories import FIRST_OUTPUT, SECOND_OUTPUT, make_pair
@@ -118,7 +118,7 @@ class Record:
     worker_logs: list[Path] = field(default_factory=list)
     #: Errors the committed-offset watcher retried.
     watch_errors: list[str] = field(default_factory=list)
-    #: slow pair id -> the kind of its final outcome, per streams.collector, after the restart.
+    #: slow pair id -> the kind of its final outcome, per streams.kafka.collector, after the restart.
     slow_outcomes: dict[str, str] = field(default_factory=dict)
 
     def slow_pair(self, partition: int) -> Sent:

@@ -19,12 +19,12 @@ from aiokafka import AIOKafkaProducer
 
 from pairjudge.agents.policy import Policy
 from pairjudge.schemas import ControlUpdate
-from pairjudge.streams.codecs import encode
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.control import PolicyHolder, follow_control, publish_control
-from pairjudge.streams.embedded_broker import RunningBroker
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.control.live import PolicyHolder, follow_control, publish_control
+from pairjudge.streams.kafka.codecs import encode
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.embedded import RunningBroker
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.kafka import start_kafka
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import kafka_run, running_worker

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.streams.control import publish_control
-from pairjudge.streams.settings import ControlSettings
+from pairjudge.streams.config.settings import ControlSettings
+from pairjudge.streams.control.live import publish_control
 from pairjudge_dev.workers import kafka_run, running_worker, wait_for_log
 
 pytestmark = [pytest.mark.kafka]

@@ -21,9 +21,9 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # type: ignore[import-untyped,unused-ignore]
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import kafka_run, running_worker
 

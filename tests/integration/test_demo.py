@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.streams.demo import sample_labels
+from pairjudge.streams.cli.demo import sample_labels
 from tests.fixtures.samples import sample_pair_ids
 
 pytestmark = [pytest.mark.slow]

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.demo import start_worker, stop_process
-from pairjudge.streams.producer import send_events
+from pairjudge.streams.cli.demo import start_worker, stop_process
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.workers import kafka_run, read_log, running_worker
 from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, RecordedRequest
 from tests.fixtures.health import free_port, get

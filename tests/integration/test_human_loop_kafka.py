@@ -21,9 +21,9 @@ from pairjudge.agents.sampling import audit_fraction, drawn
 from pairjudge.schemas import ReviewRequest
 from pairjudge.schemas.audit import AuditSnapshot, DecisionRecord
 from pairjudge.schemas.scores import HumanBasisSnapshot, ScoreSnapshot
-from pairjudge.streams.codecs import encode
-from pairjudge.streams.collector import read_topic
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.codecs import encode
+from pairjudge.streams.kafka.collector import read_topic
 from pairjudge_dev.slow_judge_server import Behaviour, JudgeServer
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker, wait_for_log
 from tests.integration.test_audit_kafka import _audit_events, _label
@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 #: The audit share of both classes in every test (so a verdict's share does not depend on its class).
 SHARE = 0.5
 FLOOR = 0.05
-#: How often the label budget recomputes the scale (``streams.audit_budget.UPDATE_EVERY_S``, not a setting).
+#: How often the label budget recomputes the scale (``streams.audit.budget.UPDATE_EVERY_S``, not a setting).
 BUDGET_TICK_S = 30.0
 #: The join's retention in the expiry test; the sweep then runs every second.
 RETENTION_S = 10.0

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.injection_eval import Corpus, demo_pairs, hostile_pair
 from pairjudge_dev.workers import kafka_run, running_worker
 

@@ -18,12 +18,12 @@ from pydantic import SecretStr
 
 from pairjudge.agents.errors import JudgeRejected
 from pairjudge.agents.offline import OfflineJudge
+from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.anthropic import AnthropicJudge
 from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
 from pairjudge.streams.judges.http import EndpointJudge
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from pairjudge.streams.judges.preflight import JudgeAuthError, endpoint_judge_of, preflight, preflight_all
-from pairjudge.streams.settings import JudgeSettings
 from tests.fixtures.fake_anthropic_server import FakeAnthropicServer, error, fake_anthropic_server
 from tests.fixtures.fake_judge_server import (
     Action,

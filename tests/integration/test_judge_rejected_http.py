@@ -19,9 +19,9 @@ from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
 from pairjudge.schemas import PairVerdict, ReviewRequest
 from pairjudge.schemas.rubric import ToneStyleRubric
+from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
 from pairjudge.streams.judges.http import JudgeAuthError
-from pairjudge.streams.settings import JudgeSettings
 from tests.fixtures.fake_judge_server import (
     CONTEXT_LENGTH_EXCEEDED,
     Action,

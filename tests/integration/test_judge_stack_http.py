@@ -17,10 +17,10 @@ from pairjudge.agents.errors import JudgeUnavailable
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
 from pairjudge.schemas import PairVerdict, ReviewRequest, RubricRef
+from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.breaker import CircuitOpen
 from pairjudge.streams.judges.cost import ModelPrice
 from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
-from pairjudge.streams.settings import JudgeSettings
 from tests.fixtures.fake_judge_server import (
     Action,
     FakeJudgeServer,

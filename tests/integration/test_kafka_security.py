@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from pairjudge.streams.brokers import BrokerError, create_topics
-from pairjudge.streams.collector import collect_outcomes, read_topic
-from pairjudge.streams.kafka_security import ClientConfig, client_config, explain
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.settings import KafkaSettings, Settings, environ_for
-from pairjudge.streams.topics import KINDS, changelog_topic, table_names, topic_specs
+from pairjudge.streams.config.settings import KafkaSettings, Settings, environ_for
+from pairjudge.streams.kafka.admin import BrokerError, create_topics
+from pairjudge.streams.kafka.collector import collect_outcomes, read_topic
+from pairjudge.streams.kafka.producer import send_events
+from pairjudge.streams.kafka.topics import KINDS, changelog_topic, table_names, topic_specs
+from pairjudge.streams.security.kafka_clients import ClientConfig, client_config, explain
 from pairjudge_dev.kafka_secure import SecureKafka, start_secure_kafka
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import running_worker, wait_for_log

@@ -17,10 +17,10 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from typer.testing import CliRunner
 
 from pairjudge.schemas import DeadLetter, HumanLabel
-from pairjudge.streams.brokers import BrokerError, create_topics, topic_partitions
-from pairjudge.streams.cli import app
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.topics import topic_specs
+from pairjudge.streams.cli.commands import app
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import BrokerError, create_topics, topic_partitions
+from pairjudge.streams.kafka.topics import topic_specs
 from pairjudge_dev.pairgen import many_pairs
 
 pytestmark = [pytest.mark.kafka]

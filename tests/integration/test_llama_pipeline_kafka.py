@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import kafka_run, running_worker
 from tests.fixtures.llama import LlamaServer

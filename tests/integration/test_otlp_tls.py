@@ -2,7 +2,7 @@
 
 The receiver (``tests/fixtures/otlp_tls.py``) serves HTTPS with a certificate from a CA made for the
 test by ``openssl``. Spans go through the worker's own tracer provider and exporter
-(``streams.telemetry.make_tracer_provider``), configured only by ``TelemetrySettings``.
+(``streams.telemetry.tracing.make_tracer_provider``), configured only by ``TelemetrySettings``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from pairjudge.streams.settings import TelemetrySettings
-from pairjudge.streams.telemetry import make_tracer_provider
+from pairjudge.streams.config.settings import TelemetrySettings
+from pairjudge.streams.telemetry.tracing import make_tracer_provider
 from tests.fixtures.otlp_tls import OTLPReceiver, TLSMaterial, otlp_receiver, tls_material
 
 __all__ = ["otlp_receiver", "tls_material"]

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.pairgen import malformed_events, many_pairs
 from pairjudge_dev.workers import kafka_run, running_worker
 

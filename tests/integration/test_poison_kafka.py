@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.deadletter import DEFAULT_MAX_LETTER_BYTES
-from pairjudge.streams.producer import send_events
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.dead_letters import DEFAULT_MAX_LETTER_BYTES
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.poison import KINDS, expect_truncated, poison_events, read_dead_letters, send_raw
 from pairjudge_dev.workers import kafka_run, running_worker

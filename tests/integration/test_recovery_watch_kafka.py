@@ -1,4 +1,4 @@
-"""A table recovery that stops making progress stops the worker with exit status 3 (streams.recovery_watch).
+"""A table recovery that stops making progress stops the worker with exit status 3 (faust_compat.recovery_watch).
 
 The stall seen in bench.scaleout (a changelog partition that never delivers a record to recovery) cannot be
 produced on demand, so this test stops progress another way, with a real worker on a broker of the test's
@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from pairjudge.streams.demo import start_worker, stop_process
-from pairjudge.streams.recovery_watch import EXIT_RECOVERY_STALLED
-from pairjudge.streams.topics import outcome_table_name
+from pairjudge.streams.cli.demo import start_worker, stop_process
+from pairjudge.streams.faust_compat.recovery_watch import EXIT_RECOVERY_STALLED
+from pairjudge.streams.kafka.topics import outcome_table_name
 from pairjudge_dev.kafka import start_kafka
 from pairjudge_dev.workers import kafka_run, read_log
 from tests.fixtures.health import free_port, get

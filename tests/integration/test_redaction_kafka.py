@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from pairjudge.schemas import ReviewRequest
-from pairjudge.streams.collector import read_topic
-from pairjudge.streams.producer import send_events
+from pairjudge.streams.kafka.collector import read_topic
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.poison import read_dead_letters, send_raw
 from pairjudge_dev.workers import kafka_run, running_worker
 from tests.unit.factories import make_pair

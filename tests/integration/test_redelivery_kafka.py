@@ -17,11 +17,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from pairjudge.streams.brokers import topic_partitions
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.topics import FINAL_KINDS
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import topic_partitions
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
+from pairjudge.streams.kafka.topics import FINAL_KINDS
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.slow_judge_server import Behaviour, JudgeServer
 from pairjudge_dev.workers import kafka_run, running_worker

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from pairjudge.schemas.audit import AuditObservation
-from pairjudge.streams.codecs import encode
+from pairjudge.streams.kafka.codecs import encode
 from pairjudge.streams.review.auth import hash_password
 from pairjudge_dev.replies import tiebreak_reply, tone_reply
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker

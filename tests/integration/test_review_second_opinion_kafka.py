@@ -21,8 +21,8 @@ from aiokafka import AIOKafkaProducer
 
 from pairjudge.schemas import ReviewRequest
 from pairjudge.schemas.audit import AuditSnapshot
-from pairjudge.streams.codecs import encode
-from pairjudge.streams.settings import AuditSettings
+from pairjudge.streams.config.settings import AuditSettings
+from pairjudge.streams.kafka.codecs import encode
 from tests.fixtures.review import read_labels, review_settings, send_reviews, serving, signed_in, wait_stored
 from tests.unit.factories import make_pair
 

@@ -238,7 +238,7 @@ async def test_an_operator_resumes_after_the_kappa_guard_and_is_recorded(
 def _score_snapshots(experiment: str) -> list[bytes]:
     """A judge biased towards the challenger, built step by step as the worker's timer would publish it
     (``tests.fixtures.scoreboard``): the judge basis promotes, the human basis continues."""
-    from pairjudge.streams.codecs import encode
+    from pairjudge.streams.kafka.codecs import encode
     from tests.fixtures.scoreboard import biased_judge_snapshots
 
     return [encode(snap) for snap in biased_judge_snapshots(experiment)]
@@ -246,7 +246,7 @@ def _score_snapshots(experiment: str) -> list[bytes]:
 
 def _old_score_snapshot(experiment: str) -> bytes:
     """The same experiment as a worker from before the human basis published it (no human fields)."""
-    from pairjudge.streams.codecs import encode
+    from pairjudge.streams.kafka.codecs import encode
     from tests.fixtures.scoreboard import biased_judge_snapshots, old_snapshot
 
     return encode(old_snapshot(biased_judge_snapshots(experiment, steps=4, challenger="<b>challenger-v2</b>")[-1]))
@@ -255,8 +255,8 @@ def _old_score_snapshot(experiment: str) -> bytes:
 async def test_the_scoreboard_page_shows_the_human_basis_beside_the_judge_basis(
     kafka_bootstrap: str, tmp_path: Path, browser: Browser
 ) -> None:
-    from pairjudge.streams.brokers import create_topics
-    from pairjudge.streams.topics import topic_specs
+    from pairjudge.streams.kafka.admin import create_topics
+    from pairjudge.streams.kafka.topics import topic_specs
     from pairjudge_dev.workers import produce_raw
 
     prefix = f"board-{uuid.uuid4().hex[:8]}"

@@ -27,11 +27,11 @@ from pairjudge.schemas import CandidatePair, HumanLabel
 from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.schemas.pair import PairMetadata
 from pairjudge.schemas.scores import GateUpdate, ScoreSnapshot
-from pairjudge.streams.codecs import encode
-from pairjudge.streams.collector import collect_outcomes, read_topic
-from pairjudge.streams.control import publish_control
-from pairjudge.streams.gate import gate_status
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.control.live import publish_control
+from pairjudge.streams.kafka.codecs import encode
+from pairjudge.streams.kafka.collector import collect_outcomes, read_topic
+from pairjudge.streams.scores.gate_reader import gate_status
 from pairjudge_dev.slow_judge_server import Behaviour, JudgeServer
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
 from tests.unit.factories import make_pair

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from pairjudge.streams.brokers import topic_partitions
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.topics import KINDS
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import topic_partitions
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
+from pairjudge.streams.kafka.topics import KINDS
 from pairjudge_dev.workers import kafka_run, running_worker
 from tests.fixtures.fake_judge_server import DEFAULT_CONTENT, Action, FakeJudgeServer, RecordedRequest, reply, status
 

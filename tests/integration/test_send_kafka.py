@@ -11,10 +11,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from typer.testing import CliRunner
 
-from pairjudge.streams.brokers import create_topics, topic_partitions
-from pairjudge.streams.cli import app
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.topics import topic_specs
+from pairjudge.streams.cli.commands import app
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import create_topics, topic_partitions
+from pairjudge.streams.kafka.topics import topic_specs
 from pairjudge_dev.pairgen import many_pairs
 
 pytestmark = [pytest.mark.kafka]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.streams.brokers import topic_partitions
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.topics import topic_specs
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.admin import topic_partitions
+from pairjudge.streams.kafka.topics import topic_specs
 
 pytestmark = [pytest.mark.kafka]
 

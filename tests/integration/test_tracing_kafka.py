@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
-from pairjudge.streams.telemetry import Telemetry, make_tracer_provider
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
+from pairjudge.streams.telemetry.tracing import Telemetry, make_tracer_provider
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import kafka_run, running_worker
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pairjudge.streams.collector import collect_outcomes
-from pairjudge.streams.producer import send_events
+from pairjudge.streams.kafka.collector import collect_outcomes
+from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.workers import kafka_run, read_log, running_worker
 from tests.fixtures.fake_judge_server import FakeJudgeServer
 from tests.fixtures.health import breaker_judge_settings, free_port, get, listening

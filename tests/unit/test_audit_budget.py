@@ -1,4 +1,4 @@
-"""The audit label budget at the edge (streams.audit_budget): the verdict rate, the fleet estimate, the scale."""
+"""The audit label budget at the edge (streams.audit.budget): the verdict rate, the fleet estimate, the scale."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pairjudge.agents.core import Decision, judge_pair
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.sampling import budget_scale, expected_labels
 from pairjudge.agents.scripted import ScriptedJudge
-from pairjudge.streams.audit_budget import AuditBudget, VerdictRate, owned_input_partitions
-from pairjudge.streams.control import PolicyHolder
-from pairjudge.streams.pipeline import JudgePanel, Origin, Pipeline
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.telemetry import Telemetry
+from pairjudge.streams.audit.budget import AuditBudget, VerdictRate, owned_input_partitions
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.telemetry.tracing import Telemetry
+from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline
 from tests.unit.factories import make_pair, per_order, tone_reply
 
 

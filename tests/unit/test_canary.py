@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pairjudge.schemas import CandidatePair, KnownLabel
-from pairjudge.streams.canary import CanaryFileError, load_canaries, round_events, round_stamp
+from pairjudge.streams.audit.canary import CanaryFileError, load_canaries, round_events, round_stamp
 from tests.unit.factories import FIRST_ID, make_pair
 
 

@@ -1,6 +1,6 @@
 """Secrets never go over plain HTTP off this machine unless a setting named for it allows it.
 
-The rule (``streams.cleartext``) and where it is enforced: the settings at start-up (the judge, every
+The rule (``streams.security.cleartext``) and where it is enforced: the settings at start-up (the judge, every
 juror, the alert webhook, the OTLP headers), the judge adapters and the webhook when they are built,
 and the OTLP exporter. Every message names the variable and the host, never the secret.
 """
@@ -12,12 +12,18 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from pairjudge.streams.alerting import AlertWebhook
-from pairjudge.streams.cleartext import CleartextSecretError, check_cleartext, cleartext_host, is_loopback
+from pairjudge.streams.config.settings import (
+    AuditSettings,
+    JudgeSettings,
+    Settings,
+    TelemetrySettings,
+    parse_otlp_headers,
+)
 from pairjudge.streams.judges.anthropic import AnthropicJudge
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge
-from pairjudge.streams.settings import AuditSettings, JudgeSettings, Settings, TelemetrySettings, parse_otlp_headers
-from pairjudge.streams.telemetry import otlp_exporter
+from pairjudge.streams.security.cleartext import CleartextSecretError, check_cleartext, cleartext_host, is_loopback
+from pairjudge.streams.telemetry.alerts import AlertWebhook
+from pairjudge.streams.telemetry.tracing import otlp_exporter
 
 KEY = "sk-live-Zq9vKEYxx-DO-NOT-LEAK"
 HOOK = "https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX"

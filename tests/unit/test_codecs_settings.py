@@ -11,8 +11,8 @@ from pydantic import SecretStr
 
 from pairjudge.agents.errors import InputRejected
 from pairjudge.schemas import CandidatePair
-from pairjudge.streams.codecs import decode, encode
-from pairjudge.streams.settings import JudgeSettings, Settings, environ_for
+from pairjudge.streams.config.settings import JudgeSettings, Settings, environ_for
+from pairjudge.streams.kafka.codecs import decode, encode
 from tests.unit.factories import make_pair
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pairjudge.streams.app import build_panel, load_catalog
-from pairjudge.streams.settings import Settings, environ_for
+from pairjudge.streams.config.settings import Settings, environ_for
 
 CONFIG = """
 [kafka]

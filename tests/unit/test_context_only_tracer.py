@@ -1,12 +1,12 @@
-"""With no exporter, spans are not recorded, yet trace context flows exactly as before (streams.telemetry)."""
+"""With no exporter, spans are not recorded, yet trace context flows exactly as before (streams.telemetry.tracing)."""
 
 from __future__ import annotations
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import TraceFlags
 
-from pairjudge.streams.settings import TelemetrySettings
-from pairjudge.streams.telemetry import (
+from pairjudge.streams.config.settings import TelemetrySettings
+from pairjudge.streams.telemetry.tracing import (
     ContextOnlyTracer,
     Telemetry,
     extract_context,

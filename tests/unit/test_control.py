@@ -10,10 +10,10 @@ from aiokafka import TopicPartition
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import ControlUpdate, ThresholdUpdate
-from pairjudge.streams.control import PolicyHolder, apply_record, apply_threshold_record, caught_up, parse_value
-from pairjudge.streams.pipeline import JudgePanel, Origin, Pipeline
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.telemetry import Telemetry
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.control.live import PolicyHolder, apply_record, apply_threshold_record, caught_up, parse_value
+from pairjudge.streams.telemetry.tracing import Telemetry
+from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline
 from tests.unit.factories import make_pair, per_order, tone_reply
 
 

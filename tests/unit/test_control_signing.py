@@ -9,9 +9,9 @@ import pytest
 
 from pairjudge.agents.policy import Policy
 from pairjudge.schemas import ControlUpdate
-from pairjudge.streams.codecs import encode
-from pairjudge.streams.control import PolicyHolder, apply_record
-from pairjudge.streams.control_signing import (
+from pairjudge.streams.config.settings import ControlSettings, Settings
+from pairjudge.streams.control.live import PolicyHolder, apply_record
+from pairjudge.streams.control.signing import (
     KEY_ID_HEADER,
     SIGNATURE_HEADER,
     ControlSigner,
@@ -19,7 +19,7 @@ from pairjudge.streams.control_signing import (
     signer_from_settings,
     with_signature,
 )
-from pairjudge.streams.settings import ControlSettings, Settings
+from pairjudge.streams.kafka.codecs import encode
 
 KEY = b"0123456789abcdef-test-signing-key"
 TOPIC = "pairjudge.control"
@@ -97,7 +97,7 @@ def test_a_worker_with_a_key_applies_only_signed_updates(caplog: pytest.LogCaptu
     signer = _signer()
     holder = PolicyHolder(Policy(primary_confidence_threshold=0.7))
     key, forged = _update(0.0, by="alice (really mallory)")
-    with caplog.at_level(logging.WARNING, logger="pairjudge.streams.control"):
+    with caplog.at_level(logging.WARNING, logger="pairjudge.streams.control.live"):
         apply_record(holder, key, forged, headers=[], verifier=signer, topic=TOPIC)
         # Signed with another key: the same.
         other = _signer(b"mallory-made-this-key-herself").headers(TOPIC, key, forged)

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from pairjudge.schemas import DeadLetter
-from pairjudge.streams.deadletter import (
+from pairjudge.streams.kafka.dead_letters import (
     DEFAULT_MAX_LETTER_BYTES,
     MAX_ERROR_CHARS,
     MAX_KEY_BYTES,

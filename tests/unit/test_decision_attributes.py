@@ -5,7 +5,7 @@ from __future__ import annotations
 from pairjudge.agents import judge_pair
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.scripted import ScriptedJudge
-from pairjudge.streams.telemetry import decision_attributes
+from pairjudge.streams.telemetry.tracing import decision_attributes
 from tests.unit.factories import make_pair, per_order, tone_reply
 
 

@@ -16,8 +16,8 @@ from rich.console import Console
 
 from pairjudge.agents.offline import OfflineJudge
 from pairjudge.schemas import TIE, CandidatePair, ToneStyleRubric
-from pairjudge.streams.evaluate import EvaluateReport, MethodScore, run_evaluate
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.cli.evaluate import EvaluateReport, MethodScore, run_evaluate
+from pairjudge.streams.config.settings import Settings
 
 DEVSET = Path(__file__).resolve().parents[2] / "streams" / "data" / "devset_tone.jsonl"
 

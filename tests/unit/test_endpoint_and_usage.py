@@ -12,10 +12,10 @@ import json
 import httpx
 import pytest
 
+from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.cost import usage_count
 from pairjudge.streams.judges.factory import cache_params
 from pairjudge.streams.judges.http import public_url
-from pairjudge.streams.settings import JudgeSettings
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pairjudge.schemas import TIE, KnownLabel
-from pairjudge.streams.cli import app
-from pairjudge.streams.evaluate import (
+from pairjudge.streams.cli.commands import app
+from pairjudge.streams.cli.evaluate import (
     FIRST,
     SECOND,
     EvaluateReport,

@@ -20,8 +20,8 @@ from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, DeadLetter, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.streams.app import PairjudgeApp, create_app
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.telemetry import Telemetry, make_tracer_provider
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.telemetry.tracing import Telemetry, make_tracer_provider
 from tests.unit.factories import make_pair, tiebreak_reply, tone_reply
 
 

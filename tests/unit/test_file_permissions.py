@@ -22,11 +22,14 @@ from rich.console import Console
 
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import ReviewRequest
-from pairjudge.streams.collector import Outcomes
-from pairjudge.streams.demo import _write_audit, _write_outcomes
-from pairjudge.streams.evaluate import run_evaluate
+from pairjudge.streams.audit.report import parse_audit_events, write_report
+from pairjudge.streams.cli.demo import _write_audit, _write_outcomes
+from pairjudge.streams.cli.evaluate import run_evaluate
+from pairjudge.streams.config.settings import Settings, TelemetrySettings
 from pairjudge.streams.judges.cache import CachedReply, ResponseCache
-from pairjudge.streams.judges.files import (
+from pairjudge.streams.kafka.collector import Outcomes
+from pairjudge.streams.review.store import ReviewStore
+from pairjudge.streams.security.files import (
     open_private_append,
     open_private_write,
     private_dir,
@@ -34,13 +37,10 @@ from pairjudge.streams.judges.files import (
     tighten_tree,
     write_private_text,
 )
-from pairjudge.streams.report import parse_audit_events, write_report
-from pairjudge.streams.review.store import ReviewStore
-from pairjudge.streams.settings import Settings, TelemetrySettings
-from pairjudge.streams.telemetry import make_tracer_provider
+from pairjudge.streams.telemetry.tracing import make_tracer_provider
 from tests.unit.factories import make_pair, tone_reply
 
-LOGGER = "pairjudge.streams.judges.files"
+LOGGER = "pairjudge.streams.security.files"
 
 
 def mode(path: Path) -> int:

@@ -9,9 +9,9 @@ import pytest
 from aiokafka.errors import TopicAuthorizationFailedError
 
 from pairjudge.agents.policy import Policy
-from pairjudge.streams.audit import Audit
-from pairjudge.streams.control import PolicyHolder
-from pairjudge.streams.pipeline import Outgoing
+from pairjudge.streams.audit.handlers import Audit
+from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.worker.pipeline import Outgoing
 
 
 def _audit(error: Exception) -> tuple[Audit, PolicyHolder]:
@@ -34,7 +34,7 @@ async def test_a_refused_pause_pauses_this_worker_and_is_logged(caplog: pytest.L
     wrapped.__cause__ = TopicAuthorizationFailedError("p.control")
     audit, holder = _audit(wrapped)
     [trip] = audit._trip_guard("series-1")
-    with caplog.at_level(logging.CRITICAL, logger="pairjudge.streams.audit"):
+    with caplog.at_level(logging.CRITICAL, logger="pairjudge.streams.audit.handlers"):
         await audit._publish_guard(trip)
     assert holder.current.kappa_guard_tripped
     assert "not authorised to write the kappa guard's pause to p.control" in caplog.text

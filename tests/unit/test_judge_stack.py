@@ -13,13 +13,13 @@ from pairjudge.agents.offline import OfflineJudge
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import PairVerdict
+from pairjudge.streams.config.settings import JudgeSettings, Settings, environ_for
 from pairjudge.streams.judges.breaker import BreakerJudge
 from pairjudge.streams.judges.cache import CachingJudge
 from pairjudge.streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
 from pairjudge.streams.judges.factory import build_judge_stack, cache_params, judge_answered
 from pairjudge.streams.judges.http import ProbeResult
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge
-from pairjudge.streams.settings import JudgeSettings, Settings, environ_for
 from tests.unit.factories import make_pair, tone_reply
 
 GPT = ModelPrice(input_per_mtok=2.5, output_per_mtok=10.0, cached_input_per_mtok=1.25)

@@ -10,14 +10,14 @@ from pathlib import Path
 import faust
 import pytest
 
-from pairjudge.streams.kafka_security import (
+from pairjudge.streams.config.settings import KafkaSettings, Settings, environ_for
+from pairjudge.streams.security.kafka_clients import (
     ClientConfig,
     aiokafka_kwargs,
     as_client_config,
     client_config,
     faust_credentials,
 )
-from pairjudge.streams.settings import KafkaSettings, Settings, environ_for
 from pairjudge_dev.kafka_secure import Certificates, make_certificates
 
 PASSWORD = "s3cret-Pa55word-xyz"

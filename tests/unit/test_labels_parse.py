@@ -1,4 +1,4 @@
-"""Reading label files (streams.labels): every line a label or a rejection with its reason and bytes."""
+"""Reading label files (streams.audit.label_files): every line a label or a rejection with its reason and bytes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pairjudge.streams.cli import app
-from pairjudge.streams.labels import (
+from pairjudge.streams.audit.label_files import (
     MAX_LINE_BYTES,
     Accepted,
     LabelFileError,
@@ -19,6 +18,7 @@ from pairjudge.streams.labels import (
     detect_format,
     parse_labels,
 )
+from pairjudge.streams.cli.commands import app
 
 
 def _label(pair_id: str = "p-1", winner: str = "cand-a", **extra: object) -> bytes:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from mode.utils.logging import DefaultFormatter, ExtensionFormatter
 
-from pairjudge.streams.logquiet import QuietFilter, attach
+from pairjudge.streams.telemetry.logs import QuietFilter, attach
 
 
 class Clock:

@@ -10,8 +10,8 @@ import pytest
 
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.streams.app import create_app
-from pairjudge.streams.offsets import LedgerConsumer, OffsetLedger
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.faust_compat.offsets import LedgerConsumer, OffsetLedger
 
 TP = "pairs/0"
 

@@ -2,7 +2,7 @@
 
 Deep nesting and huge numbers used to escape ``json.loads`` as ``RecursionError`` and ``ValueError``;
 ``schema_version`` was coerced or ignored; an output of zero-width characters was judged. These tests go
-through the real codec (``streams.codecs.decode``), the real ``check_pair`` and the real stage handler.
+through the real codec (``streams.kafka.codecs.decode``), the real ``check_pair`` and the real stage handler.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from pairjudge.agents.settle import settle
 from pairjudge.schemas import SCHEMA_VERSION, CandidatePair, DeadLetter, PairVerdict, TieBreakRequest
 from pairjudge.schemas._base import SUPPORTED_SCHEMA_VERSIONS
 from pairjudge.streams.app import create_app
-from pairjudge.streams.codecs import MAX_DEPTH, MAX_NUMBER_CHARS, decode, nesting_depth, parse_object
-from pairjudge.streams.deadletter import DEFAULT_MAX_LETTER_BYTES, guess_pair_id
-from pairjudge.streams.pipeline import Origin, Pipeline
-from pairjudge.streams.producer import key_of
-from pairjudge.streams.settings import Settings
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.codecs import MAX_DEPTH, MAX_NUMBER_CHARS, decode, nesting_depth, parse_object
+from pairjudge.streams.kafka.dead_letters import DEFAULT_MAX_LETTER_BYTES, guess_pair_id
+from pairjudge.streams.kafka.producer import key_of
+from pairjudge.streams.worker.pipeline import Origin, Pipeline
 from tests.unit.factories import make_pair
 
 MAX_EVENT = 256_000  # the worker's default max_event_bytes

@@ -1,4 +1,4 @@
-"""The stalled-recovery watch (streams.recovery_watch): progress arithmetic, the stall report, /livez."""
+"""The stalled-recovery watch (streams.faust_compat.recovery_watch): progress arithmetic, the stall report, /livez."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from pairjudge.streams.health import HealthServer, WorkerHealth
-from pairjudge.streams.recovery_watch import RecoveryProgress, RecoveryWatch, records_left
-from pairjudge.streams.settings import HealthSettings
+from pairjudge.streams.config.settings import HealthSettings
+from pairjudge.streams.faust_compat.recovery_watch import RecoveryProgress, RecoveryWatch, records_left
+from pairjudge.streams.worker.health_server import HealthServer, WorkerHealth
 from tests.fixtures.health import free_port
 
 
@@ -108,7 +108,7 @@ async def test_livez_fails_once_the_worker_gave_up_on_its_recovery() -> None:
 def test_the_setting_turns_the_watch_off_at_zero_and_refuses_negatives(stall_s: float) -> None:
     from pydantic import ValidationError
 
-    from pairjudge.streams.settings import Settings
+    from pairjudge.streams.config.settings import Settings
 
     if stall_s == 0:
         assert Settings.model_validate({"worker": {"recovery_stall_s": stall_s}}).worker.recovery_stall_s == 0

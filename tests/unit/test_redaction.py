@@ -13,9 +13,9 @@ from pydantic import ValidationError
 from pairjudge.agents.redaction import BUILTIN_ORDER, Redactor, builtin_detectors, custom_detector, iban_ok, luhn_ok
 from pairjudge.schemas import DeadLetter, ReviewRequest, Task
 from pairjudge.schemas.events import OrderingResult
-from pairjudge.streams.deadletter import build_dead_letter
-from pairjudge.streams.redaction import HOOK_FAILED, EventRedactor, build_redactor, load_hook
-from pairjudge.streams.settings import RedactionSettings, Settings
+from pairjudge.streams.config.settings import RedactionSettings, Settings
+from pairjudge.streams.kafka.dead_letters import build_dead_letter
+from pairjudge.streams.security.redaction_hook import HOOK_FAILED, EventRedactor, build_redactor, load_hook
 from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair
 
 ALL = Redactor(builtin_detectors(list(BUILTIN_ORDER)))

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from pairjudge.agents.audit import SeriesWindow, WindowStats
 from pairjudge.schemas.audit import Alert, AuditObservation, AuditSeries, AuditSnapshot, DecisionRecord
 from pairjudge.schemas.events import HumanLabel
-from pairjudge.streams.cli import app
-from pairjudge.streams.report import latest_per_window, parse_audit_events, render_report
+from pairjudge.streams.audit.report import latest_per_window, parse_audit_events, render_report
+from pairjudge.streams.cli.commands import app
 
 HOSTILE = "<script>alert(1)</script>"
 START = datetime(2026, 12, 1, 10, tzinfo=UTC)
@@ -105,8 +105,8 @@ def test_the_report_shows_each_experiments_latest_scoreboard_with_escaped_text()
     from datetime import UTC, datetime, timedelta
 
     from pairjudge.agents.scores.board import Scoreboard
-    from pairjudge.streams.scores import Entry, snapshot
-    from pairjudge.streams.settings import ScoreSettings
+    from pairjudge.streams.config.settings import ScoreSettings
+    from pairjudge.streams.scores.handlers import Entry, snapshot
 
     entry = Entry(Scoreboard(), partition=0)
     lines = []

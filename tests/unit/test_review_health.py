@@ -1,4 +1,4 @@
-"""The review service's probes (streams.review.health): what makes it not live, and what makes it not ready."""
+"""The review service's probes (streams.review.probes): what makes it not live, and what makes it not ready."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pairjudge.streams.review.health import ReviewHealth
+from pairjudge.streams.review.probes import ReviewHealth
 from pairjudge.streams.review.store import ReviewStore
 
 

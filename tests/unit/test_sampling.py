@@ -27,7 +27,7 @@ from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import CandidatePair, ControlUpdate, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.schemas.events import JudgeInfo, JuryVote
-from pairjudge.streams.control import PolicyHolder, apply_record
+from pairjudge.streams.control.live import PolicyHolder, apply_record
 from pairjudge.streams.review.web import CONTROLS
 from tests.unit.factories import (
     FIRST_ID,

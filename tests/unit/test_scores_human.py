@@ -23,12 +23,12 @@ from pairjudge.schemas import HumanLabel
 from pairjudge.schemas.audit import AuditObservation, AuditSeries, DecisionRecord
 from pairjudge.schemas.scores import GateUpdate, ScoreEvent, ScoreSnapshot
 from pairjudge.streams.app import create_app
-from pairjudge.streams.audit import _with_partition
-from pairjudge.streams.gate import EXIT_CODES, human_text
-from pairjudge.streams.health import PrometheusMetrics
-from pairjudge.streams.pipeline import Outgoing
-from pairjudge.streams.scores import Entry, ExperimentGauges, count, observe_scores, snapshot
-from pairjudge.streams.settings import ScoreSettings, Settings
+from pairjudge.streams.audit.handlers import _with_partition
+from pairjudge.streams.config.settings import ScoreSettings, Settings
+from pairjudge.streams.scores.gate_reader import EXIT_CODES, human_text
+from pairjudge.streams.scores.handlers import Entry, ExperimentGauges, count, observe_scores, snapshot
+from pairjudge.streams.worker.health_server import PrometheusMetrics
+from pairjudge.streams.worker.pipeline import Outgoing
 from tests.unit.factories import FIRST_ID, SECOND_ID, tone_reply
 
 CHAMPION, CHALLENGER = FIRST_ID, SECOND_ID
@@ -403,7 +403,7 @@ def test_a_rule_verdict_is_its_own_labelled_stratum() -> None:
 
 
 def test_the_snapshot_shows_the_interval_that_assumes_nothing_about_missing_labels() -> None:
-    from pairjudge.streams.scores import human_basis_snapshot, human_gate_snapshot
+    from pairjudge.streams.scores.handlers import human_basis_snapshot, human_gate_snapshot
 
     board = Scoreboard()
     for i in range(600):

@@ -10,11 +10,11 @@ from html import unescape
 import pytest
 
 from pairjudge.schemas.scores import ScoreSnapshot
-from pairjudge.streams.charts import win_rate_chart
-from pairjudge.streams.report import parse_audit_events, render_report, scoreboard_section
+from pairjudge.streams.audit.report import parse_audit_events, render_report, scoreboard_section
 from pairjudge.streams.review.auth import User
 from pairjudge.streams.review.web import _templates, score_boards
-from pairjudge.streams.scoreboard_view import NO_HUMAN_BASIS, board_view
+from pairjudge.streams.scores.charts import win_rate_chart
+from pairjudge.streams.scores.view import NO_HUMAN_BASIS, board_view
 from tests.fixtures.scoreboard import biased_judge_snapshots, old_snapshot
 
 HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)">'

@@ -16,9 +16,9 @@ from typing import Any
 from pairjudge.agents.audit.join import JoinEntry
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.streams.app import create_app
-from pairjudge.streams.audit import _with_partition
-from pairjudge.streams.settings import Settings
-from pairjudge.streams.tables import SWEEP_YIELD_EVERY
+from pairjudge.streams.audit.handlers import _with_partition
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.worker.tables import SWEEP_YIELD_EVERY
 from tests.unit.factories import tone_reply
 
 

@@ -1,0 +1,451 @@
+"""``pairjudge report``: one self-contained HTML file of the drift audit, per series.
+
+Input: the ``AuditSnapshot``s and ``Alert``s of ``pairjudge.audit`` (read whole from the topic) or of a
+JSONL export (the demo writes ``out/demo-audit.jsonl``). Output: one HTML file, plots embedded as
+inline SVG, no script and no external resource, so it opens anywhere and can be mailed.
+
+Per series (judge and version, template, rubric, experiment), over its windows: Cohen's kappa with
+its interval against the seed 001 line at 0.7, beside the human ceiling (the kappa of reviewers against
+each other on audit pairs labelled twice: a judge cannot be expected to agree with people more than
+people agree with each other) and the floor the kappa guard applied, in the mode it ran in; the
+tie-break rate against seed 002's 20% line, with the flip rate; the calibration curve (reliability
+bins summed over the windows); how often the longer output wins for the judge and for the humans;
+the auto-decision threshold in force and its coverage.
+Each window counts once: its latest snapshot (a final one supersedes the running ones).
+
+Text that came from events (series names, alert messages) is escaped, and matplotlib draws plot text
+as paths, so nothing in an event can inject markup.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pairjudge.schemas.audit import Alert, AuditSnapshot
+from pairjudge.schemas.scores import ScoreSnapshot
+from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
+from pairjudge.streams.scores.view import BasisPanel, BoardView, board_view
+from pairjudge.streams.security.files import write_private_text
+
+KAPPA_LINE = 0.7
+TIEBREAK_LINE = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvents:
+    snapshots: list[AuditSnapshot]
+    alerts: list[Alert]
+    #: Lines that were neither a snapshot nor an alert (counted, shown in the report).
+    skipped: int = 0
+    #: Champion-challenger scoreboards (``pairjudge.scores``), when the input has them.
+    scores: list[ScoreSnapshot] = field(default_factory=list)
+
+
+def parse_audit_events(lines: Iterable[bytes | str]) -> AuditEvents:
+    snapshots: list[AuditSnapshot] = []
+    alerts: list[Alert] = []
+    scores: list[ScoreSnapshot] = []
+    skipped = 0
+    for line in lines:
+        if not line or not line.strip():
+            continue
+        try:
+            body = json.loads(line)
+            if isinstance(body, dict) and "window_end" in body:
+                snapshots.append(AuditSnapshot.model_validate(body))
+            elif isinstance(body, dict) and "gate" in body and "overall" in body:
+                scores.append(ScoreSnapshot.model_validate(body))
+            elif isinstance(body, dict) and "kind" in body:
+                alerts.append(Alert.model_validate(body))
+            else:
+                skipped += 1
+        except (ValueError, ValidationError):
+            skipped += 1
+    return AuditEvents(snapshots, alerts, skipped, scores)
+
+
+def _panel(p: BasisPanel) -> str:
+    """One basis, as ``streams.scores.view`` words it; every text escaped."""
+    e = html.escape
+    body = f"<div class='basis basis-{e(p.key)}'><h3>{e(p.title)}</h3><p class='meaning'>{e(p.meaning)}</p>"
+    if p.missing:
+        body += f"<p class='missing'>{e(p.missing)}</p>"
+    else:
+        body += f"<p class='headline'><strong>{e(p.headline)}</strong> {e(p.headline_note)}</p><table>"
+        body += "".join(f"<tr><th>{e(f.label)}</th><td>{e(f.value)}</td></tr>" for f in p.figures) + "</table>"
+    if p.gate:
+        body += (
+            f"<p class='gate gate-{e(p.gate.decision)}'>Gate: <strong>{e(p.gate.decision.upper())}</strong> "
+            f"· {e(p.gate.reason)}</p><p class='meaning'>{e(p.gate.detail)}</p>"
+        )
+    else:
+        body += "<p class='gate'>Gate: not in this snapshot.</p>"
+    return body + "</div>"
+
+
+def _splits_table(v: BoardView) -> str:
+    e = html.escape
+    head = (
+        "<table class='splits'><tr><th rowspan='2'></th><th colspan='4'>human basis</th>"
+        "<th colspan='2'>judge basis</th></tr><tr><th>rate (tie ½)</th><th>anytime-valid interval</th>"
+        "<th>labels</th><th>judge, same question</th><th>win rate (Wilson 95%)</th><th>wins–losses–ties</th></tr>"
+    )
+    rows = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{e(c)}</td>"
+            for c in (
+                r.name,
+                r.human_rate,
+                r.human_anytime,
+                r.human_labels,
+                r.human_judge,
+                r.judge_rate,
+                r.judge_counts,
+            )
+        )
+        + "</tr>"
+        for r in v.splits
+    )
+    strata = ""
+    if v.strata:
+        strata = (
+            "<p>Human basis by sampling stratum:</p><table class='splits'><tr><th>stratum</th><th>pairs</th>"
+            "<th>labels</th><th>rate</th><th>weight on the judge (λ)</th><th>spread of person − judge</th>"
+            "<th>recommended audit share</th></tr>"
+        )
+        strata += "".join(
+            f"<tr><td>{e(s.stratum)}</td><td>{e(s.pairs)}</td><td>{e(s.labels)}</td><td>{e(s.rate)}</td>"
+            f"<td>{e(s.lam)}</td><td>{e(s.spread)}</td><td>{e(s.recommended)}</td></tr>"
+            for s in v.strata
+        )
+        strata += "</table>"
+    return head + rows + "</table>" + strata
+
+
+def scoreboard_section(snap: ScoreSnapshot) -> str:
+    """One experiment's latest scoreboard: the human basis and the judge basis side by side (human first:
+    the default basis of ``pairjudge gate``), both gates, the splits, and the three charts
+    (``streams.scores.charts``)."""
+    v = board_view(snap)
+    charts = (
+        win_rate_chart(snap.history)
+        + evidence_chart(snap.history, snap.gate.threshold)
+        + strengths_chart(snap.strengths)
+    )
+    return (
+        f"<h2>Champion and challenger: experiment {html.escape(snap.experiment)}</h2>"
+        f"<div class='bases'>{_panel(v.human)}{_panel(v.judge)}</div>{_splits_table(v)}"
+        f"<div class='plots'>{charts}</div>"
+    )
+
+
+def latest_per_window(snapshots: Iterable[AuditSnapshot]) -> dict[str, list[AuditSnapshot]]:
+    """Series key -> one snapshot per window (final first, then the latest published), in window order."""
+    best: dict[tuple[str, Any], AuditSnapshot] = {}
+    for snapshot in snapshots:
+        key = (snapshot.series, snapshot.window_start)
+        held = best.get(key)
+        if held is None or (snapshot.final, snapshot.published_at) >= (held.final, held.published_at):
+            best[key] = snapshot
+    by_series: dict[str, list[AuditSnapshot]] = defaultdict(list)
+    for (series, _), snapshot in sorted(best.items(), key=lambda item: (item[0][0], item[0][1])):
+        by_series[series].append(snapshot)
+    return dict(by_series)
+
+
+# --- plots ------------------------------------------------------------------------------------------
+
+
+def _svg(figure: Any) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]  # drop the XML prolog and doctype: inline SVG in HTML
+
+
+def _figure(title: str) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "path"  # text as paths: no font needed, nothing to inject
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 3.2))
+    axes.set_title(title, fontsize=10)
+    axes.grid(alpha=0.3)
+    return figure, axes
+
+
+def kappa_plot(windows: Sequence[AuditSnapshot]) -> str:
+    figure, axes = _figure("Cohen's kappa against humans, with its interval and the human ceiling")
+    points = [w for w in windows if w.cohen_kappa is not None]
+    if points:
+        xs = [w.window_start for w in points]
+        ys = [w.cohen_kappa for w in points]
+        low = [(w.cohen_kappa or 0) - (w.kappa_low if w.kappa_low is not None else w.cohen_kappa or 0) for w in points]
+        high = [
+            (w.kappa_high if w.kappa_high is not None else w.cohen_kappa or 0) - (w.cohen_kappa or 0) for w in points
+        ]
+        axes.errorbar(xs, ys, yerr=[low, high], fmt="o-", capsize=3, label="judge-human kappa (95% CI)")
+    ceiling = [w for w in windows if w.human_kappa is not None]
+    if ceiling:
+        axes.plot(
+            [w.window_start for w in ceiling],
+            [w.human_kappa for w in ceiling],
+            "^:",
+            color="darkgreen",
+            label="human-human kappa (ceiling)",
+        )
+    relative = [w for w in windows if w.guard_mode == "relative" and w.guard_kappa_min is not None]
+    if relative:
+        axes.step(
+            [w.window_start for w in relative],
+            [w.guard_kappa_min for w in relative],
+            where="post",
+            color="darkorange",
+            linestyle="-.",
+            label="relative guard floor",
+        )
+    axes.axhline(KAPPA_LINE, color="crimson", linestyle="--", label="seed 001 guard: 0.7")
+    axes.set_ylim(-0.2, 1.05)
+    axes.set_ylabel("kappa")
+    axes.legend(fontsize=8, loc="lower left")
+    figure.autofmt_xdate()
+    return _svg(figure)
+
+
+def rates_plot(windows: Sequence[AuditSnapshot]) -> str:
+    figure, axes = _figure("Tie-break and flip rates per window")
+    xs = [w.window_start for w in windows]
+    axes.plot(xs, [w.tiebreak_rate for w in windows], "o-", label="tie-break rate")
+    axes.plot(xs, [w.flip_rate for w in windows], "s-", label="position-flip rate")
+    axes.axhline(TIEBREAK_LINE, color="crimson", linestyle="--", label="seed 002 alert: 20%")
+    axes.set_ylim(0, 1.05)
+    axes.legend(fontsize=8, loc="upper left")
+    figure.autofmt_xdate()
+    return _svg(figure)
+
+
+def calibration_plot(windows: Sequence[AuditSnapshot]) -> str:
+    figure, axes = _figure("Calibration: agreement with humans by confidence")
+    counts: dict[float, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # count, sum conf, sum agree
+    for window in windows:
+        for b in window.reliability:
+            if b.count and b.mean_confidence is not None and b.accuracy is not None:
+                row = counts[b.lower]
+                row[0] += b.count
+                row[1] += b.mean_confidence * b.count
+                row[2] += b.accuracy * b.count
+    axes.plot([0, 1], [0, 1], color="grey", linestyle=":", label="perfect calibration")
+    if counts:
+        rows = sorted(counts.items())
+        axes.plot(
+            [r[1] / r[0] for _, r in rows], [r[2] / r[0] for _, r in rows], "o-", label="judge (labelled verdicts)"
+        )
+        for _, r in rows:
+            axes.annotate(
+                f"{int(r[0])}", (r[1] / r[0], r[2] / r[0]), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            )
+    axes.set_xlim(0, 1)
+    axes.set_ylim(0, 1.05)
+    axes.set_xlabel("mean confidence in the bin (labels per bin marked)")
+    axes.set_ylabel("agreement with humans")
+    axes.legend(fontsize=8, loc="upper left")
+    return _svg(figure)
+
+
+def length_plot(windows: Sequence[AuditSnapshot]) -> str:
+    figure, axes = _figure("How often the longer output wins (labelled pairs)")
+    judge = [w.judge_longer_win_rate for w in windows if w.judge_longer_win_rate is not None]
+    human = [w.human_longer_win_rate for w in windows if w.human_longer_win_rate is not None]
+    xs = [w.window_start for w in windows if w.judge_longer_win_rate is not None]
+    if xs:
+        axes.plot(xs, judge, "o-", label="judge")
+        axes.plot(xs, human, "s-", label="humans")
+        axes.legend(fontsize=8, loc="upper left")
+    axes.axhline(0.5, color="grey", linestyle=":")
+    axes.set_ylim(0, 1.05)
+    figure.autofmt_xdate()
+    return _svg(figure)
+
+
+def threshold_plot(windows: Sequence[AuditSnapshot]) -> str:
+    figure, axes = _figure("Auto-decision threshold in force, and its coverage")
+    with_threshold = [w for w in windows if w.threshold is not None and w.threshold.threshold is not None]
+    xs = [w.window_start for w in with_threshold]
+    if xs:
+        values = [w.threshold.threshold for w in with_threshold if w.threshold]
+        axes.step(xs, values, "o-", where="post", label="threshold")
+    covered = [(w.window_start, w.threshold.coverage) for w in with_threshold if w.threshold and w.threshold.coverage]
+    if covered:
+        axes.plot([x for x, _ in covered], [c for _, c in covered], "s--", label="coverage (calibrated)")
+    if xs:
+        axes.legend(fontsize=8, loc="lower left")
+    axes.set_ylim(0, 1.05)
+    figure.autofmt_xdate()
+    return _svg(figure)
+
+
+PLOTS = (kappa_plot, rates_plot, calibration_plot, length_plot, threshold_plot)
+
+
+# --- the page ---------------------------------------------------------------------------------------
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; border-top: 1px solid #ccc; padding-top: 1em; }
+table { border-collapse: collapse; font-size: 0.9em; } td, th { border: 1px solid #ddd; padding: 0.2em 0.5em; }
+.plots { display: flex; flex-wrap: wrap; gap: 1em; } .plots svg { max-width: 100%; height: auto; }
+.alert { color: #a00; }
+.bases { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; margin: 1em 0; }
+.basis { border: 1px solid #ccc; border-top: 4px solid #2f6fde; padding: 0.4em 0.8em; }
+.basis-human { border-top-color: #c2410c; } .basis h3 { font-size: 1em; margin: 0.2em 0; }
+.basis .meaning, .basis .missing { color: #555; font-size: 0.85em; } .basis .headline strong { font-size: 1.6em; }
+.basis th { text-align: left; font-weight: normal; color: #555; } table.splits td { text-align: right; }
+table.splits td:first-child { text-align: left; } .splits { margin: 0.6em 0; }
+"""
+
+
+def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+def _guard_cell(w: AuditSnapshot) -> str:
+    """The kappa guard's mode and floor for a window ("n/a" for snapshots from before they were recorded)."""
+    if w.guard_mode is None:
+        return "n/a"
+    floor = _fmt(w.guard_kappa_min)
+    if w.guard_mode == "relative" and w.guard_note is not None:
+        return f"relative, fell back to {floor}"
+    return f"{w.guard_mode} {floor}"
+
+
+def guard_summary(windows: Sequence[AuditSnapshot]) -> str:
+    """One paragraph: the judge-human kappa of the latest window beside the human ceiling, and the guard."""
+    latest = windows[-1]
+    ceiling = (
+        f"human-human kappa {_fmt(latest.human_kappa)} and agreement {_fmt(latest.human_agreement, '{:.0%}')} "
+        f"over {latest.human_pairs} doubly labelled audit pair(s)"
+        if latest.human_pairs
+        else "no audit pair labelled by two reviewers yet"
+    )
+    if latest.guard_mode is None:
+        guard = "guard mode not recorded in these snapshots"
+    elif latest.guard_mode == "relative":
+        guard = f"kappa guard: relative to the human ceiling, floor {_fmt(latest.guard_kappa_min, '{:.3f}')}"
+    else:
+        guard = f"kappa guard: absolute, floor {_fmt(latest.guard_kappa_min, '{:g}')}"
+    text = f"Latest window: judge-human kappa {_fmt(latest.cohen_kappa)} beside the {ceiling}; {guard}."
+    if latest.guard_note:
+        text += f" {latest.guard_note}."
+    return f"<p class='guard'>{html.escape(text)}</p>"
+
+
+def _summary_table(windows: Sequence[AuditSnapshot]) -> str:
+    rows = []
+    for w in windows:
+        kappa = _fmt(w.cohen_kappa)
+        if w.kappa_low is not None and w.kappa_high is not None:
+            kappa += f" ({w.kappa_low:.2f}..{w.kappa_high:.2f})"
+        threshold = w.threshold
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(cell)}</td>"
+                for cell in (
+                    w.window_start.isoformat(timespec="seconds"),
+                    "final" if w.final else "open",
+                    str(w.pairs),
+                    _fmt(w.tiebreak_rate, "{:.0%}"),
+                    _fmt(w.flip_rate, "{:.0%}"),
+                    str(w.human_labels),
+                    _fmt(w.agreement, "{:.0%}"),
+                    kappa,
+                    str(w.human_pairs),
+                    _fmt(w.human_agreement, "{:.0%}"),
+                    _fmt(w.human_kappa),
+                    _guard_cell(w),
+                    _fmt(w.ece),
+                    f"{_fmt(threshold.threshold)} ({threshold.source})" if threshold else "n/a",
+                )
+            )
+            + "</tr>"
+        )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "window",
+            "",
+            "pairs",
+            "tie-break",
+            "flips",
+            "labels",
+            "agreement",
+            "kappa (95% CI)",
+            "human pairs",
+            "human-human agreement",
+            "human-human kappa (ceiling)",
+            "kappa guard",
+            "ECE",
+            "threshold",
+        )
+    )
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def render_report(events: AuditEvents, *, title: str = "pairjudge drift audit") -> str:
+    by_series = latest_per_window(events.snapshots)
+    alerts_by_series: dict[str, list[Alert]] = defaultdict(list)
+    for alert in events.alerts:
+        alerts_by_series[alert.series].append(alert)
+    sections = []
+    for series, windows in by_series.items():
+        info = windows[-1].series_info
+        heading = (
+            f"{info.judge_provider}:{info.judge_model} {info.judge_version} | template {info.prompt_template_hash} "
+            f"| {info.rubric} | experiment {info.experiment_id or '-'}"
+            if info
+            else series
+        )
+        alerts = "".join(
+            f"<li class='alert'>{html.escape(a.raised_at.isoformat(timespec='minutes'))} "
+            f"{html.escape(a.kind)}: {html.escape(a.message)}</li>"
+            for a in alerts_by_series.get(series, [])
+        )
+        plots = "".join(f"<figure>{plot(windows)}</figure>" for plot in PLOTS)
+        sections.append(
+            f"<h2>{html.escape(heading)}</h2>{guard_summary(windows)}{_summary_table(windows)}"
+            + (f"<ul>{alerts}</ul>" if alerts else "<p>No alert.</p>")
+            + f"<div class='plots'>{plots}</div>"
+        )
+    latest: dict[str, ScoreSnapshot] = {}
+    for snap in events.scores:
+        if snap.experiment not in latest or snap.updated_at >= latest[snap.experiment].updated_at:
+            latest[snap.experiment] = snap
+    sections += [scoreboard_section(snap) for _, snap in sorted(latest.items())]
+    skipped = f"<p>{events.skipped} line(s) were neither a snapshot nor an alert.</p>" if events.skipped else ""
+    body = "".join(sections) or "<p>No audit snapshot found.</p>"
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1><p>{len(by_series)} series, {len(events.snapshots)} snapshots, "
+        f"{len(events.alerts)} alerts.</p>{skipped}{body}</body></html>"
+    )
+
+
+def write_report(events: AuditEvents, out: Path, *, title: str = "pairjudge drift audit") -> Path:
+    # Owner-only (0o600, a created parent 0o700), like every file that describes pairs.
+    return write_private_text(out, render_report(events, title=title), what="report")

@@ -1,0 +1,7 @@
+"""The ``pairjudge`` command line: ``commands`` holds the typer app; ``demo`` and ``evaluate`` the two
+commands that run the core without a deployment.
+"""
+
+from pairjudge.streams.cli.commands import app, main
+
+__all__ = ["app", "main"]

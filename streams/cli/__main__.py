@@ -1,0 +1,5 @@
+"""``python -m pairjudge.streams.cli``: the same command line as ``pairjudge``."""
+
+from pairjudge.streams.cli.commands import main
+
+main()

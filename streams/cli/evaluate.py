@@ -1,0 +1,399 @@
+"""``pairjudge evaluate``: the judging core over a file, no Kafka.
+
+Each pair goes through the same path as in the worker: input checks, both orders, reconciliation and,
+where needed, the tie-break. Where the file carries human labels, the judge is scored against them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from pairjudge.agents import InputRejected, Judge, Policy, resolve_tiebreak
+from pairjudge.agents.stats import (
+    KappaEstimate,
+    agreement,
+    cohen_kappa,
+    flip_rate,
+    kappa_interval,
+    position_a_win_rate,
+    relative_label,
+)
+from pairjudge.schemas import TIE, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.streams.app import build_panel, load_catalog
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.judges.factory import JudgeStack
+from pairjudge.streams.kafka.codecs import decode
+from pairjudge.streams.kafka.dead_letters import guess_pair_id
+from pairjudge.streams.security.files import open_private_write
+from pairjudge.streams.worker.pipeline import JudgePanel
+
+
+@dataclass
+class PairResult:
+    pair_id: str
+    outcome: str  # "verdict" | "review" | "rejected" | "error"
+    winner: str | None = None  # a candidate id, None when undecided
+    decided_by: str | None = None
+    reason: str | None = None
+    #: Why a rejected pair (or an error) could not be judged, readable; never the pair's text.
+    detail: str | None = None
+    confidence: float | None = None
+    human: str | None = None  # the known label: a candidate id or TIE
+    candidate_ids: tuple[str, str] | None = None
+    #: (AB mapped, BA mapped) per judge whose two orders were both valid: one entry, or one per juror.
+    primary_winners: tuple[tuple[str, str], ...] = ()
+    raw_winners: tuple[str, ...] = ()
+    lengths: tuple[int, int] | None = None  # characters of each candidate's output, for the length baseline
+
+
+#: Relative labels (see ``agents.stats.relative_label``): what every method below is scored in.
+FIRST, SECOND = "first", "second"
+#: Seeds averaged for the random baseline: one draw is noisy on a set of a hundred pairs.
+RANDOM_SEEDS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class MethodScore:
+    """One method scored against the human labels, over the same labelled pairs.
+
+    ``coverage`` is the share of pairs the method decided (named a winner) on its own; an undecided
+    pair counts as the method saying TIE. ``decided_accuracy`` is precision-like: of the pairs it
+    decided *and* the humans decided, the share where it picked the humans' winner (a pair the humans
+    called a tie has no right winner, so it is left out here; agreement and kappa still count it).
+    ``escalated`` and ``flip_rate`` only mean something for the judge.
+    """
+
+    name: str
+    pairs: int
+    agreement: float | None
+    kappa: float | None
+    coverage: float | None
+    decided_accuracy: float | None
+    escalated: float | None = None
+    flip_rate: float | None = None
+
+
+def score_labels(name: str, predicted: Sequence[str], human: Sequence[str]) -> MethodScore:
+    """Agreement, Cohen's kappa, coverage and accuracy-when-decided of ``predicted`` against ``human``."""
+    pairs = list(zip(predicted, human, strict=True))
+    decided = [(p, h) for p, h in pairs if p != TIE]
+    both = [(p, h) for p, h in decided if h != TIE]
+    return MethodScore(
+        name=name,
+        pairs=len(pairs),
+        agreement=agreement(pairs),
+        kappa=cohen_kappa(predicted, human),
+        coverage=len(decided) / len(pairs) if pairs else None,
+        decided_accuracy=sum(1 for p, h in both if p == h) / len(both) if both else None,
+    )
+
+
+def longer_wins(lengths: tuple[int, int]) -> str:
+    """The "longer wins" baseline: the longer output wins; equal lengths are a tie."""
+    first, second = lengths
+    return FIRST if first > second else SECOND if second > first else TIE
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return math.fsum(present) / len(present) if present else None
+
+
+def random_baseline(human: Sequence[str], seeds: int = RANDOM_SEEDS) -> MethodScore:
+    """A coin flip between the two outputs per pair (it never says TIE, like a forced-choice judge),
+    scored per seed and averaged over ``seeds`` seeded RNGs so the figure is reproducible."""
+    runs = []
+    for seed in range(seeds):
+        rng = random.Random(seed)  # noqa: S311 - a reproducible baseline, not security
+        runs.append(score_labels("random", [rng.choice((FIRST, SECOND)) for _ in human], human))
+    return MethodScore(
+        name=f"random ({seeds} seeds)",
+        pairs=len(human),
+        agreement=_mean([r.agreement for r in runs]),
+        kappa=_mean([r.kappa for r in runs]),
+        coverage=_mean([r.coverage for r in runs]),
+        decided_accuracy=_mean([r.decided_accuracy for r in runs]),
+    )
+
+
+@dataclass
+class EvaluateReport:
+    results: list[PairResult] = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for r in self.results if r.outcome == "error")
+
+    @property
+    def rejected(self) -> int:
+        return sum(1 for r in self.results if r.outcome == "rejected")
+
+    @property
+    def failed(self) -> bool:
+        """Some pair was not judged (rejected input, or an error): the command exits non-zero."""
+        return self.errors > 0 or self.rejected > 0
+
+    @property
+    def labelled(self) -> list[PairResult]:
+        return [r for r in self.results if r.human is not None and r.candidate_ids is not None]
+
+    def judge_labels(self) -> tuple[list[str], list[str]]:
+        """Pair-independent labels (first / second / TIE); an undecided pair counts as the judge saying TIE."""
+        judge: list[str] = []
+        human: list[str] = []
+        for r in self.labelled:
+            assert r.candidate_ids is not None
+            assert r.human is not None
+            judge.append(relative_label(r.candidate_ids, r.winner or TIE))
+            human.append(relative_label(r.candidate_ids, r.human))
+        return judge, human
+
+    @property
+    def agreement(self) -> float | None:
+        judge, human = self.judge_labels()
+        return agreement(zip(judge, human, strict=True))
+
+    @property
+    def kappa(self) -> float | None:
+        judge, human = self.judge_labels()
+        return cohen_kappa(judge, human)
+
+    @property
+    def kappa_estimate(self) -> KappaEstimate | None:
+        """Kappa with its 95% interval: on a set of a hundred pairs the point value alone overstates
+        what is known (see ``agents.stats.kappa_interval`` for the method and its limits)."""
+        judge, human = self.judge_labels()
+        return kappa_interval(judge, human)
+
+    @property
+    def flip_rate(self) -> float | None:
+        return flip_rate(w for r in self.results for w in r.primary_winners)
+
+    @property
+    def position_a_rate(self) -> float | None:
+        return position_a_win_rate(w for r in self.results for w in r.raw_winners)
+
+    def judge_score(self) -> MethodScore:
+        """The judge on the labelled pairs, in the same terms as the baselines."""
+        judge, human = self.judge_labels()
+        base = score_labels("judge", judge, human)
+        labelled = self.labelled
+        escalated = sum(1 for r in labelled if r.outcome != "verdict") / len(labelled) if labelled else None
+        return MethodScore(
+            name=base.name,
+            pairs=base.pairs,
+            agreement=base.agreement,
+            kappa=base.kappa,
+            coverage=base.coverage,
+            decided_accuracy=base.decided_accuracy,
+            escalated=escalated,
+            flip_rate=flip_rate(w for r in labelled for w in r.primary_winners),
+        )
+
+    def baseline_scores(self, seeds: int = RANDOM_SEEDS) -> list[MethodScore]:
+        """ "Longer wins", a seeded coin flip and "always TIE", on exactly the judge's labelled pairs."""
+        _, human = self.judge_labels()
+        lengths = [r.lengths for r in self.labelled]
+        longer = [longer_wins(n) if n is not None else TIE for n in lengths]
+        return [
+            score_labels("longer wins", longer, human),
+            random_baseline(human, seeds),
+            score_labels("always TIE", [TIE] * len(human), human),
+        ]
+
+
+async def evaluate_pair(
+    raw: bytes, panel: JudgePanel, policy: Policy, catalog: dict[str, InlineRubric], max_bytes: int
+) -> PairResult:
+    try:
+        pair = decode(CandidatePair, raw, max_bytes=max_bytes)
+    except InputRejected as exc:
+        return PairResult(pair_id=_pair_id_of(raw), outcome="rejected", reason=exc.reason, detail=exc.detail)
+    ids = (pair.candidates[0].candidate_id, pair.candidates[1].candidate_id)
+    human = pair.human_label.winner if pair.human_label else None
+    lengths = (len(pair.candidates[0].output.strip()), len(pair.candidates[1].output.strip()))
+    base = PairResult(pair_id=pair.pair_id, outcome="error", human=human, candidate_ids=ids, lengths=lengths)
+    try:
+        decision = await panel.judge_primary(pair, policy, catalog)  # checks the pair before any call
+    except InputRejected as exc:
+        base.outcome, base.reason, base.detail = "rejected", exc.reason, exc.detail
+        return base
+    outcome = decision.outcome
+    if isinstance(outcome, TieBreakRequest):
+        primary = outcome.primary
+        base.reason = outcome.reason
+        outcome = (await resolve_tiebreak(outcome, panel.tiebreak, policy)).outcome
+    else:
+        primary = outcome.orderings[: 2 * len(panel.primary)]  # a tie-break verdict appends its own orderings
+    base.raw_winners = tuple(o.raw_winner for o in primary if o.raw_winner)
+    # Orderings come AB then BA, per judge (per juror for a jury).
+    base.primary_winners = tuple(
+        (ab.mapped_winner, ba.mapped_winner)
+        for ab, ba in zip(primary[0::2], primary[1::2], strict=True)
+        if ab.valid and ba.valid and ab.mapped_winner and ba.mapped_winner
+    )
+    if isinstance(outcome, PairVerdict):
+        base.outcome, base.winner = "verdict", outcome.winner
+        base.decided_by, base.confidence = outcome.decided_by, outcome.confidence
+    elif isinstance(outcome, ReviewRequest):
+        base.outcome, base.reason = "review", outcome.reason
+    return base
+
+
+def _pair_id_of(raw: bytes) -> str:
+    return guess_pair_id(raw) or "?"
+
+
+async def run_evaluate(
+    settings: Settings,
+    path: Path,
+    *,
+    out_path: Path | None,
+    console: Console,
+    judge: Judge | None = None,
+    panel: JudgePanel | None = None,
+    concurrency: int = 8,
+    baselines: bool | None = None,
+) -> EvaluateReport:
+    """Judge every pair in ``path`` and print the report. ``baselines`` (default: on when the file has
+    human labels) adds the judge-versus-baselines table."""
+    stacks: tuple[JudgeStack, ...] = ()
+    if panel is None and judge is not None:
+        panel = JudgePanel.single(judge)
+    elif panel is None:
+        panel, stacks = build_panel(settings)
+    policy = settings.policy.to_policy()
+    if settings.jury_quorum is not None:
+        policy = dataclasses.replace(policy, jury_quorum=settings.jury_quorum)
+    catalog = load_catalog(settings)
+    lines = [line for line in (await anyio.Path(path).read_bytes()).splitlines() if line.strip()]
+    results: list[PairResult | None] = [None] * len(lines)
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    async def one(i: int, raw: bytes) -> None:
+        async with limiter:
+            try:
+                results[i] = await evaluate_pair(raw, panel, policy, catalog, settings.max_event_bytes)
+            except Exception as exc:  # noqa: BLE001 - report it as a row, keep evaluating the rest
+                results[i] = PairResult(
+                    pair_id=_pair_id_of(raw), outcome="error", reason=type(exc).__name__, detail=str(exc)
+                )
+            progress.advance(task)
+
+    # A live bar on a terminal (a long file otherwise shows no sign of life); nothing when piped.
+    progress = Progress(
+        TextColumn("judging"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    task = progress.add_task("pairs", total=len(lines))
+    try:
+        with progress:
+            async with anyio.create_task_group() as tg:
+                for i, raw in enumerate(lines):
+                    tg.start_soon(one, i, raw)
+    finally:
+        for stack in stacks:
+            await stack.aclose()
+    report = EvaluateReport(results=[r for r in results if r is not None])
+    if out_path is not None:
+        # It names every pair and its outcome: owner-only (0o600), whatever the umask.
+        with open_private_write(out_path, what="evaluate output") as fh:
+            for r in report.results:
+                fh.write(json.dumps(r.__dict__, default=list) + "\n")
+    print_report(console, report, panel.tiebreak if len(panel.primary) > 1 else panel.primary[0])
+    print_failures(console, report)
+    if (baselines is None or baselines) and report.labelled:
+        print_baselines(console, report)
+    return report
+
+
+def print_failures(console: Console, report: EvaluateReport, shown: int = 10) -> None:
+    """Name the pairs that were not judged, by reason, so a non-zero exit is never a mystery."""
+    failed = [r for r in report.results if r.outcome in ("rejected", "error")]
+    if not failed:
+        return
+    by_reason: dict[str, int] = {}
+    for r in failed:
+        key = f"{r.outcome}: {r.reason}"
+        by_reason[key] = by_reason.get(key, 0) + 1
+    console.print(f"[bold red]{len(failed)} pair(s) not judged[/] (each is in --out with its reason):")
+    for key, count in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
+        console.print(f"  {key}: {count}")
+    for r in failed[:shown]:
+        console.print(f"  {r.pair_id}: {r.reason}" + (f" - {r.detail}" if r.detail else ""), markup=False)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def print_report(console: Console, report: EvaluateReport, judge: Judge) -> None:
+    outcomes: dict[str, int] = {}
+    for r in report.results:
+        key = f"{r.outcome} ({r.decided_by})" if r.decided_by else r.outcome
+        outcomes[key] = outcomes.get(key, 0) + 1
+    who = judge.identity
+    table = Table(title=f"pairjudge evaluate: {who.provider}/{who.model}" + (" (heuristic)" if who.heuristic else ""))
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("pairs", str(len(report.results)))
+    for key in sorted(outcomes):
+        table.add_row(f"  {key}", str(outcomes[key]))
+    table.add_row("position-flip rate", _fmt(report.flip_rate))
+    table.add_row("position-A win rate", _fmt(report.position_a_rate))
+    table.add_row("human-labelled pairs", str(len(report.labelled)))
+    table.add_row("agreement with humans", _fmt(report.agreement))
+    table.add_row("Cohen's kappa", _fmt(report.kappa))
+    est = report.kappa_estimate
+    table.add_row("  95% interval", "n/a" if est is None else f"{est.low:.3f} to {est.high:.3f}")
+    console.print(table)
+
+
+#: (row label, value, judge only): escalation and flips exist only for a judge that runs both orders.
+_ROWS: tuple[tuple[str, Callable[[MethodScore], float | None], bool], ...] = (
+    ("agreement", lambda m: m.agreement, False),
+    ("Cohen's kappa", lambda m: m.kappa, False),
+    ("coverage", lambda m: m.coverage, False),
+    ("accuracy when decided", lambda m: m.decided_accuracy, False),
+    ("escalated to review", lambda m: m.escalated, True),
+    ("position-flip rate", lambda m: m.flip_rate, True),
+)
+
+
+def print_baselines(console: Console, report: EvaluateReport, seeds: int = RANDOM_SEEDS) -> None:
+    """The judge beside simple baselines on the same labelled pairs: a judge is only worth running if
+    it beats "pick the longer one" and a coin flip on kappa."""
+    judge = report.judge_score()
+    methods = [judge, *report.baseline_scores(seeds)]
+    _, human = report.judge_labels()
+    ties = sum(1 for h in human if h == TIE)
+    table = Table(
+        title=f"judge vs baselines: {judge.pairs} human-labelled pairs, {ties} of them human ties",
+        caption=(
+            "coverage: share decided without review (undecided counts as TIE). accuracy when decided: "
+            "pairs the method decided and the humans did not call a tie. longer wins: more characters "
+            "wins, equal length is TIE. random: a fair coin between the two outputs, mean over the seeds."
+        ),
+    )
+    table.add_column("measure")
+    for m in methods:
+        table.add_column(m.name, justify="right")
+    for label, get, judge_only in _ROWS:
+        table.add_row(label, *("-" if judge_only and m is not judge else _fmt(get(m)) for m in methods))
+    console.print(table)

@@ -1,0 +1,260 @@
+"""Live settings from the compacted ``pairjudge.control`` topic, without a redeploy.
+
+Every worker must see every update, so this is not a Faust agent (an agent's consumer group would
+give the one control partition to a single worker): each worker reads the whole topic with its own
+groupless consumer, from the beginning, and keeps following it. ``pairjudge control set`` writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import get_args
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from pydantic import ValidationError
+
+from pairjudge.agents import InputRejected, Policy
+from pairjudge.schemas import ControlUpdate, ThresholdUpdate
+from pairjudge.schemas.events import SWITCH_KEYS, ControlKey
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.control.signing import ControlSigner, signer_from_settings, with_signature
+from pairjudge.streams.kafka.admin import topic_partitions
+from pairjudge.streams.kafka.codecs import decode, encode
+from pairjudge.streams.security.kafka_clients import client_config
+
+log = logging.getLogger(__name__)
+
+#: How long one poll waits for records. Only a wait: an empty poll says nothing about being caught up
+#: (a slow broker returns empty polls while updates are still unread).
+POLL_TIMEOUT_MS = 1000
+MAX_CONTROL_BYTES = 4096
+CONTROL_KEYS: tuple[str, ...] = get_args(ControlKey)
+
+
+class PolicyHolder:
+    """The live policy: the configured one with the control topic's overrides on top.
+
+    Overrides are kept per key, as the compacted control topic keeps them, so a tombstone (an
+    update deleted from the topic) returns that one setting to its configured value.
+    """
+
+    def __init__(self, policy: Policy, *, follows_control: bool = False) -> None:
+        self.base = policy
+        self.current = policy
+        self._overrides: dict[str, ControlUpdate] = {}
+        #: Set once the control topic has been read up to date; stages wait for it, so no pair is
+        #: judged under settings that were already changed before this worker started.
+        self.ready = asyncio.Event()
+        if not follows_control:
+            self.ready.set()
+
+    @property
+    def overrides(self) -> Mapping[str, ControlUpdate]:
+        """The control topic's live updates by key (who set what, and when)."""
+        return MappingProxyType(self._overrides)
+
+    def apply(self, update: ControlUpdate) -> None:
+        """Apply one update; a bad value raises ``ValueError`` and changes nothing."""
+        self.current = self.current.apply(update)
+        self._overrides[update.key] = update
+
+    def clear(self, key: str) -> None:
+        self._overrides.pop(key, None)
+        self._rebuild()
+
+    def set_series_threshold(self, series: str, threshold: float | None) -> None:
+        """A series' calibrated threshold from the audit (None: the configured one applies again)."""
+        thresholds = dict(self.current.series_thresholds)
+        if threshold is None:
+            thresholds.pop(series, None)
+        else:
+            thresholds[series] = threshold
+        # Validated by Policy before anything changes.
+        self.current = dataclasses.replace(self.current, series_thresholds=thresholds)
+
+    def set_audit_scale(self, scale: float) -> None:
+        """The label budget's scale on the audit shares (``streams.audit.budget``); validated by Policy."""
+        self.current = dataclasses.replace(self.current, audit_scale=scale)
+
+    def _rebuild(self) -> None:
+        # Measured state (series thresholds, the budget's scale) survives a tombstone: it is not configuration.
+        policy = dataclasses.replace(
+            self.base, series_thresholds=self.current.series_thresholds, audit_scale=self.current.audit_scale
+        )
+        for update in self._overrides.values():
+            policy = policy.apply(update)
+        self.current = policy
+
+
+def apply_record(
+    holder: PolicyHolder,
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    headers: Sequence[tuple[str, bytes]] | None = None,
+    verifier: ControlSigner | None = None,
+    topic: str = "",
+) -> None:
+    """Apply one control record; a tombstone returns its setting to the configured value.
+
+    With a ``verifier`` (a signing key is configured), a record that is unsigned or badly signed is
+    ignored and logged (streams.control.signing); a signed one is applied, its ``updated_by`` prefixed
+    with the verified key id.
+    """
+    signed_by: str | None = None
+    if verifier is not None:
+        check = verifier.verify(topic, key, value, headers)
+        if not check.ok:
+            log.warning(
+                "control: ignored an update for key %r on %s: %s (key id %r); only updates signed with "
+                "PAIRJUDGE_CONTROL__SIGNING_KEY apply",
+                (key or b"")[:64],
+                topic,
+                check.problem,
+                (check.key_id or "")[:64] or None,
+            )
+            return
+        signed_by = check.key_id
+    if value is None:
+        if key:
+            holder.clear(key.decode("utf-8", "replace"))
+            log.warning("control: %s cleared; back to the configured value", key.decode("utf-8", "replace"))
+        return
+    try:
+        update = decode(ControlUpdate, value, max_bytes=MAX_CONTROL_BYTES)
+        if signed_by is not None:
+            # Who made it is the key's holder: the free text follows, as the signer wrote it.
+            who = f"key {signed_by}" + (f": {update.updated_by}" if update.updated_by else "")
+            update = update.model_copy(update={"updated_by": who})
+        holder.apply(update)
+    except (InputRejected, ValueError) as exc:
+        # A bad control message must not stop the worker or change anything; it is reported loudly.
+        log.error("control: ignored an invalid update (key %r): %s", key, exc)
+        return
+    log.warning("control: %s = %s (by %s)", update.key, update.value, update.updated_by or "unknown")
+
+
+def apply_threshold_record(holder: PolicyHolder, key: bytes | None, value: bytes | None) -> None:
+    """Apply one record of the thresholds topic; a tombstone forgets the series' threshold."""
+    series = (key or b"").decode("utf-8", "replace")
+    if value is None:
+        holder.set_series_threshold(series, None)
+        return
+    try:
+        update = decode(ThresholdUpdate, value, max_bytes=MAX_CONTROL_BYTES)
+        holder.set_series_threshold(update.series, update.threshold)
+    except (InputRejected, ValueError) as exc:
+        log.error("thresholds: ignored an invalid update (key %r): %s", key, exc)
+        return
+    log.warning("thresholds: series %s auto-decides from confidence %s", update.series, update.threshold)
+
+
+def caught_up(positions: Mapping[TopicPartition, int], targets: Mapping[TopicPartition, int]) -> bool:
+    """Whether every partition's position has reached its end offset as read at start-up.
+
+    ``>=``, not ``==``: compaction and transaction markers move a position past offsets that hold no
+    record, and updates written after start-up may already have been read.
+    """
+    return all(positions.get(tp, -1) >= end for tp, end in targets.items())
+
+
+async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    # position() only reports what this consumer has handed out (it waits for the seek to resolve
+    # first), so records fetched but not yet applied do not count.
+    return {tp: await consumer.position(tp) for tp in tps}
+
+
+async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
+    """Read the control and thresholds topics from the start, mark the holder ready once caught up,
+    then keep following both.
+
+    "Caught up" means every partition's position has reached the end offset it had when the follower
+    started: everything written before this worker started has been applied, however slowly the
+    broker hands it over. (Tansu reports an end offset as the last batch's start + 1, at or below
+    the real one: it is still reached, once that last batch has been read.)
+    """
+    appliers = {
+        settings.topics.name("control"): apply_record,
+        settings.topics.name("thresholds"): apply_threshold_record,
+    }
+    control_topic = settings.topics.name("control")
+    signer = signer_from_settings(settings.control)
+    if signer is None:
+        log.warning(
+            "control: updates on %s are not authenticated (PAIRJUDGE_CONTROL__SIGNING_KEY is not set): anyone "
+            "who may write that topic can change this process's policy",
+            control_topic,
+        )
+    config = client_config(settings.kafka)
+    partitions = await topic_partitions(config, list(appliers))
+    consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for topic, ids in partitions.items() for p in ids]
+        # End offsets first, before anything is assigned: once the fetcher long-polls a partition,
+        # the broker answers this connection's next request only after that fetch (up to 0.5 s).
+        targets: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        while True:
+            # Checked before each poll, so an empty topic is ready without waiting for one.
+            if not holder.ready.is_set() and caught_up(await _positions(consumer, tps), targets):
+                holder.ready.set()
+                log.info("control: caught up to %s; policy %s", _offsets_text(targets), holder.current)
+            batch = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+            for tp, records in batch.items():
+                for record in records:
+                    if tp.topic == control_topic:
+                        apply_record(
+                            holder,
+                            record.key,
+                            record.value,
+                            headers=record.headers,
+                            verifier=signer,
+                            topic=control_topic,
+                        )
+                    else:
+                        appliers[tp.topic](holder, record.key, record.value)
+    finally:
+        await consumer.stop()
+
+
+def _offsets_text(offsets: Mapping[TopicPartition, int]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]@{offset}" for tp, offset in sorted(offsets.items()))
+
+
+def parse_value(key: str, raw: str) -> float | bool:
+    if key in SWITCH_KEYS:
+        lowered = raw.strip().lower()
+        if lowered not in ("true", "false"):
+            raise ValueError(f"{key} takes true or false, not {raw!r}")
+        return lowered == "true"
+    return float(raw)
+
+
+async def publish_control(settings: Settings, key: str, value: float | bool | None, updated_by: str) -> None:
+    """Write one update (``value=None`` writes a tombstone: back to the configured value)."""
+    payload: bytes | None = None
+    if value is not None:
+        try:
+            update = ControlUpdate.model_validate({"key": key, "value": value, "updated_by": updated_by})
+        except ValidationError as exc:
+            raise ValueError(f"invalid control update: {exc.errors()[0]['msg']}") from None
+        # Refuse what a worker would refuse, before it reaches the topic.
+        PolicyHolder(settings.policy.to_policy()).apply(update)
+        payload = encode(update)
+    elif key not in CONTROL_KEYS:
+        raise ValueError(f"unknown control key {key!r}; one of {', '.join(CONTROL_KEYS)}")
+    topic = settings.topics.name("control")
+    # Signed when a key is configured (streams.control.signing); workers with the key ignore unsigned updates.
+    headers = with_signature(signer_from_settings(settings.control), topic, key.encode(), payload, [])
+    producer = AIOKafkaProducer(**client_config(settings.kafka).kwargs(acks="all"))
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value=payload, key=key.encode(), headers=headers)
+    finally:
+        await producer.stop()

@@ -1,0 +1,375 @@
+"""The stage handlers, free of Faust: bytes and headers in, messages to publish out.
+
+The Faust agents in ``streams.app`` are thin loops around these, so the same handlers serve the
+worker, ``agent.test_context()`` tests, and anything else that moves bytes. Every input ends in at
+least one outgoing message: a verdict, a tie-break request, a review request or a dead letter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeVar
+
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from pairjudge.agents import (
+    Decision,
+    InputRejected,
+    Judge,
+    Policy,
+    is_judge_rejected,
+    judge_pair,
+    rejected_detail,
+    resolve_tiebreak,
+)
+from pairjudge.agents.audit import record_for
+from pairjudge.schemas import Alert, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.judges.breaker import CircuitBreaker
+from pairjudge.streams.kafka.codecs import decode, encode
+from pairjudge.streams.kafka.dead_letters import build_dead_letter
+from pairjudge.streams.security.redaction_hook import EventRedactor
+from pairjudge.streams.telemetry.tracing import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
+
+log = logging.getLogger(__name__)
+
+#: Extra attempts for a pair that failed for lack of a judge while no breaker was open yet.
+OUTAGE_RETRIES = 2
+
+TopicKind = Literal[
+    "verdicts",
+    "tiebreak",
+    "review",
+    "deadletter",
+    "audit",
+    "decisions",
+    "observations",
+    "control",
+    "thresholds",
+    "score-events",
+    "scores",
+    "gate",
+]
+#: At most one alert per judge series this often while its requests keep being refused.
+ALERT_EVERY_S = 60.0
+HeadersIn = Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None
+Stage = Literal["primary", "tiebreak"]
+DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak"]
+In = TypeVar("In", CandidatePair, TieBreakRequest)
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where an input event was read, for the dead-letter record."""
+
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    key: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    kind: TopicKind
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class StageResult:
+    """What a stage will publish for one input, and whether it must be recorded first.
+
+    ``pair_id`` is set once the input decoded: the outcome is then recorded under it before it is
+    published (``streams.worker.published``). ``replayed`` marks an outcome recalled for a redelivered input.
+    """
+
+    outgoing: list[Outgoing]
+    pair_id: str | None = None
+    replayed: bool = False
+    #: Published with the outcome but never recorded or replayed: alerts are about the system, not the pair.
+    alerts: list[Outgoing] = field(default_factory=list)
+
+
+class OutcomeStore(Protocol):
+    """Where a stage finds what it already published for a pair (``streams.worker.published.OutcomeTables``).
+
+    ``claim`` returns the recorded outcome, or None when this delivery is to decide; the edge then
+    records the outcome (or releases the claim) once it is published or abandoned."""
+
+    async def claim(self, stage: Stage, pair_id: str) -> list[Outgoing] | None: ...
+
+    def release(self, stage: Stage, pair_id: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JudgePanel:
+    """Who judges: one primary judge or a jury, the tie-break resolver, and their circuit breakers."""
+
+    primary: tuple[Judge, ...]
+    tiebreak: Judge
+    breakers: tuple[CircuitBreaker, ...] = ()
+
+    @classmethod
+    def single(cls, judge: Judge) -> JudgePanel:
+        return cls(primary=(judge,), tiebreak=judge)
+
+    async def judge_primary(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
+        """Both orders by the one judge, or by every juror."""
+        judges = self.primary[0] if len(self.primary) == 1 else self.primary
+        return await judge_pair(pair, judges, policy, catalog)
+
+    def traced(self, telemetry: Telemetry) -> JudgePanel:
+        """The same panel with every judge call recorded as a span."""
+        return JudgePanel(
+            primary=tuple(TracingJudge(j, telemetry, "primary") for j in self.primary),
+            tiebreak=TracingJudge(self.tiebreak, telemetry, "tiebreak"),
+            breakers=self.breakers,
+        )
+
+
+class Pipeline:
+    def __init__(
+        self,
+        judges: JudgePanel,
+        policy: PolicyHolder,
+        telemetry: Telemetry,
+        catalog: Mapping[str, InlineRubric],
+        max_event_bytes: int,
+        outcomes: OutcomeStore | None = None,
+        redactor: EventRedactor | None = None,
+    ) -> None:
+        self.outcomes = outcomes
+        #: Redacts dead letters and review requests before they are published (``streams.security.redaction_hook``).
+        self.redactor = redactor
+        #: Set once every judge's credentials were checked at start-up (``streams.judges.preflight``).
+        self.judges_checked = asyncio.Event()
+        self.judges_checked.set()  # create_app clears it while a worker checks its judges' keys
+        self._rejections: dict[str, tuple[int, float]] = {}
+        #: Also told of every alert the stages raise (the alert webhook), without waiting.
+        self.alert_sink: Callable[[Alert], None] | None = None
+        #: Told of every freshly decided outcome before it is published (never of a replay): the audit
+        #: label budget's rate meter (``streams.audit.budget``).
+        self.on_decision: Callable[[Decision], None] | None = None
+        self.policy = policy
+        self.telemetry = telemetry
+        self.catalog = catalog
+        self.max_event_bytes = max_event_bytes
+        self._panel = judges.traced(telemetry)
+        self._breakers = judges.breakers
+
+    async def _with_backpressure(self, decide: Callable[[], Awaitable[Decision]], pair_id: str) -> Decision:
+        """Decide, but never escalate a pair only because the judge is down.
+
+        While a breaker is open this coroutine waits, so the agent stops pulling pairs from Kafka
+        (its buffers are bounded) instead of queueing them in memory or flooding review. A pair whose
+        judge calls failed for lack of a judge is judged again: indefinitely while a breaker says the
+        judge is out, and ``OUTAGE_RETRIES`` more times otherwise (the first pairs of an outage fail
+        before the breaker has seen enough failures to open). Only then does it escalate.
+        """
+        retries_left = OUTAGE_RETRIES
+        while True:
+            for breaker in self._breakers:
+                await breaker.wait_until_closed()
+            decision = await decide()
+            outage = isinstance(decision.outcome, ReviewRequest) and decision.outcome.reason == "judge_unavailable"
+            if not outage or not self._breakers:
+                return decision
+            if not any(b.is_open for b in self._breakers):
+                if retries_left == 0:
+                    return decision
+                retries_left -= 1
+            log.warning("judge unavailable while judging %s; judging it again when the judge is back", pair_id)
+
+    async def handle(self, stage: Stage, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
+        """One input of ``stage`` ("primary": a candidate pair; "tiebreak": a tie-break request)."""
+        if stage == "primary":
+            return await self._stage("primary", CandidatePair, self.max_event_bytes, self._judge, raw, headers, origin)
+        # A tie-break request carries the pair and both primary orderings, so it may be larger.
+        return await self._stage(
+            "tiebreak", TieBreakRequest, self.max_event_bytes * 4, self._resolve, raw, headers, origin
+        )
+
+    async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
+        return await self.handle("primary", raw, headers, origin)
+
+    async def on_tiebreak(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
+        return await self.handle("tiebreak", raw, headers, origin)
+
+    async def _judge(self, pair: CandidatePair) -> Decision:
+        # The core checks the pair (InputRejected) before any judge call; nothing to check here.
+        return await self._with_backpressure(
+            lambda: self._panel.judge_primary(pair, self.policy.current, self.catalog), pair.pair_id
+        )
+
+    async def _resolve(self, request: TieBreakRequest) -> Decision:
+        return await self._with_backpressure(
+            lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
+        )
+
+    async def _stage(
+        self,
+        stage: Stage,
+        model: type[In],
+        max_bytes: int,
+        decide: Callable[[In], Awaitable[Decision]],
+        raw: bytes | None,
+        headers: HeadersIn,
+        origin: Origin,
+    ) -> StageResult:
+        """One stage, the same for both: decode, replay a recorded outcome, or decide and publish.
+
+        Never raises for a bad input or a failing judge: those end in a dead letter. Anything else
+        (a bug) propagates, and the edge stops the worker without committing the input.
+        """
+        letter_stage: DeadLetterStage = "decode" if stage == "primary" else "tiebreak"
+        #: Where a pair that decoded but could not be judged is dead-lettered.
+        where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
+        with self.telemetry.tracer.start_as_current_span(
+            f"pairjudge.{stage}", context=extract_context(headers), kind=SpanKind.CONSUMER
+        ) as span:
+            span.set_attribute("pairjudge.stage", stage)
+            await self.policy.ready.wait()
+            await self.judges_checked.wait()
+            try:
+                item = decode(model, raw, max_bytes=max_bytes)
+            except InputRejected as exc:
+                return StageResult([self._dead_letter(span, letter_stage, exc.reason, exc.detail, raw, origin)])
+            pair_id = item.pair_id
+            span.set_attribute("pairjudge.pair_id", pair_id)
+            recorded = await self.outcomes.claim(stage, pair_id) if self.outcomes is not None else None
+            if recorded is not None:
+                # Redelivered (a rebalance, a crash, a producer retry): the same outcome again, unjudged.
+                span.set_attributes({"pairjudge.outcome": "replayed", "pairjudge.replayed": True})
+                self.telemetry.instruments.replays.add(1, {"pairjudge.stage": stage})
+                return StageResult(recorded, pair_id=pair_id, replayed=True)
+            try:
+                decision = await decide(item)
+            except asyncio.CancelledError:
+                if self.outcomes is not None:
+                    self.outcomes.release(stage, pair_id)
+                raise
+            except InputRejected as exc:
+                letter = self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)
+                return StageResult([letter], pair_id=pair_id)
+            except Exception as exc:
+                log.exception("%s stage failed on pair %s", stage, pair_id)
+                span.record_exception(exc)
+                detail = f"{type(exc).__name__}: {exc}"
+                return StageResult([self._dead_letter(span, where, "internal_error", detail, raw, origin)], pair_id)
+            if is_judge_rejected(decision):
+                # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
+                # problem. The pair waits in the dead-letter topic to be replayed once it is fixed.
+                detail = rejected_detail(decision) or "the judge refused the request"
+                letter = self._dead_letter(span, where, "judge_rejected", detail, raw, origin)
+                return StageResult([letter], pair_id=pair_id, alerts=self._rejection_alert(decision, detail))
+            return StageResult(self._publish(span, decision, item), pair_id=pair_id)
+
+    def _rejection_alert(self, decision: Decision, detail: str) -> list[Outgoing]:
+        """An ``Alert`` for a refused judge request, at most one per judge per ``ALERT_EVERY_S``."""
+        judge = decision.outcome.judge if isinstance(decision.outcome, ReviewRequest) else None
+        series = f"{judge.provider}:{judge.model}:{judge.version}" if judge is not None else "judge"
+        now = time.monotonic()
+        count = self._rejections.get(series, (0, 0.0))[0] + 1
+        last = self._rejections.get(series, (0, -ALERT_EVERY_S))[1]
+        if now - last < ALERT_EVERY_S:
+            self._rejections[series] = (count, last)
+            return []
+        self._rejections[series] = (0, now)
+        alert = Alert(
+            kind="judge_rejected",
+            series=series,
+            message=f"{count} request(s) refused by the judge since the last alert; latest: {detail}"[:2_000],
+            value=float(count),
+            threshold=0.0,
+        )
+        log.error("judge %s refused a request: %s", series, detail)
+        if self.alert_sink is not None:
+            self.alert_sink(alert)
+        return [Outgoing("audit", series.encode(), encode(alert), inject_headers())]
+
+    def undeliverable(self, stage: Stage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
+        """A dead letter for an input whose outcome the broker refused (too large, say)."""
+        with self.telemetry.tracer.start_as_current_span(f"pairjudge.{stage}.undeliverable") as span:
+            where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
+            return self._dead_letter(span, where, "outcome_undeliverable", detail, raw, origin)
+
+    def _publish(self, span: Span, decision: Decision, judged: CandidatePair | TieBreakRequest) -> list[Outgoing]:
+        """The outcome, its audit copy if sampled, and the decision's record for the drift audit.
+
+        The record travels with the outcome (recorded and replayed with it): the audit join counts
+        each pair's stage once, so a replay is harmless and a crash loses no record.
+        """
+        trace_id = trace_id_of(span)
+        self.telemetry.record_decision(span, decision)
+        if self.on_decision is not None:
+            self.on_decision(decision)
+        headers = inject_headers()
+        outcome = decision.outcome.model_copy(update={"trace_id": trace_id})
+        if self.redactor is not None and isinstance(outcome, ReviewRequest):
+            outcome = self.redactor.review_request(outcome)
+        out = [Outgoing(_kind_of(outcome), outcome.pair_id.encode(), encode(outcome), headers)]
+        if decision.audit_copy is not None:
+            audit = decision.audit_copy.model_copy(update={"trace_id": trace_id})
+            if self.redactor is not None:
+                audit = self.redactor.review_request(audit)
+            out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers))
+        record = record_for(decision, judged)
+        if record is not None:
+            out.append(Outgoing("decisions", record.pair_id.encode(), encode(record), headers))
+        return out
+
+    def _dead_letter(
+        self,
+        span: Span,
+        stage: Literal["decode", "validate", "judge", "tiebreak"],
+        reason: str,
+        detail: str,
+        raw: bytes | None,
+        origin: Origin,
+    ) -> Outgoing:
+        span.set_status(Status(StatusCode.ERROR, reason))
+        span.set_attributes({"pairjudge.outcome": "deadletter", "pairjudge.reason": reason})
+        return dead_letter(self.telemetry, stage, reason, detail, raw, origin, redactor=self.redactor)
+
+
+def dead_letter(
+    telemetry: Telemetry,
+    stage: DeadLetterStage,
+    reason: str,
+    detail: str,
+    raw: bytes | None,
+    origin: Origin,
+    *,
+    redactor: EventRedactor | None = None,
+) -> Outgoing:
+    """The dead letter for ``raw`` read at ``origin``, counted and logged, ready to publish (redacted first
+    when a ``redactor`` is given)."""
+    telemetry.instruments.dead_letters.add(1, {"pairjudge.stage": stage, "pairjudge.reason": reason})
+    # Bounded whatever the input: the pair-id guess cannot recurse or raise, and the letter (a head
+    # of the original when the whole would not fit) stays under the producer's request limit.
+    letter = build_dead_letter(
+        stage=stage,
+        reason=reason,
+        detail=detail,
+        raw=raw,
+        topic=origin.topic,
+        partition=origin.partition,
+        offset=origin.offset,
+        key=origin.key,
+        redactor=redactor,
+    )
+    log.warning("dead-lettered %s at %s from %s: %s", letter.pair_id or "an event", stage, origin.topic, reason)
+    return Outgoing("deadletter", letter.key, letter.value, inject_headers())
+
+
+def _kind_of(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> TopicKind:
+    if isinstance(outcome, PairVerdict):
+        return "verdicts"
+    if isinstance(outcome, TieBreakRequest):
+        return "tiebreak"
+    return "review"

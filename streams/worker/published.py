@@ -1,0 +1,161 @@
+"""One outcome per pair and stage (DESIGN §2.12): what was published, kept where a redelivery finds it.
+
+Faust re-delivers work after a rebalance (faust#502) and after a crash, and an LLM judge asked twice
+may answer differently. So before a stage publishes, it records its messages in a changelog-backed
+Faust table keyed by pair id, one table per stage; a redelivered input finds them and re-publishes
+the same bytes without calling the judge.
+
+The write goes to the changelog *and is acknowledged by the broker* before the outputs are sent, so
+no crash can leave an outcome published but not recorded. The changelog record lands in the same
+partition number as the input, which is how Faust co-partitions a table with its source: the worker
+that owns ``pairs``/3 also holds the outcomes recorded for it.
+
+Entries expire after ``retention_s`` (a tombstone on the changelog): redeliveries come within
+minutes, producer retries within hours. Memory on a worker is about (pairs per second on its
+partitions) x (retention) x (compressed outcome size, typically 1-3 KB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import zlib
+from base64 import b64decode, b64encode
+from collections.abc import Iterable
+from typing import Any
+
+from pairjudge.streams.kafka.topics import STAGES, outcome_table_name
+from pairjudge.streams.worker.pipeline import Outgoing, Stage, TopicKind
+from pairjudge.streams.worker.tables import current_entries
+
+log = logging.getLogger(__name__)
+
+
+# --- the stored value ---------------------------------------------------------------------------------
+# b"<stored_at>:<partition>:" + zlib(JSON list of messages). The header is read without inflating, so
+# the expiry sweep stays cheap on a large table.
+
+
+def pack(outgoing: Iterable[Outgoing], *, partition: int, stored_at: float) -> bytes:
+    body = [
+        {
+            "kind": m.kind,
+            "key": b64encode(m.key).decode("ascii"),
+            "value": b64encode(m.value).decode("ascii"),
+            "headers": [[name, b64encode(value).decode("ascii")] for name, value in m.headers],
+        }
+        for m in outgoing
+    ]
+    payload = zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), level=1)
+    return f"{int(stored_at)}:{partition}:".encode("ascii") + payload
+
+
+def header(stored: bytes) -> tuple[float, int]:
+    """(stored_at, partition) of a packed value."""
+    stored_at, partition, _ = stored.split(b":", 2)
+    return float(stored_at), int(partition)
+
+
+def unpack(stored: bytes) -> list[Outgoing]:
+    _, _, payload = stored.split(b":", 2)
+    body = json.loads(zlib.decompress(payload))
+    return [
+        Outgoing(
+            kind=_topic_kind(m["kind"]),
+            key=b64decode(m["key"]),
+            value=b64decode(m["value"]),
+            headers=[(name, b64decode(value)) for name, value in m["headers"]],
+        )
+        for m in body
+    ]
+
+
+def _topic_kind(kind: str) -> TopicKind:
+    if kind not in ("verdicts", "tiebreak", "review", "deadletter", "decisions"):
+        raise ValueError(f"stored outcome has an unknown topic kind {kind!r}")
+    return kind  # type: ignore[return-value]
+
+
+class OutcomeTables:
+    """The Faust tables, one per stage, and the expiry sweep. Built by the composition root."""
+
+    def __init__(self, app: Any, *, partitions: int, retention_s: float) -> None:
+        self.retention_s = retention_s
+        #: (stage, pair id) -> set when the delivery deciding it has recorded or given up.
+        self._deciding: dict[tuple[Stage, str], asyncio.Event] = {}
+        self._app = app
+        self._tables = {
+            stage: app.Table(
+                outcome_table_name(stage),
+                default=None,
+                key_type=bytes,
+                value_type=bytes,
+                partitions=partitions,
+                help=f"What the {stage} stage published, per pair id (idempotent redelivery).",
+            )
+            for stage in STAGES
+        }
+
+    @property
+    def tables(self) -> dict[Stage, Any]:
+        """The Faust table of each stage."""
+        return dict(self._tables)
+
+    async def claim(self, stage: Stage, pair_id: str) -> list[Outgoing] | None:
+        """The recorded outcome to replay, or None: then this delivery decides, and must ``record`` or
+        ``release``. A second delivery of the pair arriving meanwhile (a producer retry, a re-published
+        tie-break request) waits for the first instead of asking the judge again."""
+        key = (stage, pair_id)
+        while (deciding := self._deciding.get(key)) is not None:
+            await deciding.wait()
+        recorded = self.recall(stage, pair_id)
+        if recorded is None:
+            self._deciding[key] = asyncio.Event()
+        return recorded
+
+    def release(self, stage: Stage, pair_id: str) -> None:
+        """Give up a claim without recording (nothing was published): a waiting delivery decides."""
+        deciding = self._deciding.pop((stage, pair_id), None)
+        if deciding is not None:
+            deciding.set()
+
+    def recall(self, stage: Stage, pair_id: str) -> list[Outgoing] | None:
+        """The messages recorded for this pair at this stage, if any and not expired."""
+        stored = self._tables[stage].data.get(pair_id.encode("utf-8"))
+        if not stored:
+            return None
+        stored_at, _ = header(stored)
+        if time.time() - stored_at > self.retention_s:
+            return None
+        return unpack(stored)
+
+    async def record(self, stage: Stage, pair_id: str, partition: int, outgoing: list[Outgoing]) -> None:
+        """Record, and wait until the broker has the changelog record."""
+        table = self._tables[stage]
+        key = pair_id.encode("utf-8")
+        value = pack(outgoing, partition=partition, stored_at=time.time())
+        try:
+            table.data[key] = value
+            await table.send_changelog(partition, key, value)
+        finally:
+            self.release(stage, pair_id)
+
+    async def sweep(self) -> int:
+        """Expire old entries: drop them here and tombstone them on the changelog. Returns how many."""
+        now = time.time()
+        assigned = {tp.partition for tp in self._app.consumer.assignment()}
+        expired = 0
+        for table in self._tables.values():
+            async for key, stored in current_entries(table.data):  # a day of pairs: yields, skips updated
+                stored_at, partition = header(stored)
+                if now - stored_at <= self.retention_s:
+                    continue
+                table.data.pop(key, None)
+                if partition in assigned:  # the owner tombstones; others only forget
+                    await table.send_changelog(partition, key, None)
+                expired += 1
+        if expired:
+            log.info("expired %d recorded outcomes older than %.0f s", expired, self.retention_s)
+        return expired
