@@ -45,7 +45,7 @@ Both modes check the same things:
 A worker that exits on its own aborts the bench (exit 2): such a run says nothing about offsets.
 
 The aiokafka under test is whatever the interpreter running this script has: workers are started
-with ``sys.executable -m pairjudge.streams.cli.commands worker``. Exit status: 0 nothing lost, stuck, conflicting or
+with ``sys.executable -m pairjudge.streams.cli worker``. Exit status: 0 nothing lost, stuck, conflicting or
 committed early; 1 any of those; 2 the harness itself failed.
 
     python -m bench.rebalance_loss --runs 5 --crash-every 2

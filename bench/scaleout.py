@@ -18,7 +18,7 @@ workers leave most of a 2-core machine idle: the legs measure the design (the ju
 slots), not the CPU. For N in ``--workers`` (1, 2, 4), back to back, on fresh 8-partition topics and
 a fresh consumer group each:
 
-1. N workers start (``python -m pairjudge.streams.cli.commands worker``, judge kind openai, cache off, telemetry
+1. N workers start (``python -m pairjudge.streams.cli worker``, judge kind openai, cache off, telemetry
    off), and the bench waits until the group is Stable with N members and reads each member's share
    of the pairs topic from the group's assignment (DescribeGroups): each must hold 8/N partitions.
 2. Only then is the backlog produced: N × C/2L × ``--backlog-s`` pairs (30 s of work at the bound),

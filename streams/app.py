@@ -30,6 +30,7 @@ from pairjudge.streams.control.live import follow_control as follow_control_topi
 from pairjudge.streams.control.signing import signer_from_settings
 from pairjudge.streams.faust_compat.offsets import install_commit_ledger, mark_done
 from pairjudge.streams.faust_compat.recovery_watch import records_left
+from pairjudge.streams.faust_compat.shutdown import GracefulApp
 from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
 from pairjudge.streams.judges.preflight import JudgeAuthError, preflight_all
 from pairjudge.streams.kafka.topics import KINDS
@@ -41,7 +42,7 @@ from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker.health_server import PrometheusMetrics, WorkerHealth
 from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Outgoing, Pipeline, Stage, StageResult
 from pairjudge.streams.worker.published import OutcomeTables
-from pairjudge.streams.worker.shutdown import GracefulApp, HandedBack
+from pairjudge.streams.worker.shutdown import HandedBack
 
 log = logging.getLogger(__name__)
 

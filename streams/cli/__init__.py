@@ -2,6 +2,6 @@
 commands that run the core without a deployment.
 """
 
-from pairjudge.streams.cli.commands import app, main
+from pairjudge.streams.cli.main import app, main
 
 __all__ = ["app", "main"]

@@ -1,5 +1,5 @@
 """``python -m pairjudge.streams.cli``: the same command line as ``pairjudge``."""
 
-from pairjudge.streams.cli.commands import main
+from pairjudge.streams.cli.main import main
 
 main()

@@ -1,5 +1,234 @@
-"""Every place pairjudge reaches into Faust's (or mode's) internals, in one package.
+"""Every place pairjudge replaces or reads a private part of Faust (faust-streaming) or mode, in one package.
 
-Faust-streaming is pinned (pyproject.toml) because these replace or read private parts of it. Each module
-says which hook it replaces and why; the list here is the index.
+faust-streaming is pinned (pyproject.toml) because of what is listed here. ``HOOKS`` is the index: each
+entry names the Faust class, the attribute pairjudge replaces or reads, the pairjudge code that does it,
+the Faust code that calls it (so an upgrade that stops calling it is noticed), and why.
+``tests/unit/test_faust_hooks.py`` checks every entry against the installed Faust: the attribute exists,
+pairjudge's class really overrides it, and the named Faust caller still calls it.
+
+- ``offsets``: commits follow the project's offset ledger (faust-streaming#606).
+- ``shutdown``: the shutdown's wait for in-flight pairs, bounded.
+- ``worker``: the worker without its spinner, with the quiet log filter.
+- ``recovery_watch``: reads table recovery's progress and the consumer's fetch state.
 """
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One point of contact with Faust's internals."""
+
+    #: The Faust (or mode) class, as ``module:Class``.
+    faust_class: str
+    #: The attribute replaced (or, for ``kind="reads"``, read).
+    attribute: str
+    #: pairjudge's class or function, as ``module:name``; for an override, the class that defines it.
+    ours: str
+    #: The Faust function that calls (or sets) it, as ``module:Class.method``; its source names the attribute.
+    caller: str
+    why: str
+    kind: str = "overrides"
+
+
+_CONSUMER = "faust.transport.drivers.aiokafka:Consumer"
+_BASE_CONSUMER = "faust.transport.consumer"
+_LEDGER = "pairjudge.streams.faust_compat.offsets:LedgerConsumer"
+
+HOOKS: tuple[Hook, ...] = (
+    Hook(
+        _CONSUMER,
+        "_new_offset",
+        _LEDGER,
+        f"{_BASE_CONSUMER}:Consumer._filter_committable_offsets",
+        "the committable offset is the ledger's (lowest pending), not Faust's off-by-one gap check (#606)",
+    ),
+    Hook(
+        _CONSUMER,
+        "_filter_tps_with_pending_acks",
+        _LEDGER,
+        f"{_BASE_CONSUMER}:Consumer.force_commit",
+        "a partition is a commit candidate when the ledger has moved, whatever Faust's acks say",
+    ),
+    Hook(
+        _CONSUMER,
+        "_commit_tps",
+        _LEDGER,
+        f"{_BASE_CONSUMER}:Consumer.force_commit",
+        "no commit between a revocation and the next assignment",
+    ),
+    Hook(
+        _CONSUMER,
+        "perform_seek",
+        _LEDGER,
+        f"{_BASE_CONSUMER}:Consumer.getmany",
+        "a partition with no committed offset gets one at its start, so the ledger has a floor",
+    ),
+    Hook(
+        _CONSUMER,
+        "ack",
+        _LEDGER,
+        "faust.types.tuples:ConsumerMessage.on_final_ack",
+        "Faust's acks (also for messages it skips) never count as done; only the agent's done() does",
+    ),
+    Hook(
+        _CONSUMER,
+        "on_partitions_revoked",
+        _LEDGER,
+        "faust.transport.drivers.aiokafka:ConsumerRebalanceListener.on_partitions_revoked",
+        "the ledger forgets every partition and commits stop until the next assignment",
+    ),
+    Hook(
+        _CONSUMER,
+        "on_partitions_assigned",
+        _LEDGER,
+        "faust.transport.drivers.aiokafka:ConsumerRebalanceListener.on_partitions_assigned",
+        "what was tracked while flow was suspended is forgotten: it is fetched again",
+    ),
+    Hook(
+        f"{_BASE_CONSUMER}:Consumer",
+        "callback",
+        _LEDGER,
+        f"{_BASE_CONSUMER}:Consumer.__init__",
+        "wrapped: a message is tracked as pending before the conductor may await",
+        kind="wraps",
+    ),
+    Hook(
+        "faust.transport.drivers.aiokafka:Transport",
+        "Consumer",
+        "pairjudge.streams.faust_compat.offsets:_LedgerTransport",
+        "faust.transport.base:Transport.create_consumer",
+        "the app's consumer is the LedgerConsumer",
+    ),
+    Hook(
+        "mode.utils.queues:FlowControlEvent",
+        "resume",
+        "pairjudge.streams.faust_compat.offsets:BuffersKeptOnResume",
+        "faust.tables.recovery:Recovery._resume_streams",
+        "marks the resume, so the clear inside it is skipped",
+    ),
+    Hook(
+        "mode.utils.queues:FlowControlEvent",
+        "clear",
+        "pairjudge.streams.faust_compat.offsets:BuffersKeptOnResume",
+        "mode.utils.queues:FlowControlEvent.resume",
+        "resuming the flow keeps the stream buffers: records fetched between two resumes were lost",
+    ),
+    Hook(
+        "faust.app.base:App",
+        "flow_control",
+        "pairjudge.streams.faust_compat.offsets:install_commit_ledger",
+        "faust.streams:Stream._py_aiter",
+        "the app's flow control is a BuffersKeptOnResume",
+        kind="sets",
+    ),
+    Hook(
+        "faust.app.base:App",
+        "_consumer_wait_empty",
+        "pairjudge.streams.faust_compat.shutdown:GracefulApp",
+        "faust.app.base:App._stop_consumer",
+        "the shutdown's wait for in-flight pairs is bounded by the grace",
+    ),
+    Hook(
+        "faust.app.base:App",
+        "on_stop",
+        "pairjudge.streams.faust_compat.shutdown:GracefulApp",
+        "mode.services:Service.stop",
+        "readiness goes 503 before anything else stops",
+    ),
+    Hook(
+        "faust.worker:Worker",
+        "spinner",
+        "pairjudge.streams.faust_compat.worker:QuietWorker",
+        "faust.worker:Worker._setup_spinner_handler",
+        "no spinner: it turned every debug line into work",
+        kind="sets",
+    ),
+    Hook(
+        "faust.worker:Worker",
+        "on_setup_root_logger",
+        "pairjudge.streams.faust_compat.worker:QuietWorker",
+        "mode.worker:Worker._setup_logging",
+        "the quiet log filter goes on Faust's own root handlers",
+    ),
+    Hook(
+        "mode.worker:Worker",
+        "on_execute",
+        "pairjudge.streams.faust_compat.worker:QuietWorker",
+        "mode.worker:Worker.default_on_first_start",
+        "the health server and the stall watch start on the app's loop, before the app",
+    ),
+    Hook(
+        "mode.services:Service",
+        "on_shutdown",
+        "pairjudge.streams.faust_compat.worker:QuietWorker",
+        "mode.services:Service.stop",
+        "the judges' HTTP pools, the cache and the webhook close on the loop that opened them",
+    ),
+    Hook(
+        "faust.transport.drivers.aiokafka:Consumer",
+        "_thread",
+        "pairjudge.streams.faust_compat.recovery_watch:_consumer_view",
+        "faust.transport.drivers.aiokafka:ConsumerRebalanceListener.on_partitions_assigned",
+        "the stall watch's report of the consumer's fetch state (diagnostics: a failure reads 'unavailable')",
+        kind="reads",
+    ),
+    Hook(
+        "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread",
+        "_ensure_consumer",
+        "pairjudge.streams.faust_compat.recovery_watch:_consumer_view",
+        "faust.transport.drivers.aiokafka:ConsumerRebalanceListener.on_partitions_assigned",
+        "the stall watch's report of the consumer's fetch state (diagnostics: a failure reads 'unavailable')",
+        kind="reads",
+    ),
+    Hook(
+        "faust.transport.consumer:Consumer",
+        "_active_partitions",
+        "pairjudge.streams.faust_compat.recovery_watch:_consumer_view",
+        "faust.transport.consumer:Consumer._get_active_partitions",
+        "the stall watch's report of the consumer's fetch state (diagnostics: a failure reads 'unavailable')",
+        kind="reads",
+    ),
+    Hook(
+        "faust.transport.consumer:Consumer",
+        "_paused_partitions",
+        "pairjudge.streams.faust_compat.recovery_watch:_consumer_view",
+        "faust.transport.consumer:Consumer._set_active_tps",
+        "the stall watch's report of the consumer's fetch state (diagnostics: a failure reads 'unavailable')",
+        kind="reads",
+    ),
+    Hook(
+        "faust.transport.consumer:Consumer",
+        "_buffered_partitions",
+        "pairjudge.streams.faust_compat.recovery_watch:_consumer_view",
+        "faust.transport.consumer:Consumer.__init__",
+        "the stall watch's report of the consumer's fetch state (diagnostics: a failure reads 'unavailable')",
+        kind="reads",
+    ),
+    Hook(
+        "aiokafka.consumer.consumer:AIOKafkaConsumer",
+        "_subscription",
+        "pairjudge.streams.faust_compat.recovery_watch:_consumer_view",
+        "aiokafka.consumer.consumer:AIOKafkaConsumer.start",
+        "the stall watch's report of the consumer's fetch state (diagnostics: a failure reads 'unavailable')",
+        kind="reads",
+    ),
+    Hook(
+        "aiokafka.consumer.consumer:AIOKafkaConsumer",
+        "_fetcher",
+        "pairjudge.streams.faust_compat.recovery_watch:_consumer_view",
+        "aiokafka.consumer.consumer:AIOKafkaConsumer.start",
+        "the stall watch's report of the consumer's fetch state (diagnostics: a failure reads 'unavailable')",
+        kind="reads",
+    ),
+    Hook(
+        "faust.tables.recovery:Recovery",
+        "active_remaining_total",
+        "pairjudge.streams.faust_compat.recovery_watch:records_left",
+        "faust.tables.recovery:Recovery._publish_stats",
+        "table recovery's progress, for /readyz and the stall watch",
+        kind="reads",
+    ),
+)

@@ -8,14 +8,14 @@ right, but the wait has no bound: a judge that answers in minutes, or one that i
 on its circuit breaker), keeps the worker from ever stopping until the orchestrator kills it, and a
 killed worker commits nothing it finished during the wait either.
 
-``GracefulApp`` keeps Faust's wait and bounds it with ``shutdown_grace_s``. Whatever is still being
-judged then (or at once, when a judge's breaker is open: nothing waiting on it can finish) is handed
-back: its judging is cancelled, the pipeline releases its outcome claim, and the event is acked for
-Faust's bookkeeping but never marked done, so the commit ledger (``streams.faust_compat.offsets``) keeps the group's
-offset below it and the partition's next owner judges it. A pair already publishing is never cut off:
-only the judging phase is cancelled, so no pair is published half-way by one worker and again by the
-next. The consumer then commits what finished and leaves the group, as before.
-"""
+``GracefulApp`` (``streams.faust_compat.shutdown``) keeps Faust's wait and bounds it with
+``shutdown_grace_s``. Whatever is still being judged then (or at once, when a judge's breaker is open:
+nothing waiting on it can finish) is handed back: its judging is cancelled, the pipeline releases its
+outcome claim, and the event is acked for Faust's bookkeeping but never marked done, so the commit ledger
+(``streams.faust_compat.offsets``) keeps the group's offset below it and the partition's next owner judges
+it. A pair already publishing is never cut off: only the judging phase is cancelled, so no pair is published
+half-way by one worker and again by the next. The consumer then commits what finished and leaves the group,
+as before."""
 
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
-
-import faust
 
 from pairjudge.streams.judges.breaker import CircuitBreaker
 
@@ -137,37 +135,3 @@ async def drain(
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waiting
-
-
-class GracefulApp(faust.App):
-    """A ``faust.App`` whose shutdown waits at most ``shutdown_grace_s`` for in-flight pairs (module doc)."""
-
-    shutdown_grace_s: float = 30.0
-    inflight: InFlight
-    breakers: Sequence[CircuitBreaker] = ()
-    #: Told first thing when the app stops (readiness goes 503 before anything else happens).
-    on_stopping: Callable[[], None] | None = None
-    _stopping = False
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.inflight = InFlight()
-
-    async def on_stop(self) -> None:
-        self._stopping = True
-        if self.on_stopping is not None:
-            self.on_stopping()
-        await super().on_stop()
-
-    async def _consumer_wait_empty(self, consumer: Any, logger: Any) -> None:
-        if not self._stopping:
-            # A revocation during a rebalance: Faust's wait, unchanged (faust_compat.offsets guards its commits).
-            await super()._consumer_wait_empty(consumer, logger)
-            return
-        logger.info("shutdown: waiting up to %g s for pairs in flight", self.shutdown_grace_s)
-        await drain(
-            lambda: super(GracefulApp, self)._consumer_wait_empty(consumer, logger),
-            self.inflight,
-            self.breakers,
-            self.shutdown_grace_s,
-        )

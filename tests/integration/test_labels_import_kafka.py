@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from typer.testing import CliRunner
 
 from pairjudge.schemas import DeadLetter, HumanLabel
-from pairjudge.streams.cli.commands import app
+from pairjudge.streams.cli import app
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.admin import BrokerError, create_topics, topic_partitions
 from pairjudge.streams.kafka.topics import topic_specs

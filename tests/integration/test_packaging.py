@@ -70,7 +70,7 @@ def test_the_wheel_holds_one_namespace_with_its_data(dist: Path) -> None:
     tops = {name.split("/", 1)[0] for name in names}
     assert tops == {"pairjudge", next(t for t in tops if t.endswith(".dist-info"))}
     assert f"Name: {DISTRIBUTION}" in headers
-    assert "pairjudge = pairjudge.streams.cli.commands:main" in entry_points
+    assert "pairjudge = pairjudge.streams.cli:main" in entry_points
     # Every file a judge is shown, the offline judge's word lists, the sample data and the review UI's
     # own assets ship: the same files as the checkout's folders.
     for folder, pattern in (
@@ -129,7 +129,7 @@ def test_both_install_side_by_side_and_import_their_own(fresh_venv: Path) -> Non
     home = fresh_venv.parent
     probe = """
 import json, importlib.metadata as md
-import agents, pairjudge, pairjudge.agents.core, pairjudge.streams.cli.commands, pairjudge.schemas.events
+import agents, pairjudge, pairjudge.agents.core, pairjudge.streams.cli, pairjudge.schemas.events
 Agent, Runner = agents.Agent, agents.Runner
 print(json.dumps({
     "agents": agents.__file__,

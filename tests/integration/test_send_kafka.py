@@ -11,7 +11,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from typer.testing import CliRunner
 
-from pairjudge.streams.cli.commands import app
+from pairjudge.streams.cli import app
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.admin import create_topics, topic_partitions
 from pairjudge.streams.kafka.topics import topic_specs

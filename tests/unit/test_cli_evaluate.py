@@ -13,7 +13,7 @@ from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import KnownLabel
 from pairjudge.schemas.export import EXPORTED
-from pairjudge.streams.cli.commands import app
+from pairjudge.streams.cli import app
 from pairjudge.streams.cli.evaluate import run_evaluate
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.worker.pipeline import JudgePanel

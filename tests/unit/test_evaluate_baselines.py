@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pairjudge.schemas import TIE, KnownLabel
-from pairjudge.streams.cli.commands import app
+from pairjudge.streams.cli import app
 from pairjudge.streams.cli.evaluate import (
     FIRST,
     SECOND,

@@ -18,7 +18,7 @@ from pairjudge.streams.audit.label_files import (
     detect_format,
     parse_labels,
 )
-from pairjudge.streams.cli.commands import app
+from pairjudge.streams.cli import app
 
 
 def _label(pair_id: str = "p-1", winner: str = "cand-a", **extra: object) -> bytes:

@@ -12,7 +12,7 @@ from pairjudge.agents.audit import SeriesWindow, WindowStats
 from pairjudge.schemas.audit import Alert, AuditObservation, AuditSeries, AuditSnapshot, DecisionRecord
 from pairjudge.schemas.events import HumanLabel
 from pairjudge.streams.audit.report import latest_per_window, parse_audit_events, render_report
-from pairjudge.streams.cli.commands import app
+from pairjudge.streams.cli import app
 
 HOSTILE = "<script>alert(1)</script>"
 START = datetime(2026, 12, 1, 10, tzinfo=UTC)

@@ -1,0 +1,62 @@
+"""What every ``pairjudge`` command shares: the typer app and its groups, the console, ``--bootstrap``,
+and the settings the running command read."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from pairjudge.streams.config.settings import Settings, load_settings
+
+# No local variables in tracebacks: they would show secrets (a Kafka client's password, a judge's key).
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Judge pairs of AI outputs on Kafka.",
+    pretty_exceptions_show_locals=False,
+)
+
+schemas_app = typer.Typer(no_args_is_help=True, help="Event contracts.")
+app.add_typer(schemas_app, name="schemas")
+
+control_app = typer.Typer(no_args_is_help=True, help="Live settings on pairjudge.control, applied by every worker.")
+app.add_typer(control_app, name="control")
+
+labels_app = typer.Typer(no_args_is_help=True, help="Human labels on pairjudge.labels.")
+app.add_typer(labels_app, name="labels")
+
+canary_app = typer.Typer(no_args_is_help=True, help="Canary pairs: human-labelled pairs judged on a schedule.")
+app.add_typer(canary_app, name="canary")
+
+topics_app = typer.Typer(no_args_is_help=True, help="The pairjudge topics on the cluster: create or check them.")
+app.add_typer(topics_app, name="topics")
+
+review_app = typer.Typer(
+    help="The human-review service: a queue of review requests with a web UI.", no_args_is_help=True
+)
+app.add_typer(review_app, name="review")
+
+console = Console(stderr=True)
+
+log = logging.getLogger("pairjudge.streams.cli")
+
+
+Bootstrap = Annotated[
+    str | None,
+    typer.Option("--bootstrap", "-b", help="Kafka bootstrap servers (default: PAIRJUDGE_KAFKA__BOOTSTRAP_SERVERS)."),
+]
+
+
+#: The settings the running command read (for main's error report: the Kafka it was talking to).
+_used: list[Settings] = []
+
+
+def settings_for(bootstrap: str | None = None) -> Settings:
+    base = load_settings()
+    if bootstrap:
+        base = base.model_copy(update={"kafka": base.kafka.model_copy(update={"bootstrap_servers": bootstrap})})
+    _used[:] = [base]
+    return base

@@ -1,0 +1,67 @@
+"""``pairjudge control set|pause|resume|clear``: live settings on ``pairjudge.control``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from pairjudge.streams.cli.base import (
+    Bootstrap,
+    console,
+    control_app,
+    settings_for,
+)
+
+
+@control_app.command("set")
+def control_set(
+    key: Annotated[str, typer.Argument(help="tiebreak_enabled, tiebreak_confidence_threshold, ...")],
+    value: Annotated[str, typer.Argument(help="true/false, or a number")],
+    bootstrap: Bootstrap = None,
+    by: Annotated[str, typer.Option(help="Who made the change, for the record.")] = "",
+) -> None:
+    """Change a setting on every running worker, without a redeploy."""
+    from pairjudge.streams.control.live import parse_value, publish_control
+
+    settings = settings_for(bootstrap)
+    asyncio.run(publish_control(settings, key, parse_value(key, value), by))
+    console.print(f"{settings.topics.name('control')}: {key} = {value}")
+
+
+@control_app.command("pause")
+def control_pause(
+    by: Annotated[str, typer.Option(help="Who paused, and why: kept on the control topic.")],
+    bootstrap: Bootstrap = None,
+) -> None:
+    """Pause automatic decisions on every worker (the kappa guard): every pair goes to human review."""
+    from pairjudge.streams.control.live import publish_control
+
+    settings = settings_for(bootstrap)
+    asyncio.run(publish_control(settings, "kappa_guard_tripped", True, by))
+    console.print(f"{settings.topics.name('control')}: automatic decisions paused by {by}")
+
+
+@control_app.command("resume")
+def control_resume(
+    by: Annotated[str, typer.Option(help="Who resumed: a person, kept on the control topic.")],
+    bootstrap: Bootstrap = None,
+) -> None:
+    """Resume automatic decisions after the kappa guard paused them (seed 001: only a person does this)."""
+    from pairjudge.streams.control.live import publish_control
+
+    settings = settings_for(bootstrap)
+    # An explicit false, not a tombstone: the record of who resumed stays on the compacted topic.
+    asyncio.run(publish_control(settings, "kappa_guard_tripped", False, by))
+    console.print(f"{settings.topics.name('control')}: automatic decisions resumed by {by}")
+
+
+@control_app.command("clear")
+def control_clear(key: Annotated[str, typer.Argument()], bootstrap: Bootstrap = None) -> None:
+    """Return a setting to its configured value on every worker (writes a tombstone)."""
+    from pairjudge.streams.control.live import publish_control
+
+    settings = settings_for(bootstrap)
+    asyncio.run(publish_control(settings, key, None, ""))
+    console.print(f"{settings.topics.name('control')}: {key} cleared")

@@ -1,0 +1,66 @@
+"""The commands that judge: ``demo``, ``send`` and ``evaluate`` (``worker`` has its own module)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from pairjudge.streams.cli.base import (
+    Bootstrap,
+    app,
+    console,
+    settings_for,
+)
+
+
+@app.command()
+def demo(
+    bootstrap: Bootstrap = None,
+    out: Annotated[Path, typer.Option(help="Where to write the outcomes (JSONL).")] = Path("out/demo-outcomes.jsonl"),
+    pairs: Annotated[Path | None, typer.Option(help="Pairs to send (JSONL); default: the built-in sample set.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for every pair's outcome.")] = 180.0,
+) -> None:
+    """The main job on embedded defaults: start Tansu and a worker, judge the sample pairs, print a summary."""
+    from pairjudge.streams.cli.demo import run_demo
+
+    result = asyncio.run(run_demo(settings_for(), bootstrap=bootstrap, out_path=out, pairs_path=pairs, timeout=timeout))
+    raise typer.Exit(code=0 if result.complete else 1)
+
+
+@app.command()
+def send(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one CandidatePair per line.")],
+    bootstrap: Bootstrap = None,
+) -> None:
+    """Send pairs to the pairs topic, as they are: the worker dead-letters malformed ones."""
+    from pairjudge.streams.kafka.producer import send_file
+
+    sent = asyncio.run(send_file(settings_for(bootstrap), file, console=console))
+    console.print(f"sent {sent} events to {settings_for(bootstrap).topics.name('pairs')}")
+
+
+@app.command()
+def evaluate(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one CandidatePair per line.")],
+    out: Annotated[Path | None, typer.Option(help="Write each pair's outcome here (JSONL).")] = None,
+    baselines: Annotated[
+        bool | None,
+        typer.Option(
+            "--baselines/--no-baselines",
+            help="Score 'longer wins', a seeded coin flip and 'always TIE' beside the judge "
+            "(default: on when the file has human labels).",
+        ),
+    ] = None,
+) -> None:
+    """Judge a file with the same core and no Kafka; report agreement with any human labels.
+
+    Exits 1 when any pair could not be judged (rejected or an error); --out names each one's reason."""
+    from pairjudge.streams.cli.evaluate import run_evaluate
+
+    report = asyncio.run(run_evaluate(settings_for(), file, out_path=out, console=Console(), baselines=baselines))
+    # Any pair not judged (rejected input or an error) fails the command: a CI step must notice.
+    raise typer.Exit(code=1 if report.failed else 0)

@@ -1,0 +1,100 @@
+"""``pairjudge worker``: one judging worker (the judge and tie-break agents, the audit, the scoreboard)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Annotated
+
+import typer
+
+from pairjudge.streams.cli.base import (
+    Bootstrap,
+    app,
+    settings_for,
+)
+from pairjudge.streams.cli.topics import ensure_topics
+
+log = logging.getLogger("pairjudge.streams.cli")
+
+
+@app.command()
+def worker(
+    bootstrap: Bootstrap = None,
+    create_topics: Annotated[bool, typer.Option(help="Create the pairjudge topics first (idempotent).")] = True,
+) -> None:
+    """Run a judging worker (judge and tie-break agents). Start more for more partitions."""
+    from pairjudge.streams.app import create_app
+    from pairjudge.streams.faust_compat.recovery_watch import EXIT_RECOVERY_STALLED, RecoveryWatch
+    from pairjudge.streams.faust_compat.worker import QuietWorker
+    from pairjudge.streams.security.files import private_dir
+    from pairjudge.streams.telemetry.logs import install_quiet_logging
+    from pairjudge.streams.worker.health_server import HealthServer
+
+    settings = settings_for(bootstrap)
+    logging.basicConfig(level=settings.worker.log_level)
+    # A broker outage makes aiokafka and Faust log the same errors hundreds of times a second:
+    # repeats collapse to one line per message per window, with counts (streams/telemetry/logs.py).
+    install_quiet_logging()
+    # Topics first (or, with --no-create-topics, a check that they exist): on a secured cluster this is
+    # where a wrong password, a refused certificate or a missing ACL stops the worker, with a clear
+    # message and exit code 2, before Faust starts (which would retry for ever).
+    ensure_topics(settings, create=create_topics, what="worker start-up")
+    # Faust keeps its tables (pairs' outcomes, the audit's join) under the data directory: owner-only.
+    private_dir(settings.worker.data_dir)
+    wired = create_app(settings)
+    health_server = (
+        HealthServer(settings.health, wired.health, wired.metrics)
+        if settings.health.port and wired.health is not None
+        else None
+    )
+    # A table recovery that stops making progress stops the worker (exit status 3) for its supervisor to
+    # restart: the group then rebalances, which has always recovered (streams/faust_compat/recovery_watch.py).
+    watch = (
+        RecoveryWatch(
+            wired.faust_app.tables.recovery,  # type: ignore[attr-defined]  # TableManager has it; its protocol not
+            settings.worker.recovery_stall_s,
+            on_stalled=wired.health.mark_stalled if wired.health is not None else lambda reason: None,
+            hard_exit_after_s=settings.worker.shutdown_grace_s + 30,
+        )
+        if settings.worker.recovery_stall_s > 0
+        else None
+    )
+    watch_task: list[asyncio.Future[None]] = []
+
+    async def started() -> None:
+        # Before the app starts: /livez answers and /readyz says why not yet during start-up.
+        if health_server is not None:
+            await health_server.start()
+        if watch is not None:
+            watch_task.append(asyncio.ensure_future(watch.run()))
+
+    async def stopped() -> None:
+        # Runs once the app and its agents have stopped, on the loop that opened them: the judges'
+        # HTTP pools, the response cache (its queued writes flushed) and the alert webhook close
+        # here, instead of being dropped with the loop ("Unclosed client session").
+        try:
+            await wired.aclose()
+        except Exception:
+            log.exception("closing the judges and the alert webhook failed")
+        # Last: probes keep getting their 503 until the very end.
+        if health_server is not None:
+            await health_server.stop()
+
+    faust_worker = QuietWorker(
+        wired.faust_app,
+        loglevel=settings.worker.log_level.lower(),
+        quiet=True,
+        on_started=started,
+        on_stopped=stopped,
+    )
+    try:
+        faust_worker.execute_from_commandline()
+    except SystemExit:
+        if watch is not None and watch.stalled is not None:
+            raise SystemExit(EXIT_RECOVERY_STALLED) from None
+        raise
+    finally:
+        for task in watch_task:
+            task.cancel()
+        wired.telemetry.shutdown()
