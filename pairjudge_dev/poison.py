@@ -9,6 +9,7 @@ dead letters.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -16,11 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from pairjudge.schemas import DeadLetter
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.kafka.admin import topic_partitions
+from pairjudge.streams.kafka.readers import FromStart, from_start
 from pairjudge.streams.security.kafka_clients import client_config
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.workers import produce_raw
@@ -133,21 +132,19 @@ class DeadLetterReader:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.letters: dict[str, list[tuple[DeadLetter, int]]] = {}
-        self.consumer = AIOKafkaConsumer(
-            **client_config(settings.kafka).kwargs(enable_auto_commit=False, max_partition_fetch_bytes=2**21)
-        )
+        self._exit = contextlib.AsyncExitStack()
+        self._reader: FromStart | None = None
 
     async def start(self) -> None:
         topic = self.settings.topics.name("deadletter")
-        await self.consumer.start()
-        ids = (await topic_partitions(client_config(self.settings.kafka), [topic]))[topic]
-        parts = [TopicPartition(topic, p) for p in ids]
-        self.consumer.assign(parts)
-        await self.consumer.seek_to_beginning(*parts)
+        config = client_config(self.settings.kafka)
+        self._reader = await self._exit.enter_async_context(
+            from_start(config, [topic], max_partition_fetch_bytes=2**21)
+        )
 
     async def poll(self) -> None:
-        batches = await self.consumer.getmany(timeout_ms=200, max_records=500)
-        for records in batches.values():
+        assert self._reader is not None, "start() first"
+        for records in (await self._reader.batches(timeout_ms=200, max_records=500)).values():
             for record in records:
                 letter = DeadLetter.model_validate_json(record.value or b"")
                 size = len(record.key or b"") + len(record.value or b"")
@@ -171,7 +168,7 @@ class DeadLetterReader:
             await self.poll()
 
     async def stop(self) -> None:
-        await self.consumer.stop()
+        await self._exit.aclose()
 
 
 async def read_dead_letters(

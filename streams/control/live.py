@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import get_args
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
 
 from pairjudge.agents import InputRejected, Policy
@@ -22,8 +22,8 @@ from pairjudge.schemas import ControlUpdate, ThresholdUpdate
 from pairjudge.schemas.events import SWITCH_KEYS, ControlKey
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.signing import ControlSigner, signer_from_settings, with_signature
-from pairjudge.streams.kafka.admin import topic_partitions
 from pairjudge.streams.kafka.codecs import decode, encode
+from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.security.kafka_clients import client_config
 
 log = logging.getLogger(__name__)
@@ -153,21 +153,6 @@ def apply_threshold_record(holder: PolicyHolder, key: bytes | None, value: bytes
     log.warning("thresholds: series %s auto-decides from confidence %s", update.series, update.threshold)
 
 
-def caught_up(positions: Mapping[TopicPartition, int], targets: Mapping[TopicPartition, int]) -> bool:
-    """Whether every partition's position has reached its end offset as read at start-up.
-
-    ``>=``, not ``==``: compaction and transaction markers move a position past offsets that hold no
-    record, and updates written after start-up may already have been read.
-    """
-    return all(positions.get(tp, -1) >= end for tp, end in targets.items())
-
-
-async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-    # position() only reports what this consumer has handed out (it waits for the seek to resolve
-    # first), so records fetched but not yet applied do not count.
-    return {tp: await consumer.position(tp) for tp in tps}
-
-
 async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
     """Read the control and thresholds topics from the start, mark the holder ready once caught up,
     then keep following both.
@@ -189,24 +174,13 @@ async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
             "who may write that topic can change this process's policy",
             control_topic,
         )
-    config = client_config(settings.kafka)
-    partitions = await topic_partitions(config, list(appliers))
-    consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for topic, ids in partitions.items() for p in ids]
-        # End offsets first, before anything is assigned: once the fetcher long-polls a partition,
-        # the broker answers this connection's next request only after that fetch (up to 0.5 s).
-        targets: dict[TopicPartition, int] = await consumer.end_offsets(tps)
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
+    async with from_start(client_config(settings.kafka), list(appliers)) as reader:
         while True:
             # Checked before each poll, so an empty topic is ready without waiting for one.
-            if not holder.ready.is_set() and caught_up(await _positions(consumer, tps), targets):
+            if not holder.ready.is_set() and await reader.caught_up():
                 holder.ready.set()
-                log.info("control: caught up to %s; policy %s", _offsets_text(targets), holder.current)
-            batch = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
-            for tp, records in batch.items():
+                log.info("control: caught up to %s; policy %s", _offsets_text(reader.ends), holder.current)
+            for tp, records in (await reader.batches(timeout_ms=POLL_TIMEOUT_MS)).items():
                 for record in records:
                     if tp.topic == control_topic:
                         apply_record(
@@ -219,8 +193,6 @@ async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
                         )
                     else:
                         appliers[tp.topic](holder, record.key, record.value)
-    finally:
-        await consumer.stop()
 
 
 def _offsets_text(offsets: Mapping[TopicPartition, int]) -> str:

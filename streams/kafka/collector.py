@@ -14,10 +14,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.kafka.admin import topic_partitions
+from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.kafka.topics import FINAL_KINDS
 from pairjudge.streams.security.kafka_clients import client_config
 
@@ -91,19 +89,11 @@ async def collect_outcomes(
     # topic: a producer-side rejection).
     pair_topics = {settings.topics.name("pairs"), settings.topics.name("tiebreak"), None}
     # No consumer group: an observer must not steal partitions from anyone, nor commit offsets.
-    config = client_config(settings.kafka)
-    consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
-    await consumer.start()
-    try:
-        by_topic = await topic_partitions(config, list(topic_by_kind))
-        partitions = [TopicPartition(topic, p) for topic, ids in by_topic.items() for p in ids]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+    async with from_start(client_config(settings.kafka), list(topic_by_kind)) as reader:
         deadline = time.monotonic() + timeout
         done_at: float | None = None
         while time.monotonic() < deadline:
-            batches = await consumer.getmany(timeout_ms=500, max_records=1000)
-            for tp, records in batches.items():
+            for tp, records in (await reader.batches(timeout_ms=500, max_records=1000)).items():
                 for record in records:
                     try:
                         event = json.loads(record.value or b"{}")
@@ -120,9 +110,7 @@ async def collect_outcomes(
                 done_at = done_at or time.monotonic()
                 if time.monotonic() - done_at >= settle:
                     break
-        return outcomes
-    finally:
-        await consumer.stop()
+    return outcomes
 
 
 async def read_topic(
@@ -135,22 +123,12 @@ async def read_topic(
     """Every (key, value) on the ``kind`` topic, read from the start without a group, until ``until``
     holds for what was read (or, without ``until``, until ``timeout`` has passed)."""
     topic = settings.topics.name(kind)
-    config = client_config(settings.kafka)
-    consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
-    await consumer.start()
     records: list[tuple[bytes | None, bytes | None]] = []
-    try:
-        by_topic = await topic_partitions(config, [topic])
-        partitions = [TopicPartition(topic, p) for p in by_topic[topic]]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+    async with from_start(client_config(settings.kafka), [topic]) as reader:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            batches = await consumer.getmany(timeout_ms=200, max_records=1000)
-            for batch in batches.values():
+            for batch in (await reader.batches(timeout_ms=200, max_records=1000)).values():
                 records.extend((r.key, r.value) for r in batch)
             if until is not None and until(records):
                 break
-        return records
-    finally:
-        await consumer.stop()
+    return records

@@ -23,9 +23,9 @@ from pairjudge.schemas import HumanLabel, ReviewRequest
 from pairjudge.schemas.audit import AuditSnapshot
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.kafka.admin import topic_partitions
 from pairjudge.streams.kafka.codecs import decode, encode
 from pairjudge.streams.kafka.dead_letters import build_dead_letter
+from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.review.store import STORE_UNAVAILABLE, ReviewStore
 from pairjudge.streams.security.kafka_clients import client_config
 
@@ -167,21 +167,11 @@ class ReviewFeed:
 async def follow_from_start(settings: Settings, topic: str, take: Callable[[bytes | None], object]) -> None:
     """Read every partition of ``topic`` from its start without a consumer group, for ever, handing each
     record's value to ``take``: the review service's views of compacted-ish topics (scores, audit)."""
-    config = client_config(settings.kafka)
-    partitions = (await topic_partitions(config, [topic]))[topic]
-    consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False))
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in partitions]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
+    async with from_start(client_config(settings.kafka), [topic]) as reader:
         while True:
-            batches = await consumer.getmany(timeout_ms=1000)
-            for records in batches.values():
+            for records in (await reader.batches(timeout_ms=1000)).values():
                 for record in records:
                     take(record.value)
-    finally:
-        await consumer.stop()
 
 
 class ScoresFeed:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from pairjudge.schemas import ControlUpdate
 from pairjudge.schemas.scores import GateUpdate, HumanGateSnapshot
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.signing import signer_from_settings
 from pairjudge.streams.kafka.codecs import decode
+from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.security.kafka_clients import client_config
 
 EXIT_CODES = {"promote": 0, "reject": 1, "continue": 2}
@@ -35,25 +34,18 @@ HUMAN_BASIS = "human basis (what people would decide)"
 
 async def _latest(settings: Settings, kind: str) -> dict[bytes, bytes | None]:
     """Every key's latest value on a one-partition compacted topic, read to its current end."""
-    consumer = AIOKafkaConsumer(**client_config(settings.kafka).kwargs(enable_auto_commit=False))
     signer = signer_from_settings(settings.control) if kind == "control" else None
-    await consumer.start()
-    try:
-        tp = TopicPartition(settings.topics.name(kind), 0)
-        end = (await consumer.end_offsets([tp]))[tp]
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        latest: dict[bytes, bytes | None] = {}
-        while await consumer.position(tp) < end:
-            batch = await consumer.getmany(tp, timeout_ms=1000)
-            for record in batch.get(tp, []):
-                # With a control signing key, an unsigned or badly signed update is not the latest word.
-                verified = signer is None or signer.verify(tp.topic, record.key, record.value, record.headers).ok
-                if record.key is not None and verified:
-                    latest[record.key] = record.value
-        return latest
-    finally:
-        await consumer.stop()
+    topic = settings.topics.name(kind)
+    latest: dict[bytes, bytes | None] = {}
+    async with from_start(client_config(settings.kafka), [topic], partitions={topic: [0]}) as reader:
+        while not await reader.caught_up():
+            for records in (await reader.batches(timeout_ms=1000)).values():
+                for record in records:
+                    # With a control signing key, an unsigned or badly signed update is not the latest word.
+                    verified = signer is None or signer.verify(topic, record.key, record.value, record.headers).ok
+                    if record.key is not None and verified:
+                        latest[record.key] = record.value
+    return latest
 
 
 async def gate_status(settings: Settings, experiment: str, basis: Basis = "human") -> tuple[int, str]:
