@@ -61,6 +61,10 @@ the other workers' for the write lock (they timed out under load). Now:
 
 At temperature > 0 the cache freezes one sample per prompt; that is the point (judge once), but worth
 knowing when studying judge variance: switch the cache off for that.
+
+Why one module over 500 lines: a sixth of it is this description, and the memory tier, the key set, the
+writer thread and the single-flight wrapper share one consistency argument (what a lookup may miss,
+when a write is visible) that is checked more easily in one place than across files.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ What this adapter owns, and what it leaves to the core:
   refuses a form (``is_format_refusal``) gets the same request again at once in the next form; the
   form that worked is kept for the judge's lifetime, so the probing costs one refused request per
   form, not one per call.
+
+Why one module over 500 lines: the wire format's quirks (schema adaptation for llama.cpp, error bodies,
+the structured-output probing) are what this module is; each part is read with the others.
 """
 
 from __future__ import annotations
