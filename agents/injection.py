@@ -37,7 +37,6 @@ the README ("Hostile outputs"). A false alarm costs a human review, never a wron
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -205,8 +204,3 @@ def detect(text: str) -> tuple[Finding, ...]:
     elif not text.isascii() and _OVERRIDES.search(text):
         findings.append(Finding("hidden_text", "bidi override"))
     return tuple(findings)
-
-
-def detect_any(texts: Sequence[str]) -> tuple[Finding, ...]:
-    """:func:`detect` over several texts, concatenated."""
-    return tuple(f for text in texts for f in detect(text))

@@ -1,6 +1,6 @@
 """Drift statistics (DESIGN §3) as pure functions: agreement, Cohen's kappa (with a confidence
-interval), flips, position bias, calibration (reliability bins, ECE, Brier), length preference, and the
-confidence threshold for automatic decisions that carries a finite-sample guarantee.
+interval), flips, position bias, calibration (reliability bins, ECE), and the confidence threshold for
+automatic decisions that carries a finite-sample guarantee.
 
 Every function returns ``None`` when it has nothing to measure (no items, or a statistic that is
 undefined for the data) rather than a made-up 0 or 1, so a window without labels never looks like
@@ -87,15 +87,6 @@ def position_a_win_rate(raw_winners: Iterable[str]) -> float | None:
     return sum(1 for w in decisive if w == "A") / len(decisive)
 
 
-def longer_output_win_rate(lengths: Iterable[tuple[int, int]]) -> float | None:
-    """Share of decided pairs won by the longer output. Input: (winner length, loser length); equal
-    lengths are left out. Compare the judge's rate with the humans' on the same pairs."""
-    items = [(w, loser) for w, loser in lengths if w != loser]
-    if not items:
-        return None
-    return sum(1 for w, loser in items if w > loser) / len(items)
-
-
 def wilson_interval(successes: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """The Wilson score interval for a proportion (95% by default); (0, 1) when ``n`` is 0.
 
@@ -154,16 +145,6 @@ def expected_calibration_error(confidences: Sequence[float], corrects: Sequence[
         b.count / n * abs(b.accuracy - b.mean_confidence)
         for b in table
         if b.accuracy is not None and b.mean_confidence is not None
-    )
-
-
-def brier_score(confidences: Sequence[float], corrects: Sequence[bool]) -> float | None:
-    """Mean squared difference between the confidence and the outcome (1 correct, 0 wrong)."""
-    _check_calibration(confidences, corrects)
-    if not confidences:
-        return None
-    return math.fsum((c - (1.0 if ok else 0.0)) ** 2 for c, ok in zip(confidences, corrects, strict=True)) / len(
-        confidences
     )
 
 

@@ -32,7 +32,7 @@ import re
 import unicodedata
 from typing import Final
 
-__all__ = ["fold", "has_hidden", "has_tag_text", "neutralise", "restore", "reveal_tags", "strip_hidden"]
+__all__ = ["fold", "has_tag_text", "neutralise", "restore", "reveal_tags", "strip_hidden"]
 
 # --- hidden characters ------------------------------------------------------------------------
 
@@ -55,11 +55,6 @@ def strip_hidden(text: str) -> str:
     if text.isascii():
         return text
     return _HIDDEN.sub("", text)
-
-
-def has_hidden(text: str) -> bool:
-    """True when :func:`strip_hidden` would change ``text``."""
-    return not text.isascii() and _HIDDEN.search(text) is not None
 
 
 def reveal_tags(text: str) -> str:

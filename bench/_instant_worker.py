@@ -2,7 +2,7 @@
 
 Run by path (``python bench/_instant_worker.py``) with the import path pointed at the tree under test
 (``PYTHONPATH`` and the working directory), so it imports that tree's ``streams``, ``agents`` and
-``pairjudge_dev``, never this checkout's. It mirrors ``pairjudge worker`` (streams/cli/commands.py): settings
+``pairjudge_dev``, never this checkout's. It mirrors ``pairjudge worker`` (streams/cli/worker.py): settings
 from the environment, topics created (idempotent), the data dir made private, ``create_app``, Faust's
 worker. The one difference is ``create_app(settings, judge=InstantJudge())``: the judge is an object in
 the worker with no network, no sleep and no cache, so what is left is pairjudge's own plumbing.

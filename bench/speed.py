@@ -12,7 +12,7 @@ A simulated OpenAI-compatible judge (``bench._speed_server``, a process of its o
 every call for ``--latency`` L seconds (0.2). With C calls in flight a judge allows C ÷ 2L pairs per
 second, since each pair needs two calls (AB and BA, at once). A pairjudge worker with C calls in flight
 runs C/2 pairs at once (``PAIRJUDGE_WORKER__CONCURRENCY``) and ``PAIRJUDGE_JUDGE__MAX_CONCURRENCY`` = C.
-Every pairjudge topic has ``--partitions`` (8) partitions; every worker is ``python -m streams.cli.commands
+Every pairjudge topic has ``--partitions`` (8) partitions; every worker is ``python -m pairjudge.streams.cli
 worker`` with ``judge.kind=openai``, the response cache off (unless said), telemetry exporter ``none``,
 everything else at its default. Pairs are tone-and-style pairs with one output marked; the judge prefers
 the marked one in both orders, so every pair must end as a verdict for its marked candidate.

@@ -145,6 +145,3 @@ class TieBreakReply(Reply):
     escalation_triggered: bool
     final_justification: Prose
     confidence: Confidence
-
-
-AnyReply = ToneStyleReply | HeadToHeadReply | PairwiseReply | TieBreakReply

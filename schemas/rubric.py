@@ -78,7 +78,6 @@ class RubricRef(Contract):
 
 InlineRubric = Annotated[ToneStyleRubric | HeadToHeadRubric | PairwiseRubric, Field(discriminator="kind")]
 Rubric = Annotated[ToneStyleRubric | HeadToHeadRubric | PairwiseRubric | RubricRef, Field(discriminator="kind")]
-RubricKind = Literal["tone_style", "head_to_head", "pairwise"]
 
 
 class WeightedCriterion(Contract):

@@ -43,10 +43,6 @@ class ConfidenceHistogram:
         self.counts[index] += 1
         self.agrees[index] += record.judge_winner == label.winner
 
-    @property
-    def labels(self) -> int:
-        return sum(self.counts)
-
     def guarantee(self, *, target: float, risk: float, min_labels: int, floor: float = 0.0) -> Guarantee:
         """The calibrated threshold on the default grid, walking no lower than ``floor``.
 

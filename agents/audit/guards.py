@@ -67,11 +67,6 @@ class KappaFloor:
     #: Why the relative mode fell back to the absolute floor (None when it did not, or in absolute mode).
     note: str | None = None
 
-    def describe(self) -> str:
-        if self.relative:
-            return f"{self.kappa_min:.3f} (the human ceiling: {self.human_kappa:.3f} over {self.human_pairs} pairs)"
-        return f"{self.kappa_min:g}"
-
 
 def kappa_floor(stats: WindowStats, bounds: GuardBounds) -> KappaFloor:
     """The floor the kappa guard holds the window's judge-human kappa to (see the module docstring)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, fields
 
@@ -171,15 +170,6 @@ class WindowStats:
         cost of storing a window, once per observation.
         """
         return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    def to_bytes(self) -> bytes:
-        return json.dumps(self.as_json(), separators=(",", ":")).encode("utf-8")
-
-    @classmethod
-    def from_bytes(cls, raw: bytes | None) -> WindowStats:
-        if not raw:
-            return cls()
-        return cls(**json.loads(raw))
 
 
 def _lists(confusion: dict[str, int]) -> tuple[list[str], list[str]]:

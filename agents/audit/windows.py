@@ -35,9 +35,6 @@ class SeriesWindow:
     def end(self) -> float:
         return self.start + self.size
 
-    def table_key(self) -> bytes:
-        return window_key(self.series.key, self.start)
-
     def to_bytes(self) -> bytes:
         body = {
             "series": self.series.model_dump(mode="json"),

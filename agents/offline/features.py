@@ -34,7 +34,6 @@ from pairjudge.agents.offline.words import (
     ENERGY_WORDS,
     EXPLICIT_WORDS,
     FILLERS,
-    FIRST_PERSON_SINGULAR,
     FORMAL_VOCABULARY,
     HEDGES,
     IMPERATIVE_VERBS,
@@ -137,10 +136,6 @@ def second_person_count(text: str) -> int:
     return sum(1 for w in words(text) if w.lower() in SECOND_PERSON)
 
 
-def first_person_singular_count(text: str) -> int:
-    return sum(1 for w in words(text) if w.lower() in FIRST_PERSON_SINGULAR)
-
-
 def exclamation_count(text: str) -> int:
     return text.count("!") + text.count("！")
 
@@ -156,11 +151,6 @@ def emoji_count(text: str) -> int:
 def shouting_count(text: str) -> int:
     """All-caps words of three or more letters that are not known acronyms ("FREE", "NOW")."""
     return sum(1 for w in words(text) if len(w) >= 3 and w.isalpha() and w.isupper() and w not in ACRONYMS)
-
-
-def acronym_count(text: str) -> int:
-    """All-caps tokens of 2-6 letters (known acronyms or not): a jargon signal, not shouting."""
-    return sum(1 for w in words(text) if 2 <= len(w) <= 6 and w.isupper() and w.isalpha() and w != "I")
 
 
 def passive_count(text: str) -> int:

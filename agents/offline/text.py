@@ -170,7 +170,3 @@ def coefficient_of_variation(values: Iterable[float]) -> float:
 def sentence_length_cv(text: str) -> float:
     """How much sentence lengths (in words) vary: a proxy for an even, consistent rhythm."""
     return coefficient_of_variation(len(words(s)) for s in split_sentences(text))
-
-
-def syllables_total(text: str) -> int:
-    return sum(count_syllables(w) for w in words(text))

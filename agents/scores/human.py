@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 from typing import Any, Literal, overload
 
@@ -128,10 +128,6 @@ class StratumSums:
         self.w2yy += w2 * y * y
         self.w2ff += w2 * f * f
         self.w2yf += w2 * y * f
-
-    def merge(self, other: StratumSums) -> None:
-        for name in (f.name for f in fields(self)):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 @dataclass
@@ -304,21 +300,10 @@ class StratumEstimate:
     variance: float
 
 
-@overload
-def power_tuning(s: StratumSums) -> float: ...
-@overload
-def power_tuning(s: SumsArray) -> Array: ...
-def power_tuning(s: StratumSums | SumsArray) -> float | Array:
+def _power_tuning(s: SumsArray) -> Array:
     """PPI++'s lambda for one stratum, as ``ppi_py`` computes it for a mean (``_calc_lam_glm``, clipped to
     [0, 1]), from the sums alone: the labels' weights normalised to mean 1, gradients taken at the
-    lambda = 1 estimate, the unlabelled set being every pair of the stratum. Elementwise on a
-    :class:`SumsArray`."""
-    if isinstance(s, StratumSums):
-        return float(_power_tuning(SumsArray.of(s)))
-    return _power_tuning(s)
-
-
-def _power_tuning(s: SumsArray) -> Array:
+    lambda = 1 estimate, the unlabelled set being every pair of the stratum. Elementwise."""
     n, big_n = s.labels, s.pairs
     with np.errstate(divide="ignore", invalid="ignore"):
         k = n / s.w  # normalises w to mean 1 (ppi_py's construct_weight_vector)

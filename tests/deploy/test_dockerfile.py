@@ -280,7 +280,7 @@ def test_dockerignore_keeps_out_the_environment_and_the_output() -> None:
         "pyproject.toml",
         "README.md",
         "deploy/requirements.lock",
-        "streams/cli/commands.py",
+        "streams/cli/main.py",
         "agents/templates/x.txt",
         "pairjudge/__init__.py",
     ):

@@ -23,7 +23,6 @@ from pairjudge.agents.scores.human import (
     decide_human,
     estimate,
     labels_needed,
-    power_tuning,
     stratum_estimate,
 )
 
@@ -61,7 +60,7 @@ def test_one_stratum_equals_ppi_py(seed: int, weighted: bool) -> None:
         assert ours.low == pytest.approx(float(low[0]), abs=1e-10)
         assert ours.high == pytest.approx(float(high[0]), abs=1e-10)
     # The tuned lambda itself is the reference's: the interval is tightest there among [0, 1].
-    tuned = power_tuning(basis.strata["confident"])
+    tuned = stratum_estimate("confident", basis.strata["confident"]).lam
     assert 0.0 < tuned <= 1.0
 
 

@@ -15,7 +15,7 @@ import pytest
 from pairjudge.agents.judge import ChatMessage, JudgeRequest, TemplateKind
 from pairjudge.agents.prompt_reader import PromptUnreadable, read_prompt
 from pairjudge.agents.prompts import PromptSlots, delimiter_nonce, neutralise, render, render_tiebreak, restore
-from pairjudge.agents.untrusted import fold, has_hidden, strip_hidden
+from pairjudge.agents.untrusted import fold, strip_hidden
 from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS
 from pairjudge.schemas.rubric import (
     Criterion,
@@ -320,7 +320,7 @@ def test_restore_inverts_neutralise_and_no_tag_survives() -> None:
         assert neutralise(restore(escaped)) == escaped  # what the reader gets renders the same again
         assert tag.search(fold(escaped)) is None
         assert SPECIAL.search(fold(escaped)) is None
-        assert not has_hidden(escaped)
+        assert strip_hidden(escaped) == escaped
 
 
 def test_text_without_tags_is_sent_unchanged() -> None:

@@ -6,11 +6,9 @@ import pytest
 
 from pairjudge.agents.stats import (
     agreement,
-    brier_score,
     cohen_kappa,
     expected_calibration_error,
     flip_rate,
-    longer_output_win_rate,
     position_a_win_rate,
     relative_label,
     reliability_bins,
@@ -68,7 +66,7 @@ def test_empty_and_mismatched_inputs() -> None:
     with pytest.raises(ValueError, match="length"):
         cohen_kappa(["a"], ["a", "b"])
     with pytest.raises(ValueError, match="length"):
-        brier_score([0.5], [True, False])
+        expected_calibration_error([0.5], [True, False])
 
 
 def test_flip_rate() -> None:
@@ -80,18 +78,6 @@ def test_flip_rate() -> None:
 def test_position_a_win_rate() -> None:
     assert position_a_win_rate(["A", "A", "B", "TIE", "A"]) == pytest.approx(3 / 4)
     assert position_a_win_rate(["TIE"]) is None
-
-
-def test_longer_output_win_rate() -> None:
-    assert longer_output_win_rate([(120, 80), (50, 90), (70, 70), (300, 10)]) == pytest.approx(2 / 3)
-    assert longer_output_win_rate([(5, 5)]) is None
-
-
-def test_brier_score() -> None:
-    # (0.9-1)^2 + (0.8-0)^2 + (0.6-1)^2 + (0.5-0)^2 = 0.01 + 0.64 + 0.16 + 0.25 = 1.06 -> /4
-    assert brier_score([0.9, 0.8, 0.6, 0.5], [True, False, True, False]) == pytest.approx(0.265)
-    assert brier_score([1.0, 0.0], [True, False]) == 0.0
-    assert brier_score([], []) is None
 
 
 def test_expected_calibration_error_by_hand() -> None:

@@ -105,7 +105,6 @@ def test_marker_counts() -> None:
     assert features.emoji_count("Great news 🎉 see you :) soon") == 2
     assert features.emoji_count("Call at 10:30 (today)") == 0
     assert features.shouting_count("This is FREE and available NOW via the API") == 2
-    assert features.acronym_count("The API and the CPU, said I") == 2
     assert features.passive_count("The invoice was sent. Mistakes were made. We sent it. It is being reviewed.") == 3
     assert (
         features.imperative_opener_count("Click Save. Please restart the app. The app restarts.\n- Open settings") == 3
