@@ -465,14 +465,6 @@ class ResponseCache:
             self._wake.notify_all()
             return self._wake.wait_for(lambda: not self._pending or self._writer_done, timeout_s)
 
-    def delete(self, key: str) -> None:
-        self.flush()
-        with self._lock:
-            entry = self._memory.get(key)
-            if entry is not None:
-                self._forget(key, entry)
-        self._store.delete(key)
-
     def volume(self) -> int:
         """Estimated bytes on disk (SQLite pages plus value files), what the size limit bounds."""
         self.flush()

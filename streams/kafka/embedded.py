@@ -72,9 +72,6 @@ class RunningBroker:
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
 
-    def log_tail(self, lines: int = 40) -> str:
-        return _tail(self.log_path, lines)
-
     def __enter__(self) -> RunningBroker:
         return self
 
@@ -99,14 +96,6 @@ def free_port() -> int:
         sock.bind((_LOOPBACK, 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _failure_excerpt(path: Path) -> str:

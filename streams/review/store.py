@@ -54,7 +54,6 @@ STORE_UNAVAILABLE: tuple[type[BaseException], ...] = (
     OSError,
 )
 CHOICES_TTL_S = 10.0
-Side = Literal["left", "right"]
 
 
 @dataclass(frozen=True, slots=True)

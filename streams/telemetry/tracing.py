@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any
@@ -29,7 +29,6 @@ from pairjudge.streams.config.settings import TelemetrySettings
 from pairjudge.streams.security.cleartext import check_cleartext
 from pairjudge.streams.security.files import open_private_append
 
-Headers = Sequence[tuple[str, bytes]]
 INSTRUMENTATION = "pairjudge"
 AttributeValue = str | int | float | bool
 
