@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -58,6 +58,17 @@ def _split_bootstrap(bootstrap: str) -> tuple[str, int]:
     return host.strip("[]") or _LOOPBACK, int(port)
 
 
+@contextlib.asynccontextmanager
+async def _admin(config: ClientConfig, timeout: float, **options: Any) -> AsyncIterator[Any]:
+    """A started admin client whose requests time out after ``timeout`` s; closed on exit."""
+    admin = AIOKafkaAdminClient(**config.kwargs(request_timeout_ms=int(timeout * 1000), **options))
+    try:
+        await admin.start()
+        yield admin
+    finally:
+        await admin.close()
+
+
 async def _probe(target: Target) -> None:
     # A plain connect first: aiokafka logs every refused bootstrap at ERROR, which would bury the
     # real failure under a page of noise while a JVM is still starting.
@@ -68,14 +79,10 @@ async def _probe(target: Target) -> None:
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()
-    admin = AIOKafkaAdminClient(**config.kwargs(request_timeout_ms=5000, client_id="pairjudge-ready"))
-    try:
-        await admin.start()
+    async with _admin(config, 5, client_id="pairjudge-ready") as admin:
         cluster = await admin.describe_cluster()
-        if not cluster.get("brokers"):
-            raise BrokerError(f"{bootstrap} answered metadata with no brokers")
-    finally:
-        await admin.close()
+    if not cluster.get("brokers"):
+        raise BrokerError(f"{bootstrap} answered metadata with no brokers")
 
 
 async def wait_until_ready(
@@ -139,9 +146,7 @@ async def create_topics(bootstrap: Target, topics: Mapping[str, TopicSpecLike], 
     if not topics:
         return
     config = as_client_config(bootstrap)
-    admin = AIOKafkaAdminClient(**config.kwargs(request_timeout_ms=int(timeout * 1000)))
-    try:
-        await admin.start()
+    async with _admin(config, timeout) as admin:
         new = [
             NewTopic(
                 name,
@@ -165,8 +170,6 @@ async def create_topics(bootstrap: Target, topics: Mapping[str, TopicSpecLike], 
         if failures:
             raise BrokerError(f"creating topics on {config} failed: {'; '.join(failures)}")
         await _await_topic_metadata(admin, topics, timeout, not_creatable=not_creatable, where=str(config))
-    finally:
-        await admin.close()
 
 
 async def check_topics(bootstrap: Target, topics: Mapping[str, TopicSpecLike], timeout: float = 30) -> None:
@@ -175,12 +178,8 @@ async def check_topics(bootstrap: Target, topics: Mapping[str, TopicSpecLike], t
     if not topics:
         return
     config = as_client_config(bootstrap)
-    admin = AIOKafkaAdminClient(**config.kwargs(request_timeout_ms=int(timeout * 1000)))
-    try:
-        await admin.start()
+    async with _admin(config, timeout) as admin:
         await _await_topic_metadata(admin, topics, timeout, not_creatable=set(topics), where=str(config))
-    finally:
-        await admin.close()
 
 
 def _not_authorised(names: Sequence[str], where: str) -> BrokerError:
@@ -246,12 +245,8 @@ async def topic_partitions(bootstrap: Target, topics: Sequence[str], timeout: fl
     not exist raises, so a reader cannot silently read nothing.
     """
     config = as_client_config(bootstrap)
-    admin = AIOKafkaAdminClient(**config.kwargs(request_timeout_ms=int(timeout * 1000)))
-    try:
-        await admin.start()
+    async with _admin(config, timeout) as admin:
         described = await admin.describe_topics(list(topics))
-    finally:
-        await admin.close()
     refused = [str(t["topic"]) for t in described if t["error_code"] == _TOPIC_AUTHORIZATION_FAILED]
     if refused:
         raise _not_authorised(refused, str(config))
