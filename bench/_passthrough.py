@@ -1,7 +1,7 @@
 """A bare Faust pass-through agent: row 6's yardstick in ``bench.speed``.
 
 Run by path (``python bench/_passthrough.py --bootstrap ... --in-topic ... --out-topic ...``). One
-faust-streaming app, configured as ``streams/app.py`` configures pairjudge's (commit every 50 or 1 s,
+faust-streaming app, configured as ``streams/worker/faust_app.py`` configures pairjudge's (commit every 50 or 1 s,
 ``acks=all``, bounded stream buffers of ``max(64, 4 × concurrency)``, earliest offsets, no declared
 topics, the same session and heartbeat times), with ONE agent of the same concurrency on a raw-bytes
 topic. For every input it sends one output of the measured size of pairjudge's final outcome (value

@@ -37,7 +37,7 @@ One run does four things, in this order:
      faust, and no idempotence;
    - a committer that commits, per partition, the offset after the highest contiguous done offset. It
      commits every 50 done messages or every 1 s, whichever comes first (``broker_commit_every=50``,
-     ``broker_commit_interval=1.0`` in ``streams/app.py``), and again when partitions are revoked.
+     ``broker_commit_interval=1.0`` in ``streams/worker/faust_app.py``), and again when partitions are revoked.
 
    The parent counts distinct keys on the output topic, fails if any is missing, and takes
    first-to-last and start-to-last times from the output records' timestamps, as for pairjudge.
@@ -103,7 +103,7 @@ from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.processes import REPO
 from pairjudge_dev.workers import produce_raw
 
-#: faust's commit cadence as streams/app.py configures it.
+#: faust's commit cadence as streams/worker/faust_app.py configures it.
 COMMIT_EVERY = 50
 COMMIT_INTERVAL_S = 1.0
 #: faust's producer defaults (linger 0, 16 KiB batches) and consumer fetch wait (1.5 s).

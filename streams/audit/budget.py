@@ -131,12 +131,6 @@ class AuditBudget:
         return scale
 
 
-def owned_input_partitions(assignment: Iterable[tuple[str, int]], topics: Iterable[str]) -> int:
-    """How many partitions of ``topics`` are in ``assignment`` (topic, partition) pairs."""
-    names = set(topics)
-    return sum(1 for topic, _ in assignment if topic in names)
-
-
 def observe_scale(provider: MeterProvider, holder: PolicyHolder) -> None:
     """A ``pairjudge_audit_scale`` gauge on /metrics: the budget's current factor on the audit shares."""
     meter = provider.get_meter("pairjudge.worker")

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import faust
@@ -53,8 +54,9 @@ from pairjudge.streams.kafka.codecs import decode, encode
 from pairjudge.streams.kafka.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE
 from pairjudge.streams.security.redaction_hook import EventRedactor
 from pairjudge.streams.telemetry.tracing import Telemetry, inject_headers
+from pairjudge.streams.worker.delivery import Consume, Publish
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, dead_letter
-from pairjudge.streams.worker.tables import current_entries
+from pairjudge.streams.worker.tables import current_entries, forget, owned_partitions, store
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +64,6 @@ log = logging.getLogger(__name__)
 MAX_AUDIT_EVENT_BYTES = 256_000
 #: Who the kappa guard's control update says tripped it.
 GUARD_AUTHOR = "audit"
-
-Publish = Callable[[list[Outgoing]], Awaitable[None]]
 
 
 class Audit:
@@ -153,7 +153,7 @@ class Audit:
         await self._publish(outgoing)
         if updated != entry:
             partition = origin.partition or 0
-            await self._store(self.join_table, partition, key, _with_partition(partition, updated.to_bytes()))
+            await store(self.join_table, partition, key, _with_partition(partition, updated.to_bytes()))
 
     def _observation(self, observation: AuditObservation) -> Outgoing:
         return Outgoing("observations", observation.series.key.encode(), encode(observation), inject_headers())
@@ -193,7 +193,7 @@ class Audit:
             await self._publish([o for o in findings if o.kind != "control"])
             for trip in (o for o in findings if o.kind == "control"):
                 await self._publish_guard(trip)
-            await self._store(self.windows_table, partition, key, window.to_bytes())
+            await store(self.windows_table, partition, key, window.to_bytes())
             self._dirty.add(key)
         if observation.kind == "labelled":
             # The series' labelled decisions over all its windows, for the calibrated threshold.
@@ -202,7 +202,7 @@ class Audit:
                 histogram.add(observation)
                 histogram.last_offset = offset
                 value = _with_partition(partition, histogram.to_bytes())
-                await self._store(self.windows_table, partition, calibration_key(observation.series.key), value)
+                await store(self.windows_table, partition, calibration_key(observation.series.key), value)
 
     def _act_on_findings(self, window: SeriesWindow) -> list[Outgoing]:
         """Alerts for the bounds this window newly breaks; the kappa guard also pauses automation."""
@@ -256,8 +256,7 @@ class Audit:
     # --- timers ----------------------------------------------------------------------------------
 
     def _owned(self, kind: str) -> set[int]:
-        name = self.topic_names[kind]
-        return {tp.partition for tp in self._app.consumer.assignment() if tp.topic == name}
+        return owned_partitions(self._app, self.topic_names[kind])
 
     async def publish_snapshots(self, now: float | None = None) -> int:
         """Running snapshots of changed open windows; the final one of each window that closed; expiry.
@@ -277,8 +276,7 @@ class Audit:
             closed = now >= window.end
             if closed and window.stats.final_published and key not in self._dirty:
                 if now >= window.end + window.size:  # one window's grace for late observations
-                    self.windows_table.data.pop(key, None)
-                    await self.windows_table.send_changelog(window.partition, key, None)
+                    await forget(self.windows_table, window.partition, key)
                 continue
             if not closed and key not in self._dirty:
                 continue
@@ -288,7 +286,7 @@ class Audit:
                 # Marked before the first await: a late observation handled meanwhile updates the stored
                 # window, and this older copy must not be written back over it afterwards.
                 window.stats.final_published = True
-                await self._store(self.windows_table, window.partition, key, window.to_bytes())
+                await store(self.windows_table, window.partition, key, window.to_bytes())
             await self._publish([Outgoing("audit", window.series.key.encode(), encode(snapshot), inject_headers())])
             await self._publish_threshold(window.series.key, window.partition, threshold)
             published += 1
@@ -316,7 +314,7 @@ class Audit:
         histogram = self._histogram(series_key)
         histogram.published_threshold = live
         value = _with_partition(partition, histogram.to_bytes())
-        await self._store(self.windows_table, partition, calibration_key(series_key), value)
+        await store(self.windows_table, partition, calibration_key(series_key), value)
 
     def _histogram(self, series_key: str) -> ConfidenceHistogram:
         stored = self.windows_table.data.get(calibration_key(series_key))
@@ -343,25 +341,20 @@ class Audit:
             if now - JoinEntry.updated_at_of(value) <= self.settings.join_retention_s:
                 continue
             entry = JoinEntry.from_bytes(value)
-            self.join_table.data.pop(key, None)
-            if partition in owned:  # the owner tombstones; a standby only forgets
-                # An audit sample (or review pair) forgotten without a label: the human basis counts it as
-                # expired. Published before the tombstone (a crash in between counts it again on restart,
-                # never not at all); popped first, so a label arriving meanwhile starts a fresh entry.
-                gone = expired_event(entry.final, entry.label) if self.feed_scores else None
-                if gone is not None:
-                    await self._publish(
-                        [Outgoing("score-events", gone.experiment.encode(), encode(gone), inject_headers())]
-                    )
-                await self.join_table.send_changelog(partition, key, None)
+            owner = partition in owned  # the owner tombstones; a standby only forgets
+            # An audit sample (or review pair) forgotten without a label: the human basis counts it as
+            # expired. Published before the tombstone (a crash in between counts it again on restart,
+            # never not at all); popped first, so a label arriving meanwhile starts a fresh entry.
+            gone = expired_event(entry.final, entry.label) if owner and self.feed_scores else None
+            announce = None
+            if gone is not None:
+                expired_now = [Outgoing("score-events", gone.experiment.encode(), encode(gone), inject_headers())]
+                announce = partial(self._publish, expired_now)
+            await forget(self.join_table, partition if owner else None, key, before_tombstone=announce)
             if entry.label is not None and entry.final is None:
                 log.info("audit: label for %s expired unjoined (no decision came)", key.decode("utf-8", "replace"))
             expired += 1
         return expired
-
-    async def _store(self, table: Any, partition: int, key: bytes, value: bytes) -> None:
-        table.data[key] = value
-        await table.send_changelog(partition, key, value)
 
 
 def _with_partition(partition: int, value: bytes) -> bytes:
@@ -372,9 +365,6 @@ def _with_partition(partition: int, value: bytes) -> bytes:
 def _split_partition(stored: bytes) -> tuple[int, bytes]:
     partition, value = stored.split(b":", 1)
     return int(partition), value
-
-
-Consume = Callable[[Any, str, Callable[[Any, Origin], Awaitable[None]]], AsyncIterator[None]]
 
 
 def _authorisation_refused(exc: BaseException) -> bool:

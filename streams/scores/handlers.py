@@ -53,14 +53,15 @@ from pairjudge.schemas.scores import (
     StrengthSnapshot,
     TallySnapshot,
 )
-from pairjudge.streams.audit.handlers import Consume, Publish
 from pairjudge.streams.config.settings import ScoreSettings
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.kafka.codecs import decode, encode
 from pairjudge.streams.kafka.topics import SCORES_TABLE
 from pairjudge.streams.security.redaction_hook import EventRedactor
 from pairjudge.streams.telemetry.tracing import Telemetry, inject_headers
+from pairjudge.streams.worker.delivery import Consume, Publish
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, dead_letter
+from pairjudge.streams.worker.tables import owned_partitions, store
 
 log = logging.getLogger(__name__)
 
@@ -358,13 +359,14 @@ class Scores:
             return  # redelivered after a crash or rebalance: already counted
         count(entry.board, event)
         entry.last_offset = offset
-        await self._store(partition, key, entry.to_bytes())
+        # No await since the read above: the write cannot lose another event's update (``store``).
+        await store(self.table, partition, key, entry.to_bytes())
         self._dirty.add(key)
 
     async def publish_snapshots(self, now: datetime | None = None) -> int:
         """A snapshot and a gate update for every experiment changed since the last tick; how many."""
         now = now or datetime.now(UTC)
-        owned = {tp.partition for tp in self._app.consumer.assignment() if tp.topic == self.topic_name}
+        owned = owned_partitions(self._app, self.topic_name)
         paused = self._policy.current.kappa_guard_tripped
         for gone in [e for e, g in self.gauges.items() if g.partition not in owned]:
             del self.gauges[gone]  # moved to another worker in a rebalance: it shows them now
@@ -381,7 +383,7 @@ class Scores:
             snap = snapshot(experiment, entry, self.settings, paused, now)
             # The timer writes only the history, never the scoreboard: events counted while it awaits the
             # broker below cannot be overwritten by this copy.
-            await self._store(entry.partition, history_key(key), entry.history_bytes())
+            await store(self.table, entry.partition, history_key(key), entry.history_bytes())
             self.gauges.pop(experiment, None)  # re-inserted last: the dict runs from least to most recent
             self.gauges[experiment] = ExperimentGauges.of(entry.partition, snap)
             while len(self.gauges) > MAX_METRIC_EXPERIMENTS:
@@ -395,12 +397,6 @@ class Scores:
             )
             published += 1
         return published
-
-    async def _store(self, partition: int, key: bytes, value: bytes) -> None:
-        # The in-memory write happens before the first await: the handler's read-modify-write (no await
-        # between its read and this call) cannot lose another's update.
-        self.table.data[key] = value
-        await self.table.send_changelog(partition, key, value)
 
 
 def count(board: Scoreboard, event: ScoreEvent) -> None:

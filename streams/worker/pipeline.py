@@ -1,6 +1,6 @@
 """The stage handlers, free of Faust: bytes and headers in, messages to publish out.
 
-The Faust agents in ``streams.app`` are thin loops around these, so the same handlers serve the
+The Faust agents (``streams.worker.delivery``) are thin loops around these, so the same handlers serve the
 worker, ``agent.test_context()`` tests, and anything else that moves bytes. Every input ends in at
 least one outgoing message: a verdict, a tie-break request, a review request or a dead letter.
 """

@@ -28,7 +28,7 @@ from typing import Any
 
 from pairjudge.streams.kafka.topics import STAGES, outcome_table_name
 from pairjudge.streams.worker.pipeline import Outgoing, Stage, TopicKind
-from pairjudge.streams.worker.tables import current_entries
+from pairjudge.streams.worker.tables import current_entries, forget, owned_partitions, store
 
 log = logging.getLogger(__name__)
 
@@ -137,24 +137,22 @@ class OutcomeTables:
         key = pair_id.encode("utf-8")
         value = pack(outgoing, partition=partition, stored_at=time.time())
         try:
-            table.data[key] = value
-            await table.send_changelog(partition, key, value)
+            await store(table, partition, key, value)
         finally:
             self.release(stage, pair_id)
 
     async def sweep(self) -> int:
         """Expire old entries: drop them here and tombstone them on the changelog. Returns how many."""
         now = time.time()
-        assigned = {tp.partition for tp in self._app.consumer.assignment()}
+        assigned = owned_partitions(self._app)
         expired = 0
         for table in self._tables.values():
             async for key, stored in current_entries(table.data):  # a day of pairs: yields, skips updated
                 stored_at, partition = header(stored)
                 if now - stored_at <= self.retention_s:
                     continue
-                table.data.pop(key, None)
-                if partition in assigned:  # the owner tombstones; others only forget
-                    await table.send_changelog(partition, key, None)
+                # The owner tombstones; others only forget.
+                await forget(table, partition if partition in assigned else None, key)
                 expired += 1
         if expired:
             log.info("expired %d recorded outcomes older than %.0f s", expired, self.retention_s)

@@ -63,7 +63,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 PARTITIONS = 3
 CONCURRENCY = 16
-#: faust's ``broker_commit_interval`` in streams/app.py. A worker that has not moved its commit within
+#: faust's ``broker_commit_interval`` in streams/worker/faust_app.py. A worker that has not moved its commit within
 #: several intervals after its last ack will not move it.
 COMMIT_INTERVAL_S = 1.0
 COMMIT_GRACE_S = 4 * COMMIT_INTERVAL_S

@@ -10,7 +10,7 @@ from pairjudge.agents.core import Decision, judge_pair
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.sampling import budget_scale, expected_labels
 from pairjudge.agents.scripted import ScriptedJudge
-from pairjudge.streams.audit.budget import AuditBudget, VerdictRate, owned_input_partitions
+from pairjudge.streams.audit.budget import AuditBudget, VerdictRate
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.telemetry.tracing import Telemetry
@@ -87,11 +87,6 @@ async def test_no_owned_partition_keeps_the_scale_and_other_outcomes_are_not_cou
     assert budget.update(1, 1) == 1.0
     holder.set_audit_scale(0.5)
     assert budget.update(0, 8) == 0.5
-
-
-def test_owned_partitions_count_only_the_input_topics() -> None:
-    assignment = [("pairjudge.pairs", 0), ("pairjudge.pairs", 3), ("pairjudge.tiebreak", 1), ("pairjudge.labels", 0)]
-    assert owned_input_partitions(assignment, ("pairjudge.pairs", "pairjudge.tiebreak")) == 3
 
 
 async def test_the_pipeline_tells_the_budget_of_each_fresh_decision() -> None:
