@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALL_QUIET ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock check test unit demo bench schemas clean
+.PHONY: help install lock check test unit docs demo bench schemas clean
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-9s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -39,6 +39,9 @@ test: check ## check, then the whole suite (real Kafka and llama.cpp server: see
 unit: ## Unit tests only (no services)
 	$(BIN)/pytest -q tests/unit
 
+docs: ## Build the docs site into site/ (mkdocs build --strict: a broken link or anchor fails)
+	$(BIN)/mkdocs build --strict
+
 demo: ## The whole path on embedded defaults: Tansu broker, offline judge, sample pairs
 	$(BIN)/pairjudge demo
 
@@ -49,5 +52,5 @@ schemas: ## Export the event JSON Schemas to schemas-json/
 	$(BIN)/pairjudge schemas export schemas-json/
 
 clean: ## Remove caches and build output (keeps the virtualenv, the Kafka jars and the llama wheel)
-	rm -rf .mypy_cache .ruff_cache .pytest_cache .import_linter_cache build dist
+	rm -rf .mypy_cache .ruff_cache .pytest_cache .import_linter_cache build dist site
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -17,7 +17,9 @@ alert, every metric they read is one a real worker exports, and the PrometheusRu
   ``kappa_below_threshold`` (checked against ``AlertKind`` instead). Not exported by the worker, so exempt and
   listed in ``EXTERNAL_METRICS``: ``kafka_consumergroup_lag`` (kafka-exporter). The names are found in the
   expressions with regular expressions (``metric_names``, itself tested), not a PromQL parser; each is also
-  checked against README's metrics table.
+  checked against the metrics table of docs/operations/health.md.
+- Every alert's ``runbook_url`` is its section of docs/operations/alerts.md, and that page has one section
+  (with that anchor) per alert and no other.
 - deploy/k8s/monitoring/prometheusrule.yaml is the text ``tests.fixtures.promtool.render_prometheus_rule`` makes
   of the rules file, kustomize builds deploy/k8s/monitoring, and its PodMonitor scrapes the worker pods' health
   port; base/ does not include it (the CRDs may be missing on a cluster).
@@ -61,7 +63,9 @@ EXTERNAL_METRICS = {
     "kafka_consumergroup_lag": "kafka-exporter (danielqsj/kafka_exporter), group pairjudge.kafka-exporter"
 }
 SEVERITIES = {"critical", "warning", "info"}
-RUNBOOK = "README.md: Run it in production > Alerts > {alert}"
+#: Each alert's runbook: its own section of the alerts page, anchored by the alert's name in lower case.
+RUNBOOK_URL = "docs/operations/alerts.md#{anchor}"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 #: The fields prometheus-operator's PrometheusRule takes (pkg/apis/monitoring/v1 RuleGroup and Rule, v0.95.2).
 OPERATOR_GROUP_FIELDS = {"name", "labels", "interval", "query_offset", "rules", "partial_response_strategy", "limit"}
@@ -176,19 +180,33 @@ def test_every_alert_has_a_severity_summary_description_and_runbook(alert: str) 
     assert alert.startswith("Pairjudge"), alert
     assert rule.get("labels", {}).get("severity") in SEVERITIES, rule.get("labels")
     annotations = rule.get("annotations", {})
-    assert set(annotations) == {"summary", "description", "runbook"}, annotations
+    assert set(annotations) == {"summary", "description", "runbook_url"}, annotations
     assert all(isinstance(v, str) and v.strip() for v in annotations.values()), annotations
-    assert annotations["runbook"] == RUNBOOK.format(alert=alert)
+    assert annotations["runbook_url"] == RUNBOOK_URL.format(anchor=alert.lower())
 
 
-def test_every_runbook_names_a_section_of_the_readme() -> None:
-    """The runbook annotation points at "Run it in production > Alerts > <alert>": that heading must exist."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    production = readme[readme.index("## Run it in production") :]
-    alerts_section = production[production.index("#### Alerts") :]
-    alerts_section = alerts_section[: alerts_section.index("\n#### ", 1)]
-    headings = set(re.findall(r"^##### (\w+)$", alerts_section, re.M))
-    assert headings == set(ALERT_NAMES), (sorted(set(ALERT_NAMES) - headings), sorted(headings - set(ALERT_NAMES)))
+def test_every_runbook_url_is_a_section_of_the_alerts_page() -> None:
+    """Each runbook_url names a file in the repository and an anchor of it; the page has a section per alert.
+
+    The sections are ``## <Alert> {#<alert>}`` headings (an explicit anchor, which mkdocs build --strict
+    also resolves for every link to it); one for an alert that no longer exists fails too.
+    """
+    repo = DOCS.parent
+    anchors: dict[str, set[str]] = {}
+    for alert, rule in _alerts(_rules_doc()).items():
+        path, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+        page = repo / path
+        assert page.is_file(), f"{alert}: {path} does not exist"
+        if path not in anchors:
+            anchors[path] = set(re.findall(r"^#+ .*\{#([\w.-]+)\}\s*$", page.read_text(), re.M))
+        assert anchor in anchors[path], f"{alert}: {path} has no section #{anchor}"
+    page = (DOCS / "operations" / "alerts.md").read_text()
+    sections = dict(re.findall(r"^## (Pairjudge\w+) \{#([\w.-]+)\}\s*$", page, re.M))
+    assert set(sections) == set(ALERT_NAMES), (
+        sorted(set(ALERT_NAMES) - set(sections)),
+        sorted(set(sections) - set(ALERT_NAMES)),
+    )
+    assert all(anchor == name.lower() for name, anchor in sections.items()), sections
 
 
 def test_rule_names_are_unique() -> None:
@@ -260,13 +278,15 @@ def rule_metric_names() -> set[str]:
 
 
 def test_the_rules_read_the_documented_metrics() -> None:
-    # README.md's metrics table names the worker's series; the live test below checks them on a real worker.
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme[readme.index("#### Metrics") : readme.index("#### SIGTERM")]
+    # docs/operations/health.md's metrics table names the worker's series; the live test below checks them on a
+    # real worker.
+    page = (DOCS / "operations" / "health.md").read_text()
+    table = page[page.index("\n## Metrics\n") :]
+    table = table[: table.index("\n## ", 1)]
     documented = set(re.findall(r"`([a-z_]+)`", table))
     for name in rule_metric_names() - set(EXTERNAL_METRICS):
         family = name.removesuffix("_bucket")
-        assert family in documented, f"{name} is not in README's metrics table"
+        assert family in documented, f"{name} is not in the metrics table of docs/operations/health.md"
 
 
 def _judge(state: dict[str, bool]) -> Any:

@@ -367,7 +367,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, stages: list[Stage]) -> Buil
 def test_the_wheel_from_the_copied_files_holds_the_package(built: BuiltImage) -> None:
     with zipfile.ZipFile(built.wheel) as archive:
         names = set(archive.namelist())
-    for expected in ("pairjudge/streams/cli.py", "pairjudge/agents/core.py", "pairjudge/schemas/__init__.py"):
+    for expected in ("pairjudge/streams/cli/main.py", "pairjudge/agents/core.py", "pairjudge/schemas/__init__.py"):
         assert expected in names, expected
     assert any(n.startswith("pairjudge/streams/review/templates/") for n in names)
     assert {n.split("/", 1)[0] for n in names} == {

@@ -38,7 +38,7 @@ KUBERNETES_VERSION = "1.31"
 KEDA_CRD = SCHEMAS_DIR / "keda.sh_scaledobjects.yaml"
 #: The worker's health interface (streams.worker.health_server), agreed for issue 14.
 HEALTH_PORT = 9465
-#: The worker commits after this many acks (streams/app.py, broker_commit_every).
+#: The worker commits after this many acks (streams/worker/faust_app.py, broker_commit_every).
 COMMIT_EVERY = 50
 LIVENESS_PATH, READINESS_PATH = "/livez", "/readyz"
 WORKER, REVIEW, TOPICS_JOB = "pairjudge-worker", "pairjudge-review", "pairjudge-topics"
@@ -202,8 +202,8 @@ def test_workers_are_capped_at_the_partition_count(built: Built) -> None:
     assert "replicas" not in built.one("Deployment", WORKER)["spec"]
 
 
-#: README, "Sizing": bytes a worker holds per pair and second of retention (measured on the sample pairs:
-#: a primary outcome 3.4 KB, a tie-break outcome 4.4 KB, a join entry 0.96 KB), its baseline, and Faust's
+#: docs/operations/sizing.md, "Memory": bytes a worker holds per pair and second of retention (measured on the
+#: sample pairs: a primary outcome 3.4 KB, a tie-break outcome 4.4 KB, a join entry 0.96 KB), its baseline, and Faust's
 #: standby copy of another worker's partitions (one replica) doubling the tables.
 OUTCOME_BYTES, JOIN_BYTES, BASELINE_BYTES, COPIES = 6_000, 1_000, 250 * 2**20, 2
 UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
@@ -250,7 +250,7 @@ def test_scaled_object_measures_the_workers_group(built: Built) -> None:
         assert meta["allowIdleConsumers"] == "false"
         assert meta["offsetResetPolicy"] == "earliest"  # as the Faust app starts a new group
         # Lag counts from the committed offset: a keeping-up worker carries its pairs in flight plus up to
-        # 50 acks before a commit (streams/app.py broker_commit_every). A threshold at or below that would
+        # 50 acks before a commit (streams/worker/faust_app.py broker_commit_every). A threshold at or below that would
         # scale out a group that keeps up; one far above it would leave a backlog waiting.
         keep_up = int(settings["PAIRJUDGE_WORKER__CONCURRENCY"]) + COMMIT_EVERY
         assert 2 * keep_up <= int(meta["lagThreshold"]) <= 6 * keep_up, (built.name, meta["lagThreshold"], keep_up)

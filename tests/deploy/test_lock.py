@@ -161,7 +161,7 @@ def test_every_locked_version_has_a_hash_checked_wheel_for_the_architecture(
     result = _download(for_image, arch, tmp_path, *names)
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(list((tmp_path / "wheels").glob("*.whl"))) == len(names)
-    for name in expected_missing:  # still missing: if one gains a wheel, the list and the README change
+    for name in expected_missing:  # still missing: if one gains a wheel, the list and docs/operations/compose.md change
         (tmp_path / "one").mkdir(exist_ok=True)
         assert _download(for_image, arch, tmp_path / "one", name).returncode != 0, f"{name} now has a wheel"
 

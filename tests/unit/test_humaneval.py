@@ -1,4 +1,5 @@
-"""The offline judge on independent human judgements (dev split only; the test split is for the README).
+"""The offline judge on independent human judgements (dev split only; the test split is for the figures in
+docs/guides/offline-judge.md).
 
 These pin what pairjudge_dev/humaneval.py measured on the dev split when the confidence map was fitted,
 minus a tolerance, so a scoring change that loses the skill, or the calibration, fails here.
