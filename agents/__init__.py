@@ -11,16 +11,8 @@ an audit copy when sampled, every judge call, and typed ``DecisionFacts`` for te
 does I/O: no Kafka, HTTP or OpenTelemetry (the layering check in the test suite enforces it).
 """
 
-from pairjudge.agents.core import (
-    Decision,
-    DecisionFacts,
-    EvaluationResult,
-    check_pair,
-    judge_pair,
-    outcome_kind,
-    resolve_rubric,
-    resolve_tiebreak,
-)
+from pairjudge.agents.builders import Outcome
+from pairjudge.agents.core import Decision, check_pair, judge_pair, resolve_rubric, resolve_tiebreak
 from pairjudge.agents.errors import (
     InputRejected,
     InvalidReply,
@@ -29,9 +21,11 @@ from pairjudge.agents.errors import (
     JudgeUnavailable,
     PairjudgeError,
 )
+from pairjudge.agents.facts import DecisionFacts, EvaluationResult, outcome_kind
 from pairjudge.agents.judge import (
     ChatMessage,
     Judge,
+    JudgeCall,
     JudgeIdentity,
     JudgeRequest,
     JudgeResponse,
@@ -40,8 +34,7 @@ from pairjudge.agents.judge import (
 )
 from pairjudge.agents.outcomes import is_judge_rejected, rejected_detail, rejected_status
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.reconcile import Outcome, OutcomeKind
-from pairjudge.agents.validation import JudgeCall
+from pairjudge.agents.truth_table import OutcomeKind
 
 __all__ = [
     "ChatMessage",

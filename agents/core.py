@@ -9,6 +9,20 @@ metrics.
 One judge is a jury of one: there is a single path for both (:func:`judge_pair`), and the jury's
 arithmetic (``agents.jury``) reduces to DESIGN §2.5's rule for one judge.
 
+A pair walks the core one way, one room (module) per step, and nothing later calls back into an
+earlier step::
+
+    check      this module (resolve_rubric, check_pair, snapshot_pair), agents.injection, agents.settle
+    render     agents.prompts, the candidates placed by agents.orderings.shown
+    ask x 2    agents.validation: ask, validate strictly, re-ask; both orders at once
+    un-swap    agents.orderings: the reply mapped back to candidate ids
+    reconcile  agents.truth_table for each judge's two orders, agents.jury for the tally
+    policy     agents.policy_overlay: the kappa guard and the tie-break switch
+    outcome    agents.builders (the event), agents.sampling (the audit draw and its copy),
+               agents.facts (``DecisionFacts``, ``EvaluationResult``)
+
+The tie-break stage (``agents.tiebreak``) walks the same rooms with seed 002's template and rule.
+
 Idempotency: for a given pair, policy and deterministic judge, the decision is the same every time
 (audit sampling hashes the pair id), so a redelivery after a rebalance produces the same outcome.
 """
@@ -18,54 +32,40 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
+from pairjudge.agents.builders import Outcome, primary_outcome, review, settled_verdict
 from pairjudge.agents.errors import InputRejected
+from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation
 from pairjudge.agents.injection import detect
-from pairjudge.agents.judge import Judge, judge_info
+from pairjudge.agents.judge import Judge, JudgeCall, judge_info
 from pairjudge.agents.jury import Juror, juror, jury_info, reconcile_jury, required_votes, tally, with_agreement
+from pairjudge.agents.orderings import ORDERS, build_ordering
 from pairjudge.agents.policy import Policy
+from pairjudge.agents.policy_overlay import apply_policy, overriding_reason
 from pairjudge.agents.prompts import render_primary, template_hash
-from pairjudge.agents.reconcile import (
-    Outcome,
-    OutcomeKind,
-    Reconciliation,
-    apply_policy,
-    audit_copy,
-    ordering_from_ask,
-    primary_outcome,
-    review,
-    snapshot_pair,
-)
-from pairjudge.agents.sampling import REVIEW, AuditDraw, VerdictClass, draw, verdict_class
+from pairjudge.agents.sampling import audit, verdict_class
 from pairjudge.agents.settle import Settlement, settle
-from pairjudge.agents.tiebreak import TieBreakOrdering, decide_tiebreak, judge_tiebreak_ordering
-from pairjudge.agents.validation import AskResult, JudgeCall, ask_validated, check_head_to_head, check_pairwise
+from pairjudge.agents.tiebreak import arithmetic_mismatches, decide_tiebreak, judge_tiebreak_ordering
+from pairjudge.agents.validation import AskResult, ask_validated, check_head_to_head, check_pairwise
 from pairjudge.schemas.audit import AuditSeries
 from pairjudge.schemas.events import (
-    DecidedBy,
     InjectionFlag,
     JudgeInfo,
-    JuryVote,
     Order,
     OrderingResult,
-    PairVerdict,
     ReviewRequest,
     Stage,
-    TieBreakReason,
     TieBreakRequest,
 )
-from pairjudge.schemas.pair import TIE, CandidatePair
+from pairjudge.schemas.pair import CandidatePair
 from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, ToneStyleReply
 from pairjudge.schemas.rubric import HeadToHeadRubric, InlineRubric, PairwiseRubric, RubricRef, ToneStyleRubric
 
 __all__ = [
     "Decision",
-    "DecisionFacts",
-    "EvaluationResult",
-    "Orderings",
     "both_orders",
     "check_pair",
     "gather_in_order",
@@ -73,84 +73,18 @@ __all__ = [
     "resolve_rubric",
     "resolve_tiebreak",
     "scan_for_injection",
+    "snapshot_pair",
 ]
 
 T = TypeVar("T")
 
 _NO_CATALOG: Mapping[str, InlineRubric] = MappingProxyType({})
-_ORDERS: tuple[Order, Order] = ("AB", "BA")
-
-
-@dataclass(frozen=True, slots=True)
-class EvaluationResult:
-    """What the edge records as a ``gen_ai.evaluation.result`` event.
-
-    ``explanation`` is the model's justification for verdicts (output-derived text: record it only when
-    content capture is on) and the routing reason otherwise.
-    """
-
-    name: str
-    score_label: str
-    score_value: float | None
-    explanation: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class DecisionFacts:
-    """What a decision was and how it came about, typed, for telemetry and drift statistics.
-
-    The edge names these as ``pairjudge.*`` span attributes (``streams.telemetry.tracing``). None means "does
-    not apply": a winner only for a verdict, jury counts only for a jury, tie-break facts only there.
-    """
-
-    pair_id: str
-    stage: Stage
-    #: Where the pair goes next: a verdict, a tie-break request or a review request.
-    outcome: OutcomeKind
-    #: Who decides the pair from here: the stage itself for a verdict, "tiebreak" for a tie-break
-    #: request, "human" for a review.
-    decided_by: DecidedBy
-    #: Every judge's two orders were valid and named the same candidate (or both TIE).
-    consistent: bool
-    #: Some judge's two orders were valid, decisive and named different candidates.
-    flip: bool
-    prompt_hash: str
-    rubric_kind: str
-    audit_sample: bool
-    calls: int
-    invalid_replies: int
-    winner: str | None = None
-    confidence: float | None = None
-    #: The tie-break or review reason; None for a verdict.
-    reason: str | None = None
-    #: What the orderings alone led to, when the policy (kappa guard, tie-break switch) overrode it.
-    policy_overrode: OutcomeKind | None = None
-    #: The winner and mean confidence the orderings reached with enough confidence to decide, even
-    #: when the policy overrode the verdict (the kappa guard): the drift audit still compares them.
-    judged_winner: str | None = None
-    judged_confidence: float | None = None
-    #: The confidence a verdict needed (primary stage): the configured threshold, or the series' calibrated one.
-    primary_threshold: float | None = None
-    jury_size: int | None = None
-    jury_abstentions: int | None = None
-    #: Tie-break stage only: why the pair came, whether a forced choice was asked, and how many
-    #: replies' own weighted arithmetic disagreed with the recomputed scores.
-    tiebreak_reason: TieBreakReason | None = None
-    forced_choice: bool | None = None
-    arithmetic_mismatch: int | None = None
-    #: Review "suspected_injection": the detector's rules that matched, and the candidates they matched
-    #: in, each comma-separated (names and ids only, never text: safe in spans without content capture).
-    injection_rules: str | None = None
-    injection_candidates: str | None = None
-    #: The audit sampling (``agents.sampling``): the probability this outcome was drawn with and its
-    #: stratum; "review" with 1.0 for a review, None for a tie-break request, a rule's verdict, or a
-    #: verdict while auditing is off (``audit_share`` 0).
-    inclusion_probability: float | None = None
-    sampling_class: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """What a stage decided about one pair: the event to publish, and everything about how it came about."""
+
     stage: Stage
     outcome: Outcome
     #: Set when the verdict was sampled for audit (reason "audit_sample", audit=True).
@@ -158,11 +92,6 @@ class Decision:
     calls: tuple[JudgeCall, ...]
     facts: DecisionFacts
     evaluation: EvaluationResult | None
-
-
-class Orderings(NamedTuple):
-    ab: OrderingResult
-    ba: OrderingResult
 
 
 # --- input checks -----------------------------------------------------------------------------
@@ -211,6 +140,24 @@ def check_pair(pair: CandidatePair, policy: Policy, catalog: Mapping[str, Inline
     if pair.task.context is not None:
         _check_text("task context", pair.task.context, policy.max_prompt_chars, "context", may_be_empty=True)
     return rubric
+
+
+def snapshot_pair(pair: CandidatePair, rubric: InlineRubric) -> CandidatePair:
+    """``pair`` carrying the inline rubric it was judged against.
+
+    A pair that named a catalog rubric is forwarded to tie-break and review with the rubric itself, so
+    later stages and human reviewers see what the judge saw even if the catalog changes meanwhile.
+    """
+    return pair if pair.rubric == rubric else pair.model_copy(update={"rubric": rubric})
+
+
+def scan_for_injection(pair: CandidatePair) -> tuple[InjectionFlag, ...]:
+    """What ``agents.injection`` finds in each output: text aimed at the judge."""
+    return tuple(
+        InjectionFlag(candidate_id=c.candidate_id, rule=f.rule, excerpt=f.excerpt)
+        for c in pair.candidates
+        for f in detect(c.output)
+    )
 
 
 # --- concurrency ------------------------------------------------------------------------------
@@ -262,7 +209,17 @@ async def _primary_ordering(
         ask = await ask_validated(judge, request, PairwiseReply, check_pairwise(rubric), policy.max_reasks, order=order)
     else:  # pragma: no cover - the union is closed
         raise TypeError(f"unknown rubric {type(rubric).__name__}")
-    return ordering_from_ask(pair, order, ask), ask.calls
+    ordering = build_ordering(
+        pair,
+        order,
+        reply=ask.reply,
+        calls=ask.calls,
+        retries=ask.retries,
+        answered_model=ask.answered_model,
+        error=ask.error,
+        error_kind=ask.error_kind,
+    )
+    return ordering, ask.calls
 
 
 async def _judge_jurors(
@@ -278,7 +235,7 @@ async def _judge_jurors(
     def job(judge: Judge, order: Order) -> Callable[[], Awaitable[tuple[OrderingResult, tuple[JudgeCall, ...]]]]:
         return lambda: _primary_ordering(pair, rubric, order, judge, policy)
 
-    results = await gather_in_order([job(judge, order) for judge in judges for order in _ORDERS])
+    results = await gather_in_order([job(judge, order) for judge in judges for order in ORDERS])
     jurors = []
     for index, judge in enumerate(judges):
         (ab, ab_calls), (ba, ba_calls) = results[2 * index], results[2 * index + 1]
@@ -308,21 +265,21 @@ async def judge_pair(
     needed = required_votes(len(panel), policy.jury_quorum if is_jury else None)
     rubric = check_pair(pair, policy, catalog)
     judged_pair = snapshot_pair(pair, rubric)
+    flags = scan_for_injection(judged_pair) if policy.injection_guard else ()
     prompt_hash = template_hash(rubric.kind)
     info = jury_info(panel, prompt_hash)
     # The series' calibrated threshold, when the audit has published one (never below the configured).
     threshold = policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key)
-    flags = scan_for_injection(judged_pair) if policy.injection_guard else ()
     if flags:
         return _suspected_injection(judged_pair, rubric, flags, info, prompt_hash)
     settled = settle(judged_pair)
     if settled is not None:
         return _settled_decision(judged_pair, rubric, settled, info, prompt_hash)
     jurors = await _judge_jurors(judged_pair, rubric, panel, policy, prompt_hash, threshold)
-    raw = reconcile_jury(jurors, needed, threshold)
-    rec = apply_policy(raw, policy)
     # Agreement is with the majority candidate, even when low confidence keeps it from deciding.
     votes = with_agreement([j.vote for j in jurors], tally([j.vote for j in jurors], needed))
+    raw = reconcile_jury(jurors, needed, threshold)
+    rec = apply_policy(raw, policy)
     orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
     # A jury's verdict is explained by its majority's justifications; one judge's by its own two.
     majority = tuple(o for j in jurors if not j.vote.abstained and j.vote.vote == rec.winner for o in (j.ab, j.ba))
@@ -335,22 +292,17 @@ async def judge_pair(
         judged=majority,
         votes=votes if is_jury else (),
     )
-    sampled, audit = _audit(
-        outcome,
-        judged_pair,
-        "primary",
-        policy,
-        verdict_class(
-            stage="primary",
-            mean_confidence=rec.mean_confidence,
-            threshold=threshold,
-            margin=policy.audit_uncertain_margin,
-            votes=votes if is_jury else (),
-            winner=rec.winner,
-        ),
+    sampling_class = verdict_class(
+        stage="primary",
+        mean_confidence=rec.mean_confidence,
+        threshold=threshold,
+        margin=policy.audit_uncertain_margin,
+        votes=votes if is_jury else (),
+        winner=rec.winner,
     )
+    sampled, copy = audit(outcome, judged_pair, "primary", policy, sampling_class)
     calls = tuple(c for j in jurors for c in j.calls)
-    facts = _facts(
+    facts = decision_facts(
         judged_pair,
         "primary",
         outcome,
@@ -358,7 +310,7 @@ async def judge_pair(
         prompt_hash=prompt_hash,
         rubric_kind=rubric.kind,
         calls=calls,
-        audit=audit is not None,
+        audit=copy is not None,
         sampled=sampled,
         policy_overrode=raw.outcome if rec is not raw else None,
         judged=raw,
@@ -368,19 +320,10 @@ async def judge_pair(
     return Decision(
         stage="primary",
         outcome=outcome,
-        audit_copy=audit,
+        audit_copy=copy,
         calls=calls,
         facts=facts,
-        evaluation=_evaluation(f"pairwise_{rubric.kind}", outcome, orderings, rec.mean_confidence),
-    )
-
-
-def scan_for_injection(pair: CandidatePair) -> tuple[InjectionFlag, ...]:
-    """What ``agents.injection`` finds in each output: text aimed at the judge."""
-    return tuple(
-        InjectionFlag(candidate_id=c.candidate_id, rule=f.rule, excerpt=f.excerpt)
-        for c in pair.candidates
-        for f in detect(c.output)
+        evaluation=evaluation(f"pairwise_{rubric.kind}", outcome, orderings, rec.mean_confidence),
     )
 
 
@@ -393,20 +336,7 @@ def _suspected_injection(
     an empty output is looked at by a person."""
     outcome = review(pair, "suspected_injection", stage="primary", orderings=(), judge=info)
     outcome = outcome.model_copy(update={"injection": flags})
-    facts = _facts(
-        pair,
-        "primary",
-        outcome,
-        None,
-        prompt_hash=prompt_hash,
-        rubric_kind=rubric.kind,
-        calls=(),
-        audit=False,
-        consistent=False,
-        flip=False,
-        injection=flags,
-    )
-    return Decision(stage="primary", outcome=outcome, audit_copy=None, calls=(), facts=facts, evaluation=None)
+    return _unjudged(pair, rubric, outcome, prompt_hash, consistent=False, injection=flags)
 
 
 def _settled_decision(
@@ -414,24 +344,23 @@ def _settled_decision(
 ) -> Decision:
     """The primary stage's decision for a pair settled by rule: a verdict, no judge call, no audit copy
     (it says nothing about the judge, so the drift audit does not count it either)."""
-    tie = settled.winner == TIE
-    outcome = PairVerdict(
-        pair_id=pair.pair_id,
-        winner=settled.winner,
-        winner_role=None if tie else pair.candidate(settled.winner).source.role,
-        loser=None if tie else next(c.candidate_id for c in pair.candidates if c.candidate_id != settled.winner),
-        confidence=1.0,
-        decided_by="rule",
-        consistent=True,
-        orderings=(),
-        justification=settled.explanation,
-        key_differentiators=(settled.rule,),
-        rubric_kind=rubric.kind,
-        judge=info,
-        experiment_id=pair.metadata.experiment_id,
-        traffic=pair.metadata.traffic,
-    )
-    facts = _facts(
+    outcome = settled_verdict(pair, rubric.kind, settled, info)
+    result = EvaluationResult(f"pairwise_{rubric.kind}", outcome.winner_role or "tie", 1.0, settled.explanation)
+    return _unjudged(pair, rubric, outcome, prompt_hash, consistent=True, result=result)
+
+
+def _unjudged(
+    pair: CandidatePair,
+    rubric: InlineRubric,
+    outcome: Outcome,
+    prompt_hash: str,
+    *,
+    consistent: bool,
+    injection: tuple[InjectionFlag, ...] = (),
+    result: EvaluationResult | None = None,
+) -> Decision:
+    """A primary decision made before any judge call: no calls, no flip, no audit copy."""
+    facts = decision_facts(
         pair,
         "primary",
         outcome,
@@ -440,11 +369,11 @@ def _settled_decision(
         rubric_kind=rubric.kind,
         calls=(),
         audit=False,
-        consistent=True,
+        consistent=consistent,
         flip=False,
+        injection=injection,
     )
-    evaluation = EvaluationResult(f"pairwise_{rubric.kind}", outcome.winner_role or "tie", 1.0, settled.explanation)
-    return Decision(stage="primary", outcome=outcome, audit_copy=None, calls=(), facts=facts, evaluation=evaluation)
+    return Decision(stage="primary", outcome=outcome, audit_copy=None, calls=(), facts=facts, evaluation=result)
 
 
 # --- the tie-break stage ----------------------------------------------------------------------
@@ -457,24 +386,24 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
     pair goes straight to review "tiebreak_disabled" without a judge call.
     """
     pair = request.pair
-    prompt_hash = template_hash("tiebreak")
     rubric_kind = pair.rubric.kind
-    if not policy.tiebreak_enabled:
+    switched_off = None if policy.tiebreak_enabled else overriding_reason(policy, "tiebreak")
+    if switched_off is not None:
         # Same precedence as the primary stage: a tripped kappa guard names the reason first.
         outcome: Outcome = review(
             pair,
-            "kappa_guard" if policy.kappa_guard_tripped else "tiebreak_disabled",
+            switched_off,
             stage="tiebreak",
             orderings=request.primary,
             judge=request.primary_judge,
             trace_id=request.trace_id,
         )
-        facts = _facts(
+        facts = decision_facts(
             pair,
             "tiebreak",
             outcome,
             None,
-            prompt_hash=prompt_hash,
+            prompt_hash=template_hash("tiebreak"),
             rubric_kind=rubric_kind,
             calls=(),
             audit=False,
@@ -484,10 +413,13 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
 
     weights = pair.tiebreak or policy.default_tiebreak
     ab, ba = await both_orders(lambda order: judge_tiebreak_ordering(pair, weights, order, judge, policy))
-    outcome = decide_tiebreak(request, ab, ba, policy, judge_info(judge, prompt_hash))
+    prompt_hash = template_hash("tiebreak")
+    info = judge_info(judge, prompt_hash)
+    mismatches = arithmetic_mismatches(ab, ba)
+    outcome = decide_tiebreak(request, ab, ba, policy, info)
     calls = ab.calls + ba.calls
     # A verdict of the tie-break stage is uncertain by construction: the primary could not decide.
-    sampled, audit = _audit(outcome, pair, "tiebreak", policy, "uncertain")
+    sampled, copy = audit(outcome, pair, "tiebreak", policy, "uncertain")
     both_valid = ab.result.valid and ba.result.valid
     winners = (ab.result.mapped_winner, ba.result.mapped_winner)
     mean = (
@@ -495,7 +427,7 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
         if ab.result.confidence is not None and ba.result.confidence is not None
         else None
     )
-    facts = _facts(
+    facts = decision_facts(
         pair,
         "tiebreak",
         outcome,
@@ -503,134 +435,19 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
         prompt_hash=prompt_hash,
         rubric_kind=rubric_kind,
         calls=calls,
-        audit=audit is not None,
+        audit=copy is not None,
         sampled=sampled,
         consistent=both_valid and winners[0] == winners[1],
         flip=both_valid and winners[0] != winners[1],
         tiebreak_reason=request.reason,
         forced_choice=ab.result.forced_choice or ba.result.forced_choice,
-        arithmetic_mismatch=_mismatches(ab, ba),
+        arithmetic_mismatch=mismatches,
     )
     return Decision(
         stage="tiebreak",
         outcome=outcome,
-        audit_copy=audit,
+        audit_copy=copy,
         calls=calls,
         facts=facts,
-        evaluation=_evaluation("pairwise_tiebreak", outcome, (ab.result, ba.result), mean),
+        evaluation=evaluation("pairwise_tiebreak", outcome, (ab.result, ba.result), mean),
     )
-
-
-def _audit(
-    outcome: Outcome, pair: CandidatePair, stage: Stage, policy: Policy, sampling_class: VerdictClass
-) -> tuple[AuditDraw | None, ReviewRequest | None]:
-    """A judge verdict's audit draw and, when drawn, its review copy; (None, None) for anything else."""
-    if not isinstance(outcome, PairVerdict):
-        return None, None
-    sampled = draw(pair.pair_id, policy, sampling_class)
-    copy = audit_copy(
-        outcome,
-        pair,
-        stage,
-        sampled.inclusion_probability,
-        policy.audit_seed,
-        reviews_wanted=sampled.reviews_wanted,
-    )
-    return sampled, copy
-
-
-def _mismatches(*orderings: TieBreakOrdering) -> int:
-    return sum(1 for o in orderings if o.assessment is not None and o.assessment.arithmetic_mismatch)
-
-
-# --- facts ------------------------------------------------------------------------------------
-
-
-def outcome_kind(outcome: Outcome) -> OutcomeKind:
-    if isinstance(outcome, PairVerdict):
-        return "verdict"
-    if isinstance(outcome, TieBreakRequest):
-        return "tiebreak"
-    return "review"
-
-
-def _facts(
-    pair: CandidatePair,
-    stage: Stage,
-    outcome: Outcome,
-    rec: Reconciliation | None,
-    *,
-    prompt_hash: str,
-    rubric_kind: str,
-    calls: Sequence[JudgeCall],
-    audit: bool,
-    sampled: AuditDraw | None = None,
-    consistent: bool | None = None,
-    flip: bool | None = None,
-    policy_overrode: OutcomeKind | None = None,
-    judged: Reconciliation | None = None,
-    primary_threshold: float | None = None,
-    jury: Sequence[JuryVote] | None = None,
-    tiebreak_reason: TieBreakReason | None = None,
-    forced_choice: bool | None = None,
-    arithmetic_mismatch: int | None = None,
-    injection: Sequence[InjectionFlag] = (),
-) -> DecisionFacts:
-    """The decision's facts; ``consistent``/``flip`` come from ``rec`` unless given; ``judged`` is what
-    the orderings reached before the policy was applied (the primary stage); ``sampled`` is a judge
-    verdict's audit draw."""
-    decided_by: DecidedBy
-    reason: str | None
-    probability: float | None = None
-    sampling_class: str | None = None
-    if isinstance(outcome, ReviewRequest):
-        # Every escalated pair gets a human label: it is in the human sample for certain.
-        probability, sampling_class = 1.0, REVIEW
-    elif isinstance(outcome, PairVerdict) and sampled is not None and sampled.inclusion_probability is not None:
-        probability, sampling_class = sampled.inclusion_probability, sampled.sampling_class
-    if isinstance(outcome, PairVerdict):
-        decided_by, winner, confidence, reason = outcome.decided_by, outcome.winner, outcome.confidence, None
-    elif isinstance(outcome, TieBreakRequest):
-        decided_by, winner, confidence, reason = "tiebreak", None, None, outcome.reason
-    else:
-        decided_by, winner, confidence, reason = "human", None, None, outcome.reason
-    return DecisionFacts(
-        pair_id=pair.pair_id,
-        stage=stage,
-        outcome=outcome_kind(outcome),
-        decided_by=decided_by,
-        consistent=consistent if consistent is not None else (rec is not None and rec.consistent),
-        flip=flip if flip is not None else (rec is not None and rec.flip),
-        prompt_hash=prompt_hash,
-        rubric_kind=rubric_kind,
-        audit_sample=audit,
-        calls=len(calls),
-        invalid_replies=sum(1 for c in calls if not c.valid),
-        winner=winner,
-        confidence=confidence,
-        reason=reason,
-        policy_overrode=policy_overrode,
-        judged_winner=judged.winner if judged is not None and judged.outcome == "verdict" else winner,
-        judged_confidence=judged.mean_confidence if judged is not None and judged.outcome == "verdict" else confidence,
-        primary_threshold=primary_threshold,
-        jury_size=len(jury) if jury is not None else None,
-        jury_abstentions=sum(1 for v in jury if v.abstained) if jury is not None else None,
-        tiebreak_reason=tiebreak_reason,
-        forced_choice=forced_choice,
-        arithmetic_mismatch=arithmetic_mismatch,
-        injection_rules=",".join(sorted({f.rule for f in injection})) or None,
-        injection_candidates=",".join(sorted({f.candidate_id for f in injection})) or None,
-        inclusion_probability=probability,
-        sampling_class=sampling_class,
-    )
-
-
-def _evaluation(
-    name: str, outcome: Outcome, judged: Sequence[OrderingResult], mean_confidence: float | None
-) -> EvaluationResult | None:
-    """The ``gen_ai.evaluation.result`` facts; None when no ordering produced a valid reply."""
-    if not any(r.valid for r in judged):
-        return None
-    if isinstance(outcome, PairVerdict):
-        return EvaluationResult(name, outcome.winner_role or "tie", outcome.confidence, outcome.justification)
-    return EvaluationResult(name, outcome_kind(outcome), mean_confidence, outcome.reason)

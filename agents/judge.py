@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pairjudge.schemas import JudgeInfo
+from pairjudge.schemas.events import ErrorKind
 
 TemplateKind = Literal["tone_style", "head_to_head", "pairwise", "tiebreak"]
 
@@ -57,6 +58,32 @@ class JudgeResponse:
     #: True when the reply was served from a response cache (or shared with an identical call in
     #: flight) instead of a fresh judge call.
     cached: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeCall:
+    """The core's record of one call to a judge, for the orderings' sums and telemetry at the edge."""
+
+    stage: Literal["primary", "tiebreak"]
+    order: Literal["AB", "BA"]
+    attempt: int
+    forced_choice: bool
+    latency_s: float
+    input_tokens: int | None
+    output_tokens: int | None
+    requested_model: str
+    answered_model: str | None
+    valid: bool
+    #: Why the call gave no accepted reply (readable), and its kind; both None for an accepted reply.
+    error: str | None
+    error_kind: ErrorKind | None
+    #: US dollars, when a pricing wrapper knew the price; 0.0 for a cache hit; None when unknown.
+    cost_usd: float | None = None
+    #: Served from the response cache (or shared with an identical call in flight).
+    cached: bool = False
+    #: The HTTP status the judge answered a failed call with (``JudgeError.status``: 401, 400, ...);
+    #: None for an accepted reply, an invalid one, or a failure without an answer.
+    status: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

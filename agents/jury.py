@@ -2,7 +2,7 @@
 
 Every juror judges AB and BA exactly like a single judge (same prompts, validation, re-asks), and all
 jurors x both orders run concurrently in one task group. Each juror's two orderings are reconciled
-with :func:`agents.reconcile.reconcile`, which turns them into one vote or one recorded abstention:
+with :func:`agents.truth_table.reconcile`, which turns them into one vote or one recorded abstention:
 
 - both orders name the same candidate (confident or not)   -> a vote for that candidate
 - the orders name different candidates (a flip)            -> abstains "position_inconsistent"
@@ -42,9 +42,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pairjudge.agents.judge import Judge, judge_info
-from pairjudge.agents.reconcile import Reconciliation, at_least, failure_reason, reconcile
-from pairjudge.agents.validation import JudgeCall
+from pairjudge.agents.judge import Judge, JudgeCall, judge_info
+from pairjudge.agents.truth_table import Reconciliation, at_least, failure_reason, reconcile
 from pairjudge.schemas.events import AbstainReason, JudgeInfo, JuryVote, OrderingResult, ReviewReason, TieBreakReason
 from pairjudge.schemas.pair import TIE
 from pairjudge.schemas.replies import Position
@@ -184,21 +183,22 @@ def reconcile_jury(jurors: Sequence[Juror], needed: int, threshold: float) -> Re
     votes = [j.vote for j in jurors]
     consistent = all(j.rec.consistent for j in jurors)
     flip = any(j.rec.flip for j in jurors)
+    # The tally first, then the rules over it: the truth table's precedence of failures and its threshold.
+    winner = tally(votes, needed)
+    # The winner's voters' mean confidence; without a winner, every juror's that has one.
+    mean = _mean([v.confidence for v in votes if winner is None or (not v.abstained and v.vote == winner)])
     failed = failure_reason(o.error_kind for j in jurors for o in (j.ab, j.ba) if not o.valid)
     if failed == "judge_rejected":
         return Reconciliation("review", failed, None, None, consistent=False, flip=flip)
     if all(v.abstain_reason == "invalid" for v in votes):
         reason: ReviewReason = failed or "ordering_invalid"
         return Reconciliation("review", reason, None, None, consistent=False, flip=False)
-    winner = tally(votes, needed)
     if winner is not None:
-        mean = _mean([v.confidence for v in votes if not v.abstained and v.vote == winner])
         if mean is None:  # pragma: no cover - a vote always comes from two valid orderings
             raise ValueError("majority voters must carry a confidence")
         if at_least(mean, threshold):
             return Reconciliation("verdict", None, winner, mean, consistent=consistent, flip=flip)
         return Reconciliation("tiebreak", "low_confidence", None, mean, consistent=consistent, flip=flip)
-    mean = _mean([v.confidence for v in votes])
     return Reconciliation("tiebreak", _no_quorum_reason(votes), None, mean, consistent=consistent, flip=flip)
 
 

@@ -2,28 +2,26 @@
 
 ``rejected_detail`` serves the edge's rule for refusals: a decision whose outcome is a review for
 "judge_rejected" (a judge answered a request with a 4xx such as a bad key or a prompt over its context
-length; see :func:`agents.reconcile.failure_reason`) is not something a reviewer can fix, so the edge
+length; see :func:`agents.truth_table.failure_reason`) is not something a reviewer can fix, so the edge
 dead-letters the pair and raises an ``Alert`` instead of asking a human. This module gives it the text
 for both, from what the orderings already recorded (``OrderingResult.error_kind`` and ``error``,
 written by :func:`agents.validation.ask_validated` from the judge's exception, whose message the HTTP
-judges have already scrubbed of credentials).
+judges have already scrubbed of credentials), and the HTTP status as the judge raised it
+(``JudgeError.status``, kept in the decision's ``JudgeCall.status``): nothing is read back out of text.
 
 Pure: no I/O, only the contracts.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
+from pairjudge.agents.builders import Outcome
 from pairjudge.agents.core import Decision
-from pairjudge.agents.reconcile import Outcome
 from pairjudge.schemas.events import OrderingResult, ReviewRequest
 
 __all__ = ["is_judge_rejected", "rejected_detail", "rejected_orderings", "rejected_status"]
 
-#: How the HTTP judges put the status in a rejection's message (``... rejected the request: HTTP 401: ...``).
-_STATUS: Final = re.compile(r"\bHTTP (\d{3})\b")
 #: Distinct details kept in one ``rejected_detail``: a jury of many jurors refused alike says it once.
 _MAX_DETAILS: Final = 4
 
@@ -71,13 +69,16 @@ def rejected_detail(decision: Decision | Outcome) -> str | None:
 
 
 def rejected_status(decision: Decision | Outcome) -> int | None:
-    """The HTTP status of the first refusal that names one (401, 403, 400, ...); None if none does.
+    """The HTTP status of the first refused call that had one (401, 403, 400, ...); None if none did.
 
     Lets the edge tell an authentication failure (401/403: every pair will fail alike) from a refusal
-    of this pair's request (400: e.g. a prompt over the judge's context length).
+    of this pair's request (400: e.g. a prompt over the judge's context length). The status is the
+    judge's own (``JudgeError.status``), carried by the decision's calls in the outcome's order; an
+    outcome event on its own records only the text, so for one the answer is None.
     """
-    for ordering in rejected_orderings(decision):
-        match = _STATUS.search(ordering.error or "")
-        if match:
-            return int(match.group(1))
+    if not isinstance(decision, Decision) or not is_judge_rejected(decision):
+        return None
+    for call in decision.calls:
+        if call.error_kind == "judge_rejected" and call.status is not None:
+            return call.status
     return None

@@ -35,6 +35,11 @@ What the judge sees, and why:
 
 The prompt depends only on :class:`PromptSlots` (plus the kind), and ``agents.prompt_reader`` reads
 the slots back out of it: the offline judge scores what the prompt shows, like any other judge.
+
+Over 500 lines on purpose: the four renderers, the fixed texts they insert (``FILLINGS``) and
+:func:`template_hash` stay in one module, because the hash must cover every text a renderer can add
+and ``agents.prompt_reader`` inverts exactly these renderers. Split apart, a filling added in one
+module could go unhashed in the other, and a judge could be told something no drift series records.
 """
 
 from __future__ import annotations
@@ -52,11 +57,12 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from pairjudge.agents.judge import ChatMessage, JudgeRequest, TemplateKind
+from pairjudge.agents.orderings import shown
 from pairjudge.agents.untrusted import neutralise as neutralise  # re-exported: tests and callers escape with it
 from pairjudge.agents.untrusted import restore as restore  # re-exported: the reader's inverse of neutralise
 from pairjudge.agents.untrusted import strip_hidden
 from pairjudge.schemas.events import Order
-from pairjudge.schemas.pair import Candidate, CandidatePair
+from pairjudge.schemas.pair import CandidatePair
 from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply, ToneStyleReply
 from pairjudge.schemas.rubric import (
     HeadToHeadRubric,
@@ -217,19 +223,14 @@ def _substitute(template: str, replacements: Mapping[str, str]) -> str:
 # --- positions --------------------------------------------------------------------------------
 
 
-def shown(pair: CandidatePair, order: Order) -> tuple[Candidate, Candidate]:
-    """The candidates in the positions shown: AB puts ``candidates[0]`` at A, BA puts ``candidates[1]`` at A."""
-    first, second = pair.candidates
-    return (first, second) if order == "AB" else (second, first)
-
-
 def slots_for(
     pair: CandidatePair,
     order: Order,
     rubric: InlineRubric | None,
     tiebreak: TieBreakWeights | None = None,
 ) -> PromptSlots:
-    """What the judge may see of ``pair`` in ``order``: texts and rubric only, no metadata."""
+    """What the judge may see of ``pair`` in ``order`` (placed by ``agents.orderings.shown``): texts and
+    rubric only, no metadata."""
     a, b = shown(pair, order)
     return PromptSlots(
         output_a=a.output,

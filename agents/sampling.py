@@ -41,6 +41,9 @@ Why it is built this way:
   policy, on every worker.
 
 Pure: no I/O, no clocks. The edge measures the verdict rates and sets ``Policy.audit_scale``.
+
+A drawn verdict's review copy (:func:`audit_copy`, reason "audit_sample") is built here too, where it
+is drawn: :func:`audit` is the whole step for a stage's outcome.
 """
 
 from __future__ import annotations
@@ -51,8 +54,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from pairjudge.agents.builders import Outcome
 from pairjudge.agents.policy import Policy
-from pairjudge.schemas.events import JuryVote, Stage
+from pairjudge.schemas.events import JuryVote, PairVerdict, ReviewRequest, Stage
+from pairjudge.schemas.pair import CandidatePair
 
 __all__ = [
     "CONFIDENT",
@@ -61,6 +66,8 @@ __all__ = [
     "AuditDraw",
     "SamplingClass",
     "VerdictClass",
+    "audit",
+    "audit_copy",
     "audit_fraction",
     "budget_scale",
     "class_share",
@@ -79,7 +86,7 @@ UNCERTAIN: Final = "uncertain"
 REVIEW: Final = "review"
 #: Mixed into the seed for the second-reviewer hash, so it is independent of the draw itself.
 _DOUBLE_SALT = "\x1fdouble"
-#: The float tolerance of ``agents.reconcile.at_least``: a mean exactly at threshold + margin is confident.
+#: The float tolerance of ``agents.truth_table.at_least``: a mean exactly at threshold + margin is confident.
 _TOLERANCE = 1e-9
 
 
@@ -166,6 +173,57 @@ def draw(pair_id: str, policy: Policy, sampling_class: VerdictClass) -> AuditDra
     taken = drawn(pair_id, probability, policy.audit_seed)
     wanted = reviews_wanted(pair_id, policy.audit_seed, policy.audit_double_share) if taken else 1
     return AuditDraw(sampling_class, probability, taken, wanted)
+
+
+# --- the audit copy ---------------------------------------------------------------------------
+
+
+def audit_copy(
+    outcome: Outcome,
+    pair: CandidatePair,
+    stage: Stage,
+    probability: float | None,
+    seed: str = "",
+    *,
+    reviews_wanted: int = 1,
+) -> ReviewRequest | None:
+    """A review copy of an automatic verdict when the pair falls in the audit sample drawn with
+    ``probability`` (None or 0 draws nothing); otherwise None.
+
+    ``reviews_wanted`` is 2 for a copy that also goes to a second, independent reviewer.
+    """
+    if not isinstance(outcome, PairVerdict) or not drawn(pair.pair_id, probability, seed):
+        return None
+    return ReviewRequest(
+        pair_id=pair.pair_id,
+        reason="audit_sample",
+        stage=stage,
+        pair=pair,
+        orderings=outcome.orderings,
+        last_justification=outcome.justification,
+        audit=True,
+        judge=outcome.judge,
+        trace_id=outcome.trace_id,
+        reviews_wanted=reviews_wanted,
+    )
+
+
+def audit(
+    outcome: Outcome, pair: CandidatePair, stage: Stage, policy: Policy, sampling_class: VerdictClass
+) -> tuple[AuditDraw | None, ReviewRequest | None]:
+    """A judge verdict's audit draw and, when drawn, its review copy; (None, None) for anything else."""
+    if not isinstance(outcome, PairVerdict):
+        return None, None
+    sampled = draw(pair.pair_id, policy, sampling_class)
+    copy = audit_copy(
+        outcome,
+        pair,
+        stage,
+        sampled.inclusion_probability,
+        policy.audit_seed,
+        reviews_wanted=sampled.reviews_wanted,
+    )
+    return sampled, copy
 
 
 # --- the label budget -------------------------------------------------------------------------

@@ -18,7 +18,10 @@ an unresolved ordering ->
 found nothing to decide on (a valid reply still below the confidence threshold after the forced-choice
 re-ask, or a judge that escalated on unequal scores), else "tiebreak_invalid" (a winner that contradicts
 its own scores); the orders choosing different candidates -> "tiebreak_disagreement"; otherwise a verdict with
-``decided_by="tiebreak"`` (or, with the kappa guard tripped, review "kappa_guard").
+``decided_by="tiebreak"`` (or, with the kappa guard tripped, review "kappa_guard": ``agents.policy_overlay``).
+
+The scores are worked out by position, as the judge gave them; ``agents.orderings`` maps them back to
+candidate ids with the rest of the reply.
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from pairjudge.agents.judge import Judge
+from pairjudge.agents.builders import Outcome, review, verdict
+from pairjudge.agents.judge import Judge, JudgeCall
+from pairjudge.agents.orderings import build_ordering
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.prompts import forced_choice, render_tiebreak, shown
-from pairjudge.agents.reconcile import Outcome, build_ordering, failure_reason, review, verdict
-from pairjudge.agents.validation import AskResult, JudgeCall, ask_validated, check_tiebreak
+from pairjudge.agents.policy_overlay import overriding_reason
+from pairjudge.agents.prompts import forced_choice, render_tiebreak
+from pairjudge.agents.truth_table import failure_reason
+from pairjudge.agents.validation import AskResult, ask_validated, check_tiebreak
 from pairjudge.schemas.events import ErrorKind, JudgeInfo, Order, OrderingResult, TieBreakRequest
 from pairjudge.schemas.pair import CandidatePair
 from pairjudge.schemas.replies import Position, TieBreakReply
@@ -134,20 +140,18 @@ def _ordering(
     forced: bool,
 ) -> TieBreakOrdering:
     """The ordering for the last ask's reply: invalid without one, unresolved while it has problems."""
-    a, b = shown(pair, order)
     reply = ask.reply
-    scores: dict[str, float] | None = None
-    extra: dict[str, dict[str, float]] = {}
+    extra: dict[str, tuple[float, float]] = {}
     differentiators: list[str] = []
     status: Literal["resolved", "unresolved", "invalid"]
     error_kind: ErrorKind | None
     if reply is None or assessment is None:
         status, error, error_kind = "invalid", ask.error, ask.error_kind
     else:
-        scores = {a.candidate_id: assessment.score_a, b.candidate_id: assessment.score_b}
+        # By position, (A, B): build_ordering keys them by candidate id like the reply's own scores.
         extra = {
-            RECOMPUTED_KEY: scores,
-            JUDGE_KEY: {a.candidate_id: reply.weighted_score_a, b.candidate_id: reply.weighted_score_b},
+            RECOMPUTED_KEY: (assessment.score_a, assessment.score_b),
+            JUDGE_KEY: (reply.weighted_score_a, reply.weighted_score_b),
         }
         # Which dimensions broke the tie (seed 002 asks for this in the audit trail): the criteria
         # the chosen output won, heaviest first.
@@ -175,6 +179,7 @@ def _ordering(
         extra_scores=extra,
         extra_differentiators=differentiators,
     )
+    scores = dict(result.dimension_scores[RECOMPUTED_KEY]) if extra else None
     return TieBreakOrdering(result, calls, status, error_kind, assessment, scores)
 
 
@@ -247,6 +252,7 @@ def decide_tiebreak(
             "tiebreak_equal_scores",
             "tiebreak_disagreement",
             "kappa_guard",
+            "tiebreak_disabled",
         ],
     ) -> Outcome:
         return review(pair, reason, stage="tiebreak", orderings=orderings, judge=judge, trace_id=request.trace_id)
@@ -265,8 +271,6 @@ def decide_tiebreak(
         return to_review("tiebreak_invalid")
     if ab.result.mapped_winner != ba.result.mapped_winner:
         return to_review("tiebreak_disagreement")
-    if policy.kappa_guard_tripped:
-        return to_review("kappa_guard")
     winner = ab.result.mapped_winner
     if winner is None or ab.result.confidence is None or ba.result.confidence is None:
         raise ValueError("resolved tie-break orderings must carry a winner and a confidence")
@@ -279,6 +283,11 @@ def decide_tiebreak(
                 f" recomputed scores (A {o.assessment.score_a:g}, B {o.assessment.score_b:g});"
                 " the recomputed scores were used."
             )
+    weighted = _mean_scores(ab, ba)
+    # The would-be verdict is complete; the policy has the last word (the kappa guard).
+    paused = overriding_reason(policy, "verdict")
+    if paused is not None:
+        return to_review(paused)
     return verdict(
         pair,
         winner,
@@ -289,10 +298,15 @@ def decide_tiebreak(
         rubric_kind=pair.rubric.kind,
         judge=judge,
         tiebreak_reason=request.reason,
-        weighted_scores=_mean_scores(ab, ba),
+        weighted_scores=weighted,
         justification_note="\n".join(notes),
         trace_id=request.trace_id,
     )
+
+
+def arithmetic_mismatches(*orderings: TieBreakOrdering) -> int:
+    """How many of ``orderings`` had a reply whose own weighted scores differ from the recomputed ones."""
+    return sum(1 for o in orderings if o.assessment is not None and o.assessment.arithmetic_mismatch)
 
 
 def _judge_scores(o: TieBreakOrdering) -> tuple[float, float]:

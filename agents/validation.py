@@ -15,12 +15,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
-from pairjudge.agents.errors import InvalidReply, JudgeError, JudgeRejected
+from pairjudge.agents.errors import InvalidReply, JudgeError
 from pairjudge.agents.judge import Judge, JudgeRequest, JudgeResponse
+from pairjudge.agents.judge import JudgeCall as JudgeCall  # re-exported: agents.audit imports it from here
 from pairjudge.agents.prompts import reask
 from pairjudge.schemas.events import ErrorKind, Order, Stage
 from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply
@@ -31,29 +32,6 @@ R = TypeVar("R", bound=Reply)
 
 _MAX_ERRORS_LISTED = 10
 _MAX_DETAIL = 500  # characters of a judge exception's message kept in errors and telemetry
-
-
-@dataclass(frozen=True, slots=True)
-class JudgeCall:
-    """One judge call, for telemetry spans/metrics at the edge."""
-
-    stage: Literal["primary", "tiebreak"]
-    order: Literal["AB", "BA"]
-    attempt: int
-    forced_choice: bool
-    latency_s: float
-    input_tokens: int | None
-    output_tokens: int | None
-    requested_model: str
-    answered_model: str | None
-    valid: bool
-    #: Why the call gave no accepted reply (readable), and its kind; both None for an accepted reply.
-    error: str | None
-    error_kind: ErrorKind | None
-    #: US dollars, when a pricing wrapper knew the price; 0.0 for a cache hit; None when unknown.
-    cost_usd: float | None = None
-    #: Served from the response cache (or shared with an identical call in flight).
-    cached: bool = False
 
 
 # --- parsing ----------------------------------------------------------------------------------
@@ -194,9 +172,13 @@ class AskResult(Generic[R]):
 
 
 def _error_kind(exc: JudgeError) -> ErrorKind:
-    if isinstance(exc, JudgeRejected):
-        return "judge_rejected"
-    return "judge_unavailable"  # JudgeUnavailable, and any other judge failure that is not a reply
+    """How a judge failure that is not about the reply is recorded, by its ``retriable`` flag.
+
+    Retry or escalate is decided here, once: "judge_unavailable" (retriable: the judge was down, so the
+    edge judges the pair again later) or "judge_rejected" (not retriable: a refusal no retry fixes, so
+    the edge dead-letters the pair and raises an alert). Everything downstream reads the kind.
+    """
+    return "judge_unavailable" if exc.retriable else "judge_rejected"
 
 
 async def ask_validated(
@@ -211,7 +193,9 @@ async def ask_validated(
     """Ask, validate, and re-ask up to ``max_reasks`` times with the validation error appended.
 
     ``JudgeUnavailable``/``JudgeRejected`` end the ask at once: transport retries are the HTTP judge's
-    job, and asking a broken judge again with an error about its *reply* would be meaningless.
+    job, and asking a broken judge again with an error about its *reply* would be meaningless. Their
+    ``retriable`` flag gives the ordering's error kind (:func:`_error_kind`) and their HTTP ``status``
+    travels on in the recorded call (``JudgeCall.status``), never inside the text.
     ``order`` only labels the recorded calls.
     """
     stage: Stage = "tiebreak" if request.template == "tiebreak" else "primary"
@@ -226,6 +210,7 @@ async def ask_validated(
         response: JudgeResponse | None,
         kind: ErrorKind | None = None,
         error: str | None = None,
+        status: int | None = None,
     ) -> None:
         # Prefer the judge's own latency (it excludes our scheduling); fall back to wall time.
         reported = response.latency_s if response is not None else 0.0
@@ -245,6 +230,7 @@ async def ask_validated(
                 error_kind=kind,
                 cost_usd=response.cost_usd if response is not None else None,
                 cached=response.cached if response is not None else False,
+                status=status,
             )
         )
 
@@ -261,7 +247,7 @@ async def ask_validated(
         except JudgeError as exc:
             kind = _error_kind(exc)
             detail = _clip(str(exc) or type(exc).__name__, _MAX_DETAIL)
-            record(current, started, None, kind, detail)
+            record(current, started, None, kind, detail, exc.status)
             return AskResult(None, last_text, detail, kind, k, tuple(calls), answered)
         answered = response.model
         last_text = response.text

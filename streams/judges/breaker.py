@@ -33,8 +33,10 @@ What counts as an outage: only ``JudgeUnavailable`` (transport failures, timeout
 adapter's own retries). A ``JudgeRejected`` (auth, bad request) or an ``InvalidReply`` means the
 endpoint *answered*: it is up, and opening the breaker would not fix a wrong key or a bad prompt, only
 hide it behind "circuit open". So they count as answers: they end a run of outages and close a
-half-open breaker. A call cancelled (or failing with a non-judge error) counts as neither; a cancelled
-probe frees the probe slot for the next call.
+half-open breaker. (The breaker asks whether the endpoint answered, not whether asking again can
+help, which is ``retriable``: an invalid reply is retriable, by a re-ask, and still an answer.) A call
+cancelled (or failing with a non-judge error) counts as neither; a cancelled probe frees the probe slot
+for the next call.
 
 Outcomes of calls (and checks) admitted before the breaker last changed state are ignored: a slow call
 that fails after the breaker already opened does not lengthen the cooldown, and one that fails after it

@@ -463,9 +463,10 @@ class RequestRefused(JudgeRejected):
     A ``JudgeRejected``, so a caller that does not handle it fails as for any rejection.
     """
 
+    status: int
+
     def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
 
 
 #: Statuses that say the credentials were refused: a missing, wrong, revoked or under-privileged key.
@@ -479,9 +480,10 @@ class JudgeAuthError(JudgeRejected):
     the judge (model and host) and carries a scrubbed excerpt of the server's answer, never the key.
     """
 
+    status: int
+
     def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -706,7 +708,10 @@ class JSONEndpoint:
                 reason += (
                     f", asked to retry after {last.retry_after:.0f} s (limit {self._policy.max_retry_after:.0f} s)"
                 )
-            raise JudgeUnavailable(f"judge {self._label} unavailable after {attempts} attempt(s): {reason}") from None
+            raise JudgeUnavailable(
+                f"judge {self._label} unavailable after {attempts} attempt(s): {reason}",
+                status=last.status if isinstance(last, RetriableHTTPError) else None,
+            ) from None
         assert result is not None  # the loop only ends without raising after a successful attempt
         return result, attempts
 
@@ -768,7 +773,7 @@ class JSONEndpoint:
             message = f"judge {self._label} rejected the request: HTTP {status}: {detail or '(empty body)'}"
             if status in AUTH_STATUSES:
                 raise JudgeAuthError(message, status=status)
-            raise JudgeRejected(message)
+            raise JudgeRejected(message, status=status)
 
     @staticmethod
     def _is_refusal(refused: RefusalCheck, status: int, head: bytes) -> bool:

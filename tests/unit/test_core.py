@@ -12,7 +12,6 @@ import pytest
 
 from pairjudge.agents import validation as agent_validation
 from pairjudge.agents.core import (
-    DecisionFacts,
     both_orders,
     check_pair,
     gather_in_order,
@@ -21,10 +20,11 @@ from pairjudge.agents.core import (
     resolve_tiebreak,
 )
 from pairjudge.agents.errors import InputRejected, JudgeRejected, JudgeUnavailable
+from pairjudge.agents.facts import DecisionFacts
 from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import template_hash
-from pairjudge.agents.reconcile import audit_fraction
+from pairjudge.agents.sampling import audit_fraction
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import CandidatePair, ControlUpdate, PairVerdict, ReviewRequest, RubricRef, Task, TieBreakRequest
 from tests.unit.factories import (

@@ -13,8 +13,8 @@ import pytest
 from pairjudge.agents.core import judge_pair, resolve_tiebreak
 from pairjudge.agents.errors import JudgeUnavailable
 from pairjudge.agents.judge import JudgeRequest, JudgeResponse
+from pairjudge.agents.orderings import cost_sum
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.reconcile import cost_sum
 from pairjudge.agents.scripted import Answer, ScriptedJudge
 from pairjudge.schemas import CandidatePair, PairVerdict, ReviewRequest, TieBreakRequest
 from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair, tiebreak_reply, tone_reply

@@ -11,13 +11,13 @@ from __future__ import annotations
 import pytest
 
 from pairjudge.agents.core import Decision, judge_pair, resolve_tiebreak
-from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
+from pairjudge.agents.errors import JudgeError, JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import judge_info
 from pairjudge.agents.outcomes import is_judge_rejected, rejected_detail, rejected_orderings, rejected_status
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
-from pairjudge.agents.reconcile import failure_reason
 from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.agents.truth_table import failure_reason
 from pairjudge.agents.validation import ask_validated
 from pairjudge.schemas import OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.replies import ToneStyleReply
@@ -49,7 +49,7 @@ def _consistent_tone() -> tuple[str, str]:
 
 async def test_a_rejected_ordering_is_judge_rejected_and_not_reasked() -> None:
     pair = make_pair()
-    judge = ScriptedJudge(per_order(pair, JudgeRejected(KEY_401), tone_reply("B")))
+    judge = ScriptedJudge(per_order(pair, JudgeRejected(KEY_401, status=401), tone_reply("B")))
     decision = await judge_pair(pair, judge, Policy(max_reasks=5))
     out = decision.outcome
     assert isinstance(out, ReviewRequest)
@@ -67,9 +67,9 @@ async def test_a_rejected_ordering_is_judge_rejected_and_not_reasked() -> None:
 @pytest.mark.parametrize(
     ("ab", "ba", "reason"),
     [
-        (JudgeRejected(KEY_401), JudgeUnavailable("HTTP 503 after 4 attempts"), "judge_rejected"),
-        (JudgeUnavailable("HTTP 503 after 4 attempts"), JudgeRejected(KEY_401), "judge_rejected"),
-        (JudgeRejected(KEY_401), BAD, "judge_rejected"),
+        (JudgeRejected(KEY_401, status=401), JudgeUnavailable("HTTP 503 after 4 attempts"), "judge_rejected"),
+        (JudgeUnavailable("HTTP 503 after 4 attempts"), JudgeRejected(KEY_401, status=401), "judge_rejected"),
+        (JudgeRejected(KEY_401, status=401), BAD, "judge_rejected"),
         (JudgeUnavailable("connect refused"), BAD, "judge_unavailable"),
         (BAD, BAD, "ordering_invalid"),
     ],
@@ -87,7 +87,7 @@ async def test_precedence_rejected_over_unavailable_over_invalid(
 async def test_a_refused_reask_is_judge_rejected() -> None:
     # The first reply is invalid; the re-ask (longer: it carries the error) is over the context length.
     pair = make_pair()
-    judge = ScriptedJudge(per_order(pair, [BAD, JudgeRejected(CONTEXT_400)], tone_reply("B")))
+    judge = ScriptedJudge(per_order(pair, [BAD, JudgeRejected(CONTEXT_400, status=400)], tone_reply("B")))
     decision = await judge_pair(pair, judge, Policy(max_reasks=2))
     out = decision.outcome
     assert isinstance(out, ReviewRequest)
@@ -100,7 +100,7 @@ async def test_a_refused_reask_is_judge_rejected() -> None:
 
 async def test_the_kappa_guard_does_not_hide_a_rejection() -> None:
     pair = make_pair()
-    judge = ScriptedJudge(per_order(pair, tone_reply("A"), JudgeRejected(KEY_401)))
+    judge = ScriptedJudge(per_order(pair, tone_reply("A"), JudgeRejected(KEY_401, status=401)))
     decision = await judge_pair(pair, judge, Policy(kappa_guard_tripped=True, audit_share=1.0))
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "judge_rejected"
@@ -111,11 +111,11 @@ async def test_ask_validated_stops_at_once_on_a_rejection() -> None:
     pair = make_pair()
     assert isinstance(pair.rubric, ToneStyleRubric)
     request = render_primary(pair, pair.rubric, "AB")
-    judge = ScriptedJudge([JudgeRejected(KEY_401), tone_reply()])  # a second call would succeed
+    judge = ScriptedJudge([JudgeRejected(KEY_401, status=401), tone_reply()])  # a second call would succeed
     result = await ask_validated(judge, request, ToneStyleReply, None, max_reasks=5)
     assert (result.ok, result.error_kind, result.retries, judge.calls) == (False, "judge_rejected", 0, 1)
     assert result.error == KEY_401
-    assert [(c.error_kind, c.error) for c in result.calls] == [("judge_rejected", KEY_401)]
+    assert [(c.error_kind, c.error, c.status) for c in result.calls] == [("judge_rejected", KEY_401, 401)]
 
 
 def test_failure_reason() -> None:
@@ -157,7 +157,7 @@ def _tiebreak_request() -> TieBreakRequest:
 @pytest.mark.parametrize(
     ("ab", "ba", "reason"),
     [
-        (JudgeRejected(KEY_401), JudgeUnavailable("circuit open"), "judge_rejected"),
+        (JudgeRejected(KEY_401, status=401), JudgeUnavailable("circuit open"), "judge_rejected"),
         (JudgeUnavailable("circuit open"), tiebreak_reply(), "judge_unavailable"),
         (BAD, tiebreak_reply(), "tiebreak_invalid"),
     ],
@@ -180,7 +180,7 @@ async def test_tiebreak_failures_by_kind(ab: str | Exception, ba: str | Exceptio
 async def test_a_refused_forced_choice_reask_is_judge_rejected() -> None:
     request = _tiebreak_request()
     unsure = tiebreak_reply(confidence=0.3)  # below 0.6: the forced-choice re-ask follows
-    judge = ScriptedJudge(per_order(request.pair, [unsure, JudgeRejected(CONTEXT_400)], tiebreak_reply()))
+    judge = ScriptedJudge(per_order(request.pair, [unsure, JudgeRejected(CONTEXT_400, status=400)], tiebreak_reply()))
     decision = await resolve_tiebreak(request, judge, Policy())
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "judge_rejected"
@@ -197,7 +197,9 @@ def _votes_for_x(model: str) -> ScriptedJudge:
 
 async def test_a_jury_with_a_refused_juror_is_judge_rejected_even_with_a_majority() -> None:
     pair = make_pair(rubric=h2h_rubric())
-    refused = ScriptedJudge(per_order(pair, JudgeRejected(KEY_401), JudgeRejected(KEY_401)), model="m3")
+    refused = ScriptedJudge(
+        per_order(pair, JudgeRejected(KEY_401, status=401), JudgeRejected(KEY_401, status=401)), model="m3"
+    )
     # Without the refusal, m1 and m2 are a majority of three (the baseline proves it).
     baseline = await judge_pair(
         pair,
@@ -218,8 +220,10 @@ async def test_a_jury_with_a_refused_juror_is_judge_rejected_even_with_a_majorit
 
 async def test_a_jury_reports_different_refusals_in_order() -> None:
     pair = make_pair(rubric=h2h_rubric())
-    first = ScriptedJudge(per_order(pair, JudgeRejected(KEY_401), h2h_reply("B")), model="m1")
-    second = ScriptedJudge(per_order(pair, JudgeUnavailable("down"), JudgeRejected(CONTEXT_400)), model="m2")
+    first = ScriptedJudge(per_order(pair, JudgeRejected(KEY_401, status=401), h2h_reply("B")), model="m1")
+    second = ScriptedJudge(
+        per_order(pair, JudgeUnavailable("down"), JudgeRejected(CONTEXT_400, status=400)), model="m2"
+    )
     decision = await judge_pair(pair, [first, second], Policy())
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "judge_rejected"
@@ -267,7 +271,43 @@ def test_rejected_detail_reads_an_outcome_built_by_hand() -> None:
         pair_id=pair.pair_id, reason="judge_rejected", stage="primary", pair=pair, orderings=(refused,)
     )
     assert rejected_detail(review) == "HTTP 403: forbidden"
-    assert rejected_status(review) == 403
+    # The status travels typed with the decision's calls; an event alone records only the text,
+    # which is never read back for one.
+    assert rejected_status(review) is None
     bare = ReviewRequest(pair_id=pair.pair_id, reason="judge_rejected", stage="primary", pair=pair)
     assert rejected_detail(bare) == "the judge refused the request (no detail recorded)"
     assert rejected_status(bare) is None
+
+
+async def test_the_status_is_the_judges_own_never_read_from_its_message() -> None:
+    pair = make_pair()
+    says_401 = ScriptedJudge(per_order(pair, JudgeRejected(KEY_401), JudgeRejected(KEY_401)))
+    decision = await judge_pair(pair, says_401, Policy())
+    assert is_judge_rejected(decision)
+    assert rejected_detail(decision) == KEY_401
+    assert rejected_status(decision) is None  # "HTTP 401" in the text is only text
+    typed = ScriptedJudge(per_order(pair, JudgeRejected("refused", status=403), tone_reply("B")))
+    assert rejected_status(await judge_pair(pair, typed, Policy())) == 403
+
+
+class _Refused(JudgeError):
+    """A judge's own refusal type, outside the tree's two: its flag alone says it must not be retried."""
+
+    retriable = False
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind"),
+    [
+        (_Refused("no"), "judge_rejected"),
+        (JudgeError("odd"), "judge_unavailable"),
+        (JudgeUnavailable(), "judge_unavailable"),
+    ],
+)
+async def test_retriable_decides_retry_or_escalate(failure: JudgeError, kind: str) -> None:
+    pair = make_pair()
+    assert isinstance(pair.rubric, ToneStyleRubric)
+    result = await ask_validated(
+        ScriptedJudge([failure]), render_primary(pair, pair.rubric, "AB"), ToneStyleReply, None, 2
+    )
+    assert (result.error_kind, result.retries) == (kind, 0)  # neither is re-asked: only a bad reply is

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from pairjudge.agents.builders import Outcome, primary_outcome
 from pairjudge.agents.judge import judge_info
+from pairjudge.agents.orderings import build_ordering, map_winner
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.reconcile import (
-    Outcome,
-    Reconciliation,
-    apply_policy,
-    audit_copy,
-    audit_fraction,
-    build_ordering,
-    map_winner,
-    primary_outcome,
-    reconcile,
-)
+from pairjudge.agents.policy_overlay import apply_policy
+from pairjudge.agents.sampling import audit_copy, audit_fraction
 from pairjudge.agents.scripted import ScriptedJudge
+from pairjudge.agents.truth_table import Reconciliation, reconcile
 from pairjudge.agents.validation import parse_reply
 from pairjudge.schemas import TIE, CandidatePair, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.events import ErrorKind, Order

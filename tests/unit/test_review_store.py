@@ -11,17 +11,8 @@ from sqlalchemy import select
 from pairjudge.schemas import ReviewRequest
 from pairjudge.schemas.pair import PairMetadata
 from pairjudge.streams.review.auth import LoginLimiter, User, Users, hash_password, verify_password
-from pairjudge.streams.review.store import (
-    MIGRATIONS,
-    Filters,
-    Item,
-    ReviewStore,
-    StaleClaim,
-    _item,
-    items,
-    labels,
-    schema_version,
-)
+from pairjudge.streams.review.store import Filters, Item, ReviewStore, StaleClaim, _item
+from pairjudge.streams.review.tables import MIGRATIONS, items, labels, schema_version
 from tests.unit.factories import h2h_rubric, make_pair
 
 
