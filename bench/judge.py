@@ -7,7 +7,7 @@ Run from the checkout root (its pairs come from ``pairjudge_dev.pairgen``, its r
     python -m bench.judge --latency 0.5   # slower replies
     python -m bench.judge --quick         # shorter windows and fewer pairs, about 35 s
 
-DESIGN §8 records that httpx's own async connection pool collapses under concurrency (encode/httpx#3215)
+docs/design.md §8 records that httpx's own async connection pool collapses under concurrency (encode/httpx#3215)
 and that the ``httpx-aiohttp`` transport holds. This script measures the judge pairjudge actually ships,
 so that choice stays checked. One run does this:
 
@@ -25,7 +25,7 @@ so that choice stays checked. One run does this:
 
    - **shipped**: ``build_judge_stack`` with ``kind=openai`` and the cache off, so
      ``OpenAICompatibleJudge`` under pricing and the breaker. It builds its client with
-     ``streams.judges.http.make_client``: httpx on the ``httpx-aiohttp`` transport.
+     ``streams.judges.client.make_client``: httpx on the ``httpx-aiohttp`` transport.
    - **plain httpx**: the very same stack, but the client factory is swapped, only while the judge is
      built, for one making a plain ``httpx.AsyncClient`` with the same limits, timeouts and headers. The
      judge has no ``client`` parameter, and a helper is refactoring its internals, so the factory is
@@ -79,6 +79,7 @@ import httpx
 from aiohttp import web
 from rich.table import Table
 
+import pairjudge.streams.judges.client as client_module
 import pairjudge.streams.judges.http as http_module
 import pairjudge.streams.judges.openai as openai_module
 from pairjudge.agents.core import Decision, judge_pair, resolve_rubric
@@ -335,9 +336,9 @@ def client_factory(kind: ClientKind) -> Iterator[list[str]]:
     """While active, judges built here get the ``kind`` client; yields the class names of those built.
 
     ``openai.py`` imported ``make_client`` by name before its refactor onto ``JSONEndpoint`` (which
-    looks it up in ``streams.judges.http``), so both names are patched.
+    looks it up in ``streams.judges.http``, imported from ``streams.judges.client``), so both names are patched.
     """
-    original: Callable[..., httpx.AsyncClient] = http_module.make_client
+    original: Callable[..., httpx.AsyncClient] = client_module.make_client
     built: list[str] = []
 
     def factory(**kwargs: Any) -> httpx.AsyncClient:

@@ -32,15 +32,13 @@ from pydantic import SecretStr
 
 from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.streams.judges.client import check_key_transport
 from pairjudge.streams.judges.cost import usage_count
-from pairjudge.streams.judges.http import (
+from pairjudge.streams.judges.http import EndpointJudge, JSONEndpoint, PostResult
+from pairjudge.streams.judges.wire import (
     DEFAULT_MAX_RESPONSE_BYTES,
     RETRIABLE_STATUSES,
-    EndpointJudge,
-    JSONEndpoint,
-    PostResult,
     RetryPolicy,
-    check_key_transport,
     host_label,
     parse_base_url,
     public_url,

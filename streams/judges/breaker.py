@@ -1,4 +1,4 @@
-"""A circuit breaker for a judge endpoint (DESIGN §5): stop calling a judge that is down, probe it, resume.
+"""A circuit breaker for a judge endpoint (docs/design.md §5): stop calling a judge that is down, probe it, resume.
 
 States::
 

@@ -1,4 +1,4 @@
-"""A persistent response cache for judges (DESIGN §5): the same prompt to the same judge is paid for once.
+"""A persistent response cache for judges (docs/design.md §5): the same prompt to the same judge is paid for once.
 
 ``ResponseCache`` is two tiers over one directory:
 

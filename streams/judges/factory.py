@@ -32,7 +32,8 @@ from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.breaker import BreakerJudge, Check, CircuitBreaker
 from pairjudge.streams.judges.cache import CachingJudge, ResponseCache
 from pairjudge.streams.judges.cost import PricedJudge, PriceTable
-from pairjudge.streams.judges.http import RETRIABLE_STATUSES, EndpointJudge, ProbeResult, public_url
+from pairjudge.streams.judges.http import EndpointJudge, ProbeResult
+from pairjudge.streams.judges.wire import RETRIABLE_STATUSES, public_url
 
 
 def build_inner_judge(settings: JudgeSettings) -> Judge:

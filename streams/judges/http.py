@@ -9,414 +9,38 @@ POST with retries, timeouts, a concurrency cap and a body cap, failing only with
 
 from __future__ import annotations
 
-import contextlib
-import email.utils
-import json
 import logging
-import math
-import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
 import aiohttp
 import anyio
 import httpx
-from httpx_aiohttp import HttpxAiohttpClient
 from pydantic import SecretStr
-from tenacity import AsyncRetrying, RetryCallState, RetryError, retry_if_exception_type
+from tenacity import RetryError
 
 from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import JudgeIdentity
-from pairjudge.streams.security.cleartext import cleartext_host
+from pairjudge.streams.judges.client import CleartextKeyRefused, DirectPost, encode_json, make_client, secret_guard
+from pairjudge.streams.judges.wire import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    ERROR_EXCERPT_CHARS,
+    RETRIABLE_STATUSES,
+    ResponseTooLargeError,
+    RetriableHTTPError,
+    RetryPolicy,
+    describe_transport_error,
+    excerpt,
+    parse_retry_after_headers,
+    read_capped,
+    read_head,
+    redact,
+)
 
 log = logging.getLogger(__name__)
-
-#: Statuses worth another try: rate limiting, overload, gateway trouble. 408 is a timeout by another name.
-RETRIABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-
-#: A reply to a judge prompt is a few KiB; anything near this is a misbehaving server, not a verdict.
-DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
-
-#: How much of an error body we keep for messages: enough to see "invalid model", not enough to dump a page.
-ERROR_EXCERPT_CHARS = 200
-
-#: What a secret is replaced with wherever it appears.
-REDACTED = "[REDACTED]"
-#: The shortest beginning of a secret that is cut out when a text *ends* with it: what a cut through a
-#: secret leaves behind. Shorter stubs ("sk-") carry no secret and would match ordinary text too often.
-MIN_PARTIAL_SECRET_CHARS = 4
-
-
-class RetriableHTTPError(Exception):
-    """One attempt failed in a way another attempt may fix. Internal to the judges' retry loops."""
-
-    def __init__(self, reason: str, *, status: int | None = None, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.status = status
-        self.retry_after = retry_after
-
-
-class ResponseTooLargeError(Exception):
-    """The body passed the cap; reading stopped there."""
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Backoff for one judge call, in seconds. ``max_retries`` counts retries, so attempts = max_retries + 1."""
-
-    max_retries: int = 3
-    backoff_initial: float = 0.5
-    backoff_max: float = 20.0
-    #: A server asking us to wait longer than this is treated as down for now: holding a worker slot for
-    #: minutes helps nobody, and the stream edge can retry the pair later.
-    max_retry_after: float = 60.0
-
-    def backoff(self, retry_number: int) -> float:
-        """Exponential backoff with "equal jitter": half fixed, half random, so bursts of callers spread out."""
-        ceiling = min(self.backoff_max, self.backoff_initial * (2.0 ** max(retry_number - 1, 0)))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - jitter, not security
-
-    def wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, RetriableHTTPError) and exc.retry_after is not None:
-            # Honour the server's figure exactly, plus a little jitter on top (never below it) so every
-            # worker told "1 s" does not come back in the same millisecond.
-            return exc.retry_after + random.uniform(0, min(0.25, exc.retry_after * 0.1))  # noqa: S311
-        return self.backoff(state.attempt_number)
-
-    def should_stop(self, state: RetryCallState) -> bool:
-        if state.attempt_number > self.max_retries:
-            return True
-        exc = state.outcome.exception() if state.outcome is not None else None
-        return (
-            isinstance(exc, RetriableHTTPError)
-            and exc.retry_after is not None
-            and exc.retry_after > self.max_retry_after
-        )
-
-    def retrying(self) -> AsyncRetrying:
-        return AsyncRetrying(
-            retry=retry_if_exception_type(RetriableHTTPError),
-            stop=self.should_stop,
-            wait=self.wait,
-            reraise=False,
-        )
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date. ``None`` if absent/garbled."""
-    if value is None:
-        return None
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # an HTTP date is GMT by definition
-        when = when.replace(tzinfo=UTC)
-    current = now if now is not None else time.time()
-    return max(0.0, when.timestamp() - current)
-
-
-def format_http_date(seconds_from_now: float) -> str:
-    """An HTTP date ``seconds_from_now`` in the future (for servers and tests)."""
-    moment = datetime.fromtimestamp(time.time() + seconds_from_now, tz=UTC)
-    return email.utils.format_datetime(moment, usegmt=True)
-
-
-async def read_capped(response: httpx.Response, limit: int) -> bytes:
-    """Read a streamed body, stopping as soon as it passes ``limit`` bytes (decoded)."""
-    declared = response.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ResponseTooLargeError(f"declared {declared} bytes")
-    chunks: list[bytes] = []
-    total = 0
-    async for chunk in response.aiter_bytes():
-        total += len(chunk)
-        if total > limit:
-            raise ResponseTooLargeError(f"more than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def read_head(response: httpx.Response, limit: int) -> bytes:
-    """The first ``limit`` bytes of a streamed body (for error excerpts); the rest is never read."""
-    chunks: list[bytes] = []
-    total = 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        total += len(chunk)
-        if total >= limit:
-            break
-    return b"".join(chunks)[:limit]
-
-
-def _secret_values(secrets: Iterable[str | None]) -> list[str]:
-    # Longest first, so a secret that contains another is replaced whole.
-    return sorted({s for s in secrets if s}, key=len, reverse=True)
-
-
-def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """Remove secret values from text that may echo them (some servers quote the key they refused).
-
-    Only whole occurrences: a text that was cut may still end with a secret's beginning, which is
-    :func:`redact_edge`'s job. Redact a text *before* cutting it, then its edge.
-    """
-    for secret in _secret_values(secrets):
-        text = text.replace(secret, REDACTED)
-    return text
-
-
-def redact_edge(text: str, secrets: Iterable[str | None], *, min_chars: int = MIN_PARTIAL_SECRET_CHARS) -> str:
-    """``text`` with a secret's beginning at its very end replaced, as a cut through the secret leaves it.
-
-    The longest beginning of any secret that ``text`` ends with, if it has at least ``min_chars``
-    characters, becomes ``[REDACTED]``. Whole secrets are :func:`redact`'s job.
-    """
-    longest = 0
-    for secret in _secret_values(secrets):
-        for size in range(min(len(secret) - 1, len(text)), max(min_chars, longest + 1) - 1, -1):
-            if text.endswith(secret[:size]):
-                longest = size
-                break
-    return text[: len(text) - longest] + REDACTED if longest else text
-
-
-def excerpt(body: bytes, secrets: Iterable[str | None] = (), limit: int = ERROR_EXCERPT_CHARS) -> str:
-    """A short, printable, secret-free excerpt of an untrusted body, for error messages.
-
-    Secrets are cut out of the whole decoded body before anything is shortened, and again at every
-    place where the text is cut (the body's own end, which may be a read cut short, included): a cut
-    through a secret would otherwise leave its beginning, which no longer matches the whole secret,
-    and collapsing a run of padding could then bring it into the excerpt. The result is at most
-    ``limit`` characters, or a few more when a secret's beginning at the cut became ``[REDACTED]``.
-    """
-    values = _secret_values(secrets)
-    text = redact(body.decode("utf-8", errors="replace"), values)
-    text = redact_edge(text, values)  # the body may itself be the head of a longer one
-    # Bounded work for a large body: only a window is made printable. Its cut is a cut like any other.
-    window = text[: limit * 4]
-    if len(window) < len(text):
-        window = redact_edge(window, values)
-    text = " ".join("".join(ch if ch.isprintable() else " " for ch in window).split())
-    # Dropping non-printable characters and spaces may have put a secret's beginning at the end.
-    text = redact_edge(text, values)
-    if len(text) <= limit:
-        return text
-    return redact_edge(text[: limit - 1], values) + "…"
-
-
-class DirectPost:
-    """POSTs to one URL through the transport an ``httpx.AsyncClient`` would use, without its per-call layers.
-
-    ``AsyncClient.stream`` merges URL, headers and cookies into a new request, runs auth and redirect
-    handling (neither used here: no auth flow, redirects never followed) and stores cookies from every
-    response (a JSON API sets none we want). Measured at 128 pairs in flight, those layers cost more
-    CPU than the aiohttp transport under them. This keeps what matters: the client's own transport
-    for the URL (a proxy from the environment included, as the client resolved it), its default
-    headers and timeouts, and the client's request hooks, run on every request as the client runs
-    them. Requests and responses are httpx's own, so the callers and error handling do not change.
-
-    When the client cannot say which transport it would use (``_transport_for_url`` is httpx's own
-    method, not a public one), every request goes through ``AsyncClient.stream`` as before.
-    """
-
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        url: httpx.URL,
-        request_hooks: Sequence[Callable[[httpx.Request], Awaitable[None]]] = (),
-    ) -> None:
-        self._client = client
-        self._url = url
-        self._hooks = tuple(request_hooks)
-        pick = getattr(client, "_transport_for_url", None)
-        transport = pick(url) if callable(pick) else None
-        self._transport: httpx.AsyncBaseTransport | None = (
-            transport if isinstance(transport, httpx.AsyncBaseTransport) else None
-        )
-        #: The client's default headers by lower-cased name; a call's own headers replace them by name.
-        self._base_headers = {name.lower(): value for name, value in client.headers.items()}
-        self._timeout = client.timeout.as_dict()
-
-    @contextlib.asynccontextmanager
-    async def stream(self, body: bytes, headers: Mapping[str, str]) -> AsyncIterator[httpx.Response]:
-        """The response to one POST of ``body``, its body not read yet; closed on exit."""
-        if self._transport is None:
-            async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
-                yield response
-            return
-        merged = dict(self._base_headers)
-        for name, value in headers.items():
-            merged[name.lower()] = value
-        request = httpx.Request("POST", self._url, headers=merged, content=body, extensions={"timeout": self._timeout})
-        for hook in self._hooks:
-            await hook(request)
-        response = await self._transport.handle_async_request(request)
-        response.request = request
-        try:
-            yield response
-        finally:
-            await response.aclose()
-
-
-class CleartextKeyRefused(JudgeRejected):
-    """A request carrying the key was about to leave for somewhere the key must not go: over plain HTTP
-    to a host that is not loopback (unless allowed), or to another origin than the judge's own."""
-
-
-def secret_guard(
-    origin: httpx.URL, secrets: Sequence[SecretStr], *, allow_cleartext: bool, label: str
-) -> Callable[[httpx.Request], Awaitable[None]]:
-    """An httpx request hook that refuses (``CleartextKeyRefused``) any request whose headers hold one of
-    ``secrets`` when it goes to another origin than ``origin`` (scheme, host, port), or over plain HTTP
-    off this machine unless ``allow_cleartext``.
-
-    Defence in depth behind the start-up check (``streams.config.settings.check_api_key``): it holds for every
-    request the client sends, a redirect's included, should redirects ever be followed, so a key reaches
-    only the server it was configured for. The message names hosts, never the key.
-    """
-    values = [s.get_secret_value().encode() for s in secrets if s.get_secret_value()]
-    home = (origin.scheme, origin.host, origin.port)
-
-    async def guard(request: httpx.Request) -> None:
-        if not values or not any(v in raw for _, raw in request.headers.raw for v in values):
-            return
-        url = request.url
-        if (url.scheme, url.host, url.port) != home:
-            raise CleartextKeyRefused(
-                f"judge {label}: refusing to send its key to {url.scheme}://{host_label(url)}, "
-                f"which is not the judge's own origin ({origin.scheme}://{host_label(origin)})"
-            )
-        host = cleartext_host(str(url))
-        if host is not None and not allow_cleartext:
-            raise CleartextKeyRefused(
-                f"judge {label}: refusing to send its key over plain http:// to {host}, which is not a "
-                "loopback address (use https://, or allow it with PAIRJUDGE_JUDGE__ALLOW_CLEARTEXT_KEY)"
-            )
-
-    return guard
-
-
-def check_key_transport(base_url: httpx.URL, api_key: SecretStr | None, *, allowed: bool) -> None:
-    """``ValueError`` when ``api_key`` would go over plain HTTP off this machine (``streams.security.cleartext``)."""
-    if api_key is None or not api_key.get_secret_value() or allowed:
-        return
-    host = cleartext_host(str(base_url))
-    if host is not None:
-        raise ValueError(
-            f"refusing to send the API key over plain http:// to {host}, which is not a loopback address; "
-            "use https://, or allow it with PAIRJUDGE_JUDGE__ALLOW_CLEARTEXT_KEY"
-        )
-
-
-def _encode_json(payload: Mapping[str, Any]) -> bytes:
-    """``payload`` as compact UTF-8 JSON, as httpx's ``json=`` would send it."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-def make_client(
-    *,
-    connect_timeout: float,
-    read_timeout: float,
-    max_connections: int,
-    headers: dict[str, str] | None = None,
-    request_hooks: Sequence[Callable[[httpx.Request], Awaitable[None]]] = (),
-) -> httpx.AsyncClient:
-    """An httpx client on the aiohttp transport. It never follows redirects: a redirect is an answer.
-
-    httpx's own async pool collapses under concurrency (encode/httpx#3215, DESIGN §8); the aiohttp
-    transport holds. The pool is sized to the judge's concurrency limit, so callers never queue for a
-    connection and the pool timeout cannot fire. ``request_hooks`` run before every request is sent.
-    """
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
-    # HttpxAiohttpClient (not AsyncClient(transport=...)) so proxies from the environment also go through
-    # aiohttp instead of silently falling back to httpx's own pool.
-    client: httpx.AsyncClient = HttpxAiohttpClient(
-        limits=limits,
-        timeout=timeout,
-        headers=headers,
-        follow_redirects=False,
-        event_hooks={"request": list(request_hooks), "response": []},
-    )
-    return client
-
-
-def describe_transport_error(exc: BaseException, secrets: Iterable[str | None] = ()) -> str:
-    """A short, accurate reason for a failed round trip, without any of ``secrets``.
-
-    httpx-aiohttp maps a refused connection (aiohttp ``ClientConnectorError``) to ``httpx.ConnectTimeout``,
-    which would send whoever is on call looking for a slow server instead of a dead one; the aiohttp
-    cause it chains tells the truth.
-    """
-    cause = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
-    if isinstance(cause, aiohttp.ClientConnectorError):
-        return f"cannot connect ({cause.os_error.strerror or type(cause.os_error).__name__})"
-    if isinstance(cause, aiohttp.ServerTimeoutError | httpx.TimeoutException | TimeoutError):
-        return f"timeout ({type(cause).__name__})"
-    if isinstance(cause, aiohttp.ServerDisconnectedError | httpx.RemoteProtocolError):
-        return f"server disconnected ({type(cause).__name__})"
-    return f"transport error ({type(cause).__name__}: {excerpt(str(cause).encode(), secrets, limit=120)})"
-
-
-# --- a reusable POST-JSON boundary for HTTP judges ------------------------------------------------------
-
-
-def parse_base_url(base_url: str, *, example: str) -> httpx.URL:
-    """``base_url`` parsed, or ``ValueError`` unless it is an absolute http(s) URL (``example`` shows one)."""
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL:
-        raise ValueError("base_url is not a valid URL") from None
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ValueError(f"base_url must be an absolute http(s) URL, e.g. {example}")
-    return url
-
-
-def host_label(url: httpx.URL) -> str:
-    """``host[:port]`` for messages: never the userinfo part, which could carry credentials."""
-    return f"{url.host}:{url.port}" if url.port else url.host
-
-
-def public_url(url: httpx.URL) -> str:
-    """``url`` without userinfo, query, fragment or trailing slash: who answers, safe to log and hash.
-
-    For cache keys: two endpoints serving one model name must not share replies (a local server
-    answers with whatever model it loaded), while credentials must never end up in a key.
-    """
-    host = f"[{url.host}]" if ":" in url.host else url.host
-    netloc = f"{host}:{url.port}" if url.port else host
-    return f"{url.scheme}://{netloc}{url.path.rstrip('/')}"
-
-
-def parse_retry_after_headers(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from a response's headers: ``retry-after-ms`` if usable, else ``Retry-After``.
-
-    Anthropic (and OpenAI) send ``retry-after-ms`` next to ``Retry-After`` and their SDKs prefer it: it
-    has millisecond precision where ``Retry-After`` rounds up to whole seconds. ``headers`` should look
-    names up case-insensitively (``httpx.Headers`` does).
-    """
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            value = float(millis.strip())
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value) and value >= 0:
-            return value / 1000.0
-    return parse_retry_after(headers.get("retry-after"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,6 +74,7 @@ class PostResult:
 #: Turns an error body into a short detail for messages (``None``: fall back to a plain excerpt). Its
 #: result is scrubbed of secrets and clipped like any excerpt, so it may quote the body freely.
 ErrorDetail = Callable[[bytes], str | None]
+
 
 #: Tells, from an error status and the head of its body, that the server refused *how* the request was
 #: put (a request form it does not support), so the caller can re-send it in another form. It sees
@@ -572,16 +197,16 @@ class JSONEndpoint:
     def __repr__(self) -> str:
         return f"JSONEndpoint(label={self._label!r})"
 
-    def _secret_values(self) -> list[str]:
+    def secret_values(self) -> list[str]:
         return [s.get_secret_value() for s in self._secrets]
 
     def scrub(self, text: str) -> str:
         """``text`` without any of the secrets (whole ones: cut a text only after scrubbing it)."""
-        return redact(text, self._secret_values())
+        return redact(text, self.secret_values())
 
     def excerpt(self, body: bytes, limit: int = ERROR_EXCERPT_CHARS) -> str:
         """A short, printable, secret-free excerpt of an untrusted body."""
-        return excerpt(body, self._secret_values(), limit)
+        return excerpt(body, self.secret_values(), limit)
 
     async def probe(self, url: str, headers: Mapping[str, str] | None = None, *, timeout_s: float) -> ProbeResult:
         """One GET of ``url`` with this endpoint's client, for a start-up check: no retries, no limiter.
@@ -609,7 +234,7 @@ class JSONEndpoint:
         except httpx.UnsupportedProtocol as exc:
             return ProbeResult(None, failure=f"unsupported URL ({self.excerpt(str(exc).encode(), 120)})")
         except (httpx.TransportError, aiohttp.ClientError) as exc:
-            return ProbeResult(None, failure=describe_transport_error(exc, self._secret_values()))
+            return ProbeResult(None, failure=describe_transport_error(exc, self.secret_values()))
         except httpx.HTTPError as exc:
             return ProbeResult(None, failure=f"{type(exc).__name__}: {self.excerpt(str(exc).encode(), 120)}")
 
@@ -636,7 +261,7 @@ class JSONEndpoint:
         attempts = 1
         reasons: list[str] = []
         result: tuple[bytes, float, Mapping[str, str]] | None = None
-        body = payload if isinstance(payload, bytes) else _encode_json(payload)
+        body = payload if isinstance(payload, bytes) else encode_json(payload)
         sent_headers = self._request_headers(headers)
         # The first attempt runs outside tenacity: nearly every call succeeds at once, and building a
         # retry controller per call cost more CPU than the rest of the call's bookkeeping. Only a
@@ -736,7 +361,7 @@ class JSONEndpoint:
                 raise JudgeRejected(f"judge {self._label}: unsupported URL: {exc}") from None
             except (httpx.TransportError, aiohttp.ClientError) as exc:
                 # Timeouts, refused or dropped connections, truncated bodies: all worth another attempt.
-                raise RetriableHTTPError(describe_transport_error(exc, self._secret_values())) from None
+                raise RetriableHTTPError(describe_transport_error(exc, self.secret_values())) from None
             except httpx.DecodingError as exc:
                 raise JudgeUnavailable(f"judge {self._label}: undecodable response body ({exc})") from None
             except ResponseTooLargeError as exc:

@@ -37,15 +37,12 @@ from pydantic import SecretStr
 
 from pairjudge.agents.errors import JudgeUnavailable
 from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.streams.judges.client import check_key_transport
 from pairjudge.streams.judges.cost import CACHED_INPUT_TOKENS, usage_count
-from pairjudge.streams.judges.http import (
+from pairjudge.streams.judges.http import EndpointJudge, JSONEndpoint, PostResult, RequestRefused
+from pairjudge.streams.judges.wire import (
     DEFAULT_MAX_RESPONSE_BYTES,
-    EndpointJudge,
-    JSONEndpoint,
-    PostResult,
-    RequestRefused,
     RetryPolicy,
-    check_key_transport,
     host_label,
     parse_base_url,
     public_url,

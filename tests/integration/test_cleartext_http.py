@@ -19,8 +19,10 @@ from pairjudge.agents.errors import JudgeRejected
 from pairjudge.agents.judge import ChatMessage, JudgeRequest
 from pairjudge.schemas.replies import ToneStyleReply
 from pairjudge.streams.judges.anthropic import AnthropicJudge
-from pairjudge.streams.judges.http import CleartextKeyRefused, JSONEndpoint, RetryPolicy, make_client, secret_guard
+from pairjudge.streams.judges.client import CleartextKeyRefused, make_client, secret_guard
+from pairjudge.streams.judges.http import JSONEndpoint
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge
+from pairjudge.streams.judges.wire import RetryPolicy
 from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, fake_judge_server
 
 __all__ = ["fake_judge_server"]

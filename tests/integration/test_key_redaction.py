@@ -20,7 +20,8 @@ from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import ChatMessage, JudgeRequest
 from pairjudge.schemas.replies import ToneStyleReply
 from pairjudge.streams.judges.anthropic import AnthropicJudge
-from pairjudge.streams.judges.http import (
+from pairjudge.streams.judges.openai import OpenAICompatibleJudge
+from pairjudge.streams.judges.wire import (
     ERROR_EXCERPT_CHARS,
     MIN_PARTIAL_SECRET_CHARS,
     REDACTED,
@@ -29,7 +30,6 @@ from pairjudge.streams.judges.http import (
     redact,
     redact_edge,
 )
-from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.fake_anthropic_server import FakeAnthropicServer, fake_anthropic_server
 from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, fake_judge_server
 

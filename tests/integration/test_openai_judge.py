@@ -27,8 +27,9 @@ from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.cache import CachingJudge, ResponseCache
 from pairjudge.streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
 from pairjudge.streams.judges.factory import build_inner_judge
-from pairjudge.streams.judges.http import RequestRefused, format_http_date
+from pairjudge.streams.judges.http import RequestRefused
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge, is_format_refusal
+from pairjudge.streams.judges.wire import format_http_date
 from tests.fixtures.fake_judge_server import (
     CONTEXT_LENGTH_EXCEEDED,
     DEFAULT_CONTENT,

@@ -15,7 +15,7 @@ import pytest
 from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.cost import usage_count
 from pairjudge.streams.judges.factory import cache_params
-from pairjudge.streams.judges.http import public_url
+from pairjudge.streams.judges.wire import public_url
 
 
 @pytest.mark.parametrize(
