@@ -1,4 +1,4 @@
-"""Strict reply validation and the re-ask loop (DESIGN §2.4).
+"""Strict reply validation and the re-ask loop (docs/design.md §2.4).
 
 A reply is accepted only if it is one JSON object (optionally inside one surrounding markdown
 fence, which small models add despite being told not to) that validates *strictly* against the
@@ -165,10 +165,6 @@ class AskResult(Generic[R]):
     retries: int
     calls: tuple[JudgeCall, ...]
     answered_model: str | None
-
-    @property
-    def ok(self) -> bool:
-        return self.reply is not None
 
 
 def _error_kind(exc: JudgeError) -> ErrorKind:

@@ -11,7 +11,7 @@ import random
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 
 import aiohttp
 import httpx
@@ -117,12 +117,6 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         when = when.replace(tzinfo=UTC)
     current = now if now is not None else time.time()
     return max(0.0, when.timestamp() - current)
-
-
-def format_http_date(seconds_from_now: float) -> str:
-    """An HTTP date ``seconds_from_now`` in the future (for servers and tests)."""
-    moment = datetime.fromtimestamp(time.time() + seconds_from_now, tz=UTC)
-    return email.utils.format_datetime(moment, usegmt=True)
 
 
 async def read_capped(response: httpx.Response, limit: int) -> bytes:

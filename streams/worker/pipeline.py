@@ -24,6 +24,7 @@ from pairjudge.agents import (
     is_judge_rejected,
     judge_pair,
     rejected_detail,
+    rejected_status,
     resolve_tiebreak,
 )
 from pairjudge.agents.audit import record_for
@@ -280,10 +281,11 @@ class Pipeline:
             self._rejections[series] = (count, last)
             return []
         self._rejections[series] = (0, now)
+        latest = f"latest{_status_note(decision)}: {detail}"
         alert = Alert(
             kind="judge_rejected",
             series=series,
-            message=f"{count} request(s) refused by the judge since the last alert; latest: {detail}"[:2_000],
+            message=f"{count} request(s) refused by the judge since the last alert; {latest}"[:2_000],
             value=float(count),
             threshold=0.0,
         )
@@ -373,3 +375,14 @@ def _kind_of(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> TopicKin
     if isinstance(outcome, TieBreakRequest):
         return "tiebreak"
     return "review"
+
+
+def _status_note(decision: Decision) -> str:
+    """`` (HTTP 401: authentication; every pair fails alike until it is fixed)`` and the like, from the
+    judge's own status (``rejected_status``): what an operator needs to know first about a refusal."""
+    status = rejected_status(decision)
+    if status is None:
+        return ""
+    if status in (401, 403):
+        return f" (HTTP {status}: authentication; every pair fails alike until it is fixed)"
+    return f" (HTTP {status}: this request refused)"

@@ -119,5 +119,7 @@ async def test_a_refused_request_is_dead_lettered_with_an_alert_not_sent_to_revi
         # Rate-limited: the first refusal alerts, the rest within the minute are counted into the next one.
         assert [a["kind"] for a in alerts] == ["judge_rejected"]
         assert "fake-model" in str(alerts[0]["series"])
+        # The judge's own status, carried typed from the HTTP client: this request, not the key.
+        assert "(HTTP 400: this request refused)" in str(alerts[0]["message"]), alerts[0]["message"]
     finally:
         server.stop()

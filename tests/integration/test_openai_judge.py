@@ -7,11 +7,13 @@ strict validator to judge.
 
 from __future__ import annotations
 
+import email.utils
 import json
 import logging
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,6 @@ from pairjudge.streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, Price
 from pairjudge.streams.judges.factory import build_inner_judge
 from pairjudge.streams.judges.http import RequestRefused
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge, is_format_refusal
-from pairjudge.streams.judges.wire import format_http_date
 from tests.fixtures.fake_judge_server import (
     CONTEXT_LENGTH_EXCEEDED,
     DEFAULT_CONTENT,
@@ -59,6 +60,12 @@ __all__ = ["closed_port", "fake_judge_server"]  # fixtures, imported for pytest
 API_KEY = "sk-test-DO-NOT-LEAK-4f1c2a"
 
 JudgeFactory = Callable[..., OpenAICompatibleJudge]
+
+
+def format_http_date(seconds_from_now: float) -> str:
+    """An HTTP date ``seconds_from_now`` in the future: a ``Retry-After`` as a date."""
+    moment = datetime.fromtimestamp(time.time() + seconds_from_now, tz=UTC)
+    return email.utils.format_datetime(moment, usegmt=True)
 
 
 def make_request() -> JudgeRequest:

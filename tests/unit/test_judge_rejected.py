@@ -113,7 +113,7 @@ async def test_ask_validated_stops_at_once_on_a_rejection() -> None:
     request = render_primary(pair, pair.rubric, "AB")
     judge = ScriptedJudge([JudgeRejected(KEY_401, status=401), tone_reply()])  # a second call would succeed
     result = await ask_validated(judge, request, ToneStyleReply, None, max_reasks=5)
-    assert (result.ok, result.error_kind, result.retries, judge.calls) == (False, "judge_rejected", 0, 1)
+    assert (result.reply is not None, result.error_kind, result.retries, judge.calls) == (False, "judge_rejected", 0, 1)
     assert result.error == KEY_401
     assert [(c.error_kind, c.error, c.status) for c in result.calls] == [("judge_rejected", KEY_401, 401)]
 

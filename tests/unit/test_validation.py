@@ -181,7 +181,7 @@ async def test_first_valid_reply_is_accepted() -> None:
         latency_s=0.25,
     )
     result = await ask_validated(judge, _request(), ToneStyleReply, None, 2, order="BA")
-    assert result.ok
+    assert result.reply is not None
     assert result.reply is not None
     assert result.reply.winner == "A"
     assert result.retries == 0
@@ -199,7 +199,7 @@ async def test_reask_carries_the_validation_error_and_the_previous_reply() -> No
     judge = ScriptedJudge([bad, tone_reply("B", 0.8)])
     base = _request()
     result = await ask_validated(judge, base, ToneStyleReply, None, 2)
-    assert result.ok
+    assert result.reply is not None
     assert result.retries == 1
     first, second = judge.requests
     assert first is base
@@ -219,7 +219,7 @@ async def test_context_problems_are_reasked_too() -> None:
     judge = ScriptedJudge([h2h_reply(criteria=("accuracy",)), h2h_reply()])
     request = render_primary(make_pair(rubric=rubric), rubric, "AB")
     result = await ask_validated(judge, request, HeadToHeadReply, check_head_to_head(rubric), 2)
-    assert result.ok
+    assert result.reply is not None
     assert result.retries == 1
     assert 'missing: ["clarity", "safety"]' in judge.requests[1].messages[-1].content
 
@@ -227,7 +227,7 @@ async def test_context_problems_are_reasked_too() -> None:
 async def test_gives_up_after_two_reasks_three_asks_in_total() -> None:
     judge = ScriptedJudge(["not json", "still {not json", '{"winner": "A"}', tone_reply()])
     result = await ask_validated(judge, _request(), ToneStyleReply, None, 2)
-    assert not result.ok
+    assert result.reply is None
     assert result.reply is None
     assert judge.calls == 3
     assert result.retries == 2
@@ -244,7 +244,7 @@ async def test_gives_up_after_two_reasks_three_asks_in_total() -> None:
 async def test_zero_reasks_means_one_ask() -> None:
     judge = ScriptedJudge(["nope", tone_reply()])
     result = await ask_validated(judge, _request(), ToneStyleReply, None, 0)
-    assert not result.ok
+    assert result.reply is None
     assert judge.calls == 1
     assert result.retries == 0
 
@@ -256,7 +256,7 @@ async def test_zero_reasks_means_one_ask() -> None:
 async def test_judge_failures_are_not_reasked(exc: Exception, kind: str) -> None:
     judge = ScriptedJudge([exc, tone_reply()])
     result = await ask_validated(judge, _request(), ToneStyleReply, None, 2)
-    assert not result.ok
+    assert result.reply is None
     assert judge.calls == 1
     assert result.error_kind == kind
     assert result.error == str(exc)
@@ -277,7 +277,7 @@ async def test_judge_failure_after_an_invalid_reply_keeps_the_retry_count() -> N
 async def test_invalid_reply_raised_by_the_judge_is_reasked() -> None:
     judge = ScriptedJudge([InvalidReply("no content in the completion", raw=""), tone_reply()])
     result = await ask_validated(judge, _request(), ToneStyleReply, None, 2)
-    assert result.ok
+    assert result.reply is not None
     assert result.retries == 1
     assert "no content in the completion" in judge.requests[1].messages[-1].content
 
@@ -286,5 +286,5 @@ async def test_tiebreak_calls_are_labelled_tiebreak() -> None:
     request = render_tiebreak(make_pair(), DEFAULT_TIEBREAK_WEIGHTS, "AB")
     judge = ScriptedJudge([tiebreak_reply()])
     result = await ask_validated(judge, request, TieBreakReply, check_tiebreak(DEFAULT_TIEBREAK_WEIGHTS), 2)
-    assert result.ok
+    assert result.reply is not None
     assert result.calls[0].stage == "tiebreak"
