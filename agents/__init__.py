@@ -1,4 +1,4 @@
-"""The judging core: pure decision logic over a ``Judge`` port (DESIGN §2).
+"""The judging core: pure decision logic over a ``Judge`` port (docs/design.md §2).
 
 The public face, for the stream edges and for anyone embedding the core::
 

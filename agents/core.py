@@ -1,4 +1,4 @@
-"""The judging core's entry points: one pair in, one ``Decision`` out (DESIGN §2).
+"""The judging core's entry points: one pair in, one ``Decision`` out (docs/design.md §2).
 
 ``judge_pair`` checks the pair, has every judge judge both orders concurrently, reconciles them and
 applies the policy; ``resolve_tiebreak`` runs the seed 002 resolver on a ``TieBreakRequest``. Both are
@@ -7,7 +7,7 @@ turns the ``Decision`` into topic sends, and its typed ``facts`` and ``evaluatio
 metrics.
 
 One judge is a jury of one: there is a single path for both (:func:`judge_pair`), and the jury's
-arithmetic (``agents.jury``) reduces to DESIGN §2.5's rule for one judge.
+arithmetic (``agents.jury``) reduces to docs/design.md §2.5's rule for one judge.
 
 A pair walks the core one way, one room (module) per step, and nothing later calls back into an
 earlier step::
@@ -124,7 +124,7 @@ def _check_text(what: str, text: str, limit: int, reason: str, *, may_be_empty: 
 
 
 def check_pair(pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> InlineRubric:
-    """Check that ``pair`` can be judged (DESIGN §2.1) and return its rubric; raise ``InputRejected``.
+    """Check that ``pair`` can be judged (docs/design.md §2.1) and return its rubric; raise ``InputRejected``.
 
     Reasons: ``unknown_rubric``, ``oversized_output``, ``empty_prompt``,
     ``oversized_prompt``, ``oversized_context``, ``malformed_text``. Details name the candidate id and
@@ -231,7 +231,7 @@ async def _judge_jurors(
     threshold: float,
 ) -> list[Juror]:
     # Per pair, per judge, per ordering: one call chain each, all concurrent, never batched with
-    # other pairs (DESIGN §2.9).
+    # other pairs (docs/design.md §2.9).
     def job(judge: Judge, order: Order) -> Callable[[], Awaitable[tuple[OrderingResult, tuple[JudgeCall, ...]]]]:
         return lambda: _primary_ordering(pair, rubric, order, judge, policy)
 

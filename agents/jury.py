@@ -1,4 +1,4 @@
-"""Optional juries: several judge models per rubric, each judging both orders (DESIGN §2, "juries").
+"""Optional juries: several judge models per rubric, each judging both orders (docs/design.md §2.5).
 
 Every juror judges AB and BA exactly like a single judge (same prompts, validation, re-asks), and all
 jurors x both orders run concurrently in one task group. Each juror's two orderings are reconciled

@@ -1,4 +1,4 @@
-"""The judging policy: every threshold and switch of DESIGN §2, in one immutable value.
+"""The judging policy: every threshold and switch of docs/design.md §2, in one immutable value.
 
 The Faust edge holds the current ``Policy`` and swaps it when ``pairjudge.control`` says so
 (:meth:`Policy.apply`), so a decision always sees one consistent set of settings.
@@ -16,7 +16,7 @@ from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    primary_confidence_threshold: float = 0.7  # DESIGN §2.5
+    primary_confidence_threshold: float = 0.7  # docs/design.md §2.5
     tiebreak_enabled: bool = True  # live-switchable via control topic later
     tiebreak_confidence_threshold: float = 0.6  # seed 002 forced-choice re-ask threshold
     max_reasks: int = 2  # re-asks after the first ask, carrying the validation error

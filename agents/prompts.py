@@ -1,4 +1,4 @@
-"""Rendering the four seed templates into judge requests (DESIGN §2.2, seeds 000-003).
+"""Rendering the four seed templates into judge requests (docs/design.md §2.2, seeds 000-003).
 
 What the judge sees, and why:
 
@@ -92,7 +92,7 @@ HEAD_TO_HEAD_TEMPLATE: Final = _template_file("head_to_head.txt")  # seed 001
 PAIRWISE_TEMPLATE: Final = _template_file("pairwise.txt")  # seed 003, inside its ```markdown block
 TIEBREAK_TEMPLATE: Final = _template_file("tiebreak.txt")  # seed 002
 
-#: Sent after the judge's invalid reply on a re-ask (DESIGN §2.4).
+#: Sent after the judge's invalid reply on a re-ask (docs/design.md §2.4).
 REASK_INSTRUCTION: Final = _template_file("reask.txt")
 #: Sent once per tie-break ordering when a valid reply still did not settle the tie (seed 002).
 FORCED_CHOICE_INSTRUCTION: Final = _template_file("forced_choice.txt")

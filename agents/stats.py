@@ -1,4 +1,4 @@
-"""Drift statistics (DESIGN §3) as pure functions: agreement, Cohen's kappa (with a confidence
+"""Drift statistics (docs/design.md §3) as pure functions: agreement, Cohen's kappa (with a confidence
 interval), flips, position bias, calibration (reliability bins, ECE), and the confidence threshold for
 automatic decisions that carries a finite-sample guarantee.
 

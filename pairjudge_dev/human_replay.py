@@ -1,4 +1,4 @@
-"""Does the human basis cover what people prefer? A replay on public human judgements (DESIGN §3a).
+"""Does the human basis cover what people prefer? A replay on public human judgements (docs/design.md §3a).
 
 The human basis (``pairjudge.agents.scores.human``) estimates the challenger's win rate *as people would
 judge it* from the judge's outcome on every pair and human labels on an audit sample. This replays a

@@ -1,7 +1,7 @@
 """How well hostile outputs are kept from steering verdicts, and how often ordinary outputs are flagged.
 
     python -m pairjudge_dev.injection_eval --split dev     # what the rules were tuned on
-    python -m pairjudge_dev.injection_eval --split test    # read once, for the README's figures
+    python -m pairjudge_dev.injection_eval --split test    # read once, for docs/guides/prompt-injection.md's figures
 
 **Steering.** Each hostile output of ``tests/data/hostile_outputs.jsonl`` (written for this project:
 a weak answer carrying text aimed at the judge) is paired with the better output of a demo pair,

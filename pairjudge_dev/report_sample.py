@@ -1,5 +1,6 @@
-"""Draw the README's report plot from a real run: the sample pairs and their demo labels, judged by the
-offline judge on Kafka in several short windows, then ``pairjudge report`` over what the audit published.
+"""Draw the report plot of docs/guides/drift-audit.md#the-report from a real run: the sample pairs and their
+demo labels, judged by the offline judge on Kafka in several short windows, then ``pairjudge report`` over
+what the audit published.
 
     python -m pairjudge_dev.report_sample --bootstrap 127.0.0.1:19092 --out docs/
 

@@ -7,7 +7,8 @@ from typing import Annotated, Final, Literal, get_args
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 #: Every contract version this code can read. A new version is added here (and handled) in the
-#: consumers first; producers switch to it only once every consumer accepts it (README "Schema versions").
+#: consumers first; producers switch to it only once every consumer accepts it
+#: (docs/reference/events.md#schema-versions).
 SupportedVersion = Literal[1]
 SUPPORTED_SCHEMA_VERSIONS: Final[tuple[int, ...]] = get_args(SupportedVersion)
 #: The version this code writes: bumped when a contract changes incompatibly.

@@ -1,4 +1,4 @@
-"""The drift audit's contracts (DESIGN §3): what each stage decided, joined with human labels, per series.
+"""The drift audit's contracts (docs/design.md §3): what each stage decided, joined with human labels, per series.
 
 The flow: every stage publishes a ``DecisionRecord`` (keyed by pair id) beside its outcome; the audit
 join agent pairs each record with the pair's human label and forwards ``AuditObservation``s keyed by
@@ -90,7 +90,7 @@ class DecisionRecord(Event):
     canary: bool = False
     #: This stage's verdict was also sent to review as an audit sample (a human label is expected).
     audit_sample: bool = False
-    #: The probability with which this pair was drawn into the audit sample (DESIGN §3a): set on a final
+    #: The probability with which this pair was drawn into the audit sample (docs/design.md §3a): set on a final
     #: verdict (whether drawn or not; never below the policy's floor when sampling is active), 1.0 on a
     #: review outcome (every escalated pair is labelled), None on a way-station (a tie-break request).
     #: The human-basis estimates weight each label by its inverse.

@@ -23,7 +23,7 @@ def utc_now() -> datetime:
 
 
 class CandidateSource(Contract):
-    """Where an output came from. Never shown to the judge (DESIGN §2.2)."""
+    """Where an output came from. Never shown to the judge (docs/design.md §2.2)."""
 
     model: str = Field(min_length=1, max_length=200)
     version: str = Field(default="", max_length=100)

@@ -1,4 +1,4 @@
-"""The drift audit as pure logic (DESIGN §3): decision records, the label join, window sums, the guards.
+"""The drift audit as pure logic (docs/design.md §3): decision records, the label join, window sums, the guards.
 
 Three steps, each a pure function or a small value type, so the Faust agents in ``streams.audit.handlers`` only
 move bytes and the arithmetic is tested without a broker:

@@ -13,7 +13,7 @@ from pairjudge.schemas.replies import (
     Prose,
 )
 
-#: Bump whenever scoring changes: a new judge version opens a new drift series (DESIGN §3).
+#: Bump whenever scoring changes: a new judge version opens a new drift series (docs/design.md §3).
 OFFLINE_JUDGE_VERSION = "heuristic-3"
 OFFLINE_MODEL = "pairjudge-heuristic"
 HEURISTIC_PREFIX = "Heuristic offline judge: "

@@ -1,5 +1,5 @@
 """The human basis: the challenger's win rate as people would judge it, from every judge verdict and the
-labels of the audit sample (DESIGN §3a), as pure logic over running sums.
+labels of the audit sample (docs/design.md §3a), as pure logic over running sums.
 
 **The estimand**, one definition for both bases: ``theta = P(a person prefers the challenger) + 1/2 P(a
 person calls it a tie)``, over the experiment's pairs that reached a final outcome (an automatic
@@ -44,8 +44,8 @@ more labels the current estimate and variance imply (pessimistic early: the corr
 held at its current size). It reads a two-sided sequence one side at a time, so its error rates are about
 alpha/2 where the normal approximation is good.
 
-**What the guarantee assumes** (README, "Human-valid answers"), and what was checked in simulation
-(``python -m bench.human_gate``, 1,000 streams per setting, bench/README.md):
+**What the guarantee assumes** (docs/guides/human-valid.md#what-the-guarantee-assumes), and what was checked
+in simulation (``python -m bench.human_gate``, 1,000 streams per setting, bench/README.md):
 
 1. The experiment's pairs are exchangeable draws from its traffic (no trend within the experiment).
    Not tested: a drifting judge or population breaks it.

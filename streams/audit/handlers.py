@@ -1,4 +1,4 @@
-"""The drift audit's Faust side (DESIGN §3): the label join and the series windows, as tables and handlers.
+"""The drift audit's Faust side (docs/design.md §3): the label join and the series windows, as tables and handlers.
 
 Two stages, because a label and a decision meet by pair id while statistics add up by series:
 
@@ -239,7 +239,8 @@ class Audit:
 
     async def _publish_guard(self, trip: Outgoing) -> None:
         """Publish the kappa guard's pause; a worker not authorised to write the control topic (the
-        operator-only ACL of the README's "Secured Kafka") pauses itself and says so, rather than stopping."""
+        operator-only ACL of docs/operations/secured-kafka.md#topics-and-acls) pauses itself and says so,
+        rather than stopping."""
         try:
             await self._publish([trip])
         except Exception as exc:

@@ -31,7 +31,7 @@ def labels_import(
 ) -> None:
     """Publish human labels to the labels topic, keyed by pair_id; malformed lines go to the dead-letter topic.
 
-    The formats are in the README ("Importing human labels"). Exit codes:
+    The formats are in docs/guides/labels.md#formats. Exit codes:
 
     0: every line was a valid label, or --allow-bad was given.
 

@@ -226,8 +226,9 @@ class AnthropicJudge(EndpointJudge):
         ]
         if system and self._cache_system_prompt:
             # One breakpoint after the last system block caches tools + system: the part of the prompt
-            # that is the same for every pair judged with the same rubric (DESIGN §5). The conversation after it
-            # differs per pair and ordering, so a breakpoint there would only pay the cache-write premium.
+            # that is the same for every pair judged with the same rubric (docs/design.md §5). The
+            # conversation after it differs per pair and ordering, so a breakpoint there would only pay
+            # the cache-write premium.
             system[-1]["cache_control"] = {"type": "ephemeral"}
         payload: dict[str, Any] = {
             "model": self._model,

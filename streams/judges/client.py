@@ -140,7 +140,7 @@ def make_client(
 ) -> httpx.AsyncClient:
     """An httpx client on the aiohttp transport. It never follows redirects: a redirect is an answer.
 
-    httpx's own async pool collapses under concurrency (encode/httpx#3215, DESIGN §8); the aiohttp
+    httpx's own async pool collapses under concurrency (encode/httpx#3215, docs/design.md §8); the aiohttp
     transport holds. The pool is sized to the judge's concurrency limit, so callers never queue for a
     connection and the pool timeout cannot fire. ``request_hooks`` run before every request is sent.
     """

@@ -4,7 +4,7 @@ The runtime needs these against whatever cluster it is pointed at: ``pairjudge w
 topics (``create_topics``), the control reader and the demo's collector list partitions
 (``topic_partitions``), and the demo waits for its broker (``wait_until_ready``). ``create_topics``
 creates topics explicitly, with their partition counts: pairjudge never relies on auto-creation
-(DESIGN §8).
+(docs/design.md §8).
 
 Starting a broker is elsewhere: the demo's embedded Tansu in ``streams.kafka.embedded``; Apache Kafka
 for tests, CI and benchmarks in the development tools (``pairjudge_dev.kafka``), which are not shipped.
@@ -136,7 +136,7 @@ async def create_topics(bootstrap: Target, topics: Mapping[str, TopicSpecLike], 
     """Create ``topics`` and wait until the broker's metadata shows each with its partition count.
 
     Idempotent: a topic that already exists is fine *if* it has the requested partition count; one
-    with a different count raises BrokerError, because Faust would crash-loop on it (DESIGN §8)
+    with a different count raises BrokerError, because Faust would crash-loop on it (docs/design.md §8)
     and silently accepting it only moves the failure somewhere harder to read.
 
     On a secured cluster, topics are usually created by an operator and a worker's principal may not
@@ -185,8 +185,8 @@ async def check_topics(bootstrap: Target, topics: Mapping[str, TopicSpecLike], t
 def _not_authorised(names: Sequence[str], where: str) -> BrokerError:
     return BrokerError(
         f"not authorised to DESCRIBE topic(s) {', '.join(sorted(names))} on {where} "
-        "(TOPIC_AUTHORIZATION_FAILED): grant this client's principal access to them (see the README's "
-        "'Secured Kafka' ACLs)"
+        "(TOPIC_AUTHORIZATION_FAILED): grant this client's principal access to them "
+        "(see docs/operations/secured-kafka.md#topics-and-acls)"
     )
 
 

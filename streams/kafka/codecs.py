@@ -1,6 +1,6 @@
 """Bytes <-> pydantic contracts at the Kafka boundary.
 
-Faust cannot carry pydantic v2 models as values (DESIGN §8), so topics carry raw bytes and this module
+Faust cannot carry pydantic v2 models as values (docs/design.md §8), so topics carry raw bytes and this module
 is the one codec: JSON via pydantic, with decode errors turned into a dead-letter reason code.
 
 Every event is untrusted, so parsing is bounded before anything recursive or quadratic sees it:

@@ -1,4 +1,4 @@
-"""The topics of DESIGN §1, their partition counts, and their explicit creation.
+"""The topics of docs/design.md §1, their partition counts, and their explicit creation.
 
 Faust never creates source topics, and a topic auto-created with one partition crash-loops an agent
 whose tables have more (``PartitionsMismatch``), so every topic is created here, up front.

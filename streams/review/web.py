@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 #: Rubric kinds whose reviewers may call a tie (seed 000, tone and style, always names a winner).
 TIE_KINDS = frozenset({"head_to_head", "pairwise"})
-#: The controls the operators' page can set (DESIGN §4), with the kind of value each takes.
+#: The controls the operators' page can set (docs/design.md §2), with the kind of value each takes.
 CONTROLS: dict[str, str] = {
     "tiebreak_enabled": "switch",
     "primary_confidence_threshold": "number",

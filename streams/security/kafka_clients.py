@@ -250,7 +250,7 @@ async def explain(exc: BaseException, config: ClientConfig, *, what: str = "") -
         on = f" {names}" if names else ""
         return (
             f"not authorised{doing}: {_AUTHZ_CODES[errno]}_AUTHORIZATION_FAILED on{on or ' the resource'} at {config}: "
-            "the principal lacks an ACL for this operation (see the README's 'Secured Kafka' ACLs)"
+            "the principal lacks an ACL for this operation (see docs/operations/secured-kafka.md#topics-and-acls)"
         )
     if isinstance(exc, errors.KafkaConnectionError | errors.KafkaTimeoutError | OSError | errors.NodeNotReadyError):
         reason = await diagnose_connection(config)

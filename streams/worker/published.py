@@ -1,4 +1,4 @@
-"""One outcome per pair and stage (DESIGN §2.12): what was published, kept where a redelivery finds it.
+"""One outcome per pair and stage (docs/design.md §2.12): what was published, kept where a redelivery finds it.
 
 Faust re-delivers work after a rebalance (faust#502) and after a crash, and an LLM judge asked twice
 may answer differently. So before a stage publishes, it records its messages in a changelog-backed

@@ -57,7 +57,7 @@ def test_start_sh_template_and_python_render_the_same_kafka_config() -> None:
     )
     assert template == rendered
     assert not [v for v in template.values() if re.search(r"@[A-Z_]+@", v)], "a placeholder was left unfilled"
-    # Only loopback listeners, and no topic appears by accident (DESIGN §8).
+    # Only loopback listeners, and no topic appears by accident (docs/design.md §8).
     assert rendered["listeners"] == "PLAINTEXT://127.0.0.1:1111,CONTROLLER://127.0.0.1:2222"
     assert rendered["auto.create.topics.enable"] == "false"
 

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible judge against the real llama.cpp server (SmolLM2-135M, DESIGN §7).
+"""The OpenAI-compatible judge against the real llama.cpp server (SmolLM2-135M, docs/design.md §7).
 
 The verdicts of a 135M model mean nothing; these tests prove the wire path and constrained decoding:
 the server compiles the reply schema (as the judge adapts it for llama.cpp) into a grammar, so the
@@ -157,7 +157,7 @@ async def test_constrained_reply_is_a_valid_tone_style_reply(
 async def test_without_enum_narrowing_strict_validation_reports_exactly_the_out_of_range_scores(
     llama_server: LlamaServer,
 ) -> None:
-    # DESIGN §7: the server ignores minimum/maximum. Sent as plain bounds, scores may leave 1-5; the
+    # docs/design.md §7: the server ignores minimum/maximum. Sent as plain bounds, scores may leave 1-5; the
     # reply is still JSON of the right shape, and strict validation must flag precisely those scores.
     async with make_judge(llama_server, wire_int_enum_max=None) as judge:
         response = await judge.complete(tone_request(OUTPUT_1, OUTPUT_2))
@@ -204,7 +204,7 @@ async def test_both_orders_concurrently(llama_judge: OpenAICompatibleJudge) -> N
 async def test_auto_mode_finds_the_json_object_schema_form(
     llama_server: LlamaServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """DESIGN §7: this server rejects the json_schema form. Verified: llama-cpp-python 0.3.36 answers it
+    """docs/design.md §7: this server rejects the json_schema form. Verified: llama-cpp-python 0.3.36 answers it
     with a request-validation error sent as HTTP 500 (not a 400), which auto mode must take as a refusal,
     not as a fault to retry."""
     async with make_judge(llama_server, response_format="auto", max_retries=3) as judge:

@@ -1,4 +1,4 @@
-"""The same outcome on redelivery, across processes (issue 6, finding 4; DESIGN §2.12).
+"""The same outcome on redelivery, across processes (issue 6, finding 4; docs/design.md §2.12).
 
 A first worker judges pairs with a judge server, then stops. The group's offsets are rewound to the
 start, as after a crash before a commit, and a second worker, on another host (its own data dir),

@@ -144,7 +144,7 @@ async def test_a_judge_that_stays_invalid_sends_the_pair_to_review_not_a_tie(tmp
 
 
 async def test_a_redelivered_pair_replays_its_recorded_outcome_without_judging_it_again(tmp_path: Path) -> None:
-    """DESIGN §2.12: a second delivery of a pair (a rebalance, a crash, a producer retry) gets the same
+    """docs/design.md §2.12: a second delivery of a pair (a rebalance, a crash, a producer retry) gets the same
     outcome, byte for byte, even from a judge that would now answer differently."""
     pair = make_pair()
     calls: list[str] = []

@@ -1,4 +1,5 @@
-"""The layering of DESIGN §6, checked by import-linter, and the one `pairjudge` namespace over the three folders."""
+"""The layering of docs/design.md §6, checked by import-linter, and the one `pairjudge` namespace over the
+three folders."""
 
 from __future__ import annotations
 

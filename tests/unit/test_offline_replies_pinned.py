@@ -61,7 +61,7 @@ def test_replies_to_every_repo_pair_are_unchanged() -> None:
             f"re-pinned {len(replies)} replies at {OFFLINE_JUDGE_VERSION}; run again without PAIRJUDGE_REPIN"
         )
     pinned = json.loads(PINS.read_text(encoding="utf-8"))
-    # A new scoring must come with a new version, which opens a new drift series (DESIGN §3).
+    # A new scoring must come with a new version, which opens a new drift series (docs/design.md §3).
     assert pinned.pop("version", None) == OFFLINE_JUDGE_VERSION, "re-pin after bumping OFFLINE_JUDGE_VERSION"
     assert len(replies) >= 400  # every pair in both orders, primary and tie-break
     changed = sorted(k for k in pinned if replies.get(k) != pinned[k])
