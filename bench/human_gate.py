@@ -1,4 +1,4 @@
-"""The human basis's claims (``agents/scores/human.py``) in simulation, beside the judge-basis gate.
+"""The human basis's claims (``agents/scores/human/``) in simulation, beside the judge-basis gate.
 
 Run from the checkout root: ``python -m bench.human_gate`` (1,000 streams per setting, a few minutes on 2
 cores), ``--streams 200`` for a quick look, ``--only null,power`` for some tables. It prints Markdown tables.

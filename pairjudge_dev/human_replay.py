@@ -391,8 +391,11 @@ def table(results: Sequence[ReplayResult], out: Callable[[str], None] = print) -
         )
 
 
-#: The first 12 hex digits of the estimator module's source as imported: the figures belong to it.
-ESTIMATOR_SHA256 = hashlib.sha256(Path(human.__file__).read_bytes()).hexdigest()[:12]
+#: The first 12 hex digits of the estimator package's sources as imported (its modules in name order): the
+#: figures belong to it.
+ESTIMATOR_SHA256 = hashlib.sha256(
+    b"".join(path.read_bytes() for path in sorted(Path(human.__file__).parent.glob("*.py")))
+).hexdigest()[:12]
 
 
 def estimator_version() -> str:
@@ -418,7 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"split {args.split}: {len(stream)} pairs (challenger = the longer text) judged in {judged:.1f} s;"
         f" final stage: " + ", ".join(f"{k} {v}" for k, v in sorted(stages.items()))
     )
-    print(f"estimator: pairjudge/agents/scores/human.py sha256 {estimator_version()}...")
+    print(f"estimator: pairjudge/agents/scores/human/ sha256 {estimator_version()}...")
     modes: tuple[Mode, ...] = MODES if args.outcome == "both" else (args.outcome,)
     results = run_all(stream, args.repetitions, seed=args.seed, alpha=args.alpha, modes=modes, jobs=args.jobs)
     level = f"{1 - args.alpha:.0%}"

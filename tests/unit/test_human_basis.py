@@ -1,4 +1,4 @@
-"""The human basis (agents/scores/human.py): cross-checked against reference implementations, and its
+"""The human basis (agents/scores/human/): cross-checked against reference implementations, and its
 edges. Its error rates and coverage are checked in simulation by bench/human_gate.py, not here."""
 
 from __future__ import annotations
