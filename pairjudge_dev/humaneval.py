@@ -41,7 +41,7 @@ import anyio
 from pairjudge.agents.core import judge_pair, resolve_tiebreak
 from pairjudge.agents.judge import Judge
 from pairjudge.agents.offline import OfflineJudge
-from pairjudge.agents.offline.features import count_phrases
+from pairjudge.agents.offline.markers import count_phrases
 from pairjudge.agents.offline.text import words
 from pairjudge.agents.offline.words import FORMAL_VOCABULARY, SLANG
 from pairjudge.agents.policy import Policy

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Sequence
 
 from pairjudge.agents.judge import JudgeIdentity
-from pairjudge.agents.offline.features import count_term
+from pairjudge.agents.offline.markers import count_term
 from pairjudge.schemas.replies import (
     Phrase,
     Position,

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from pairjudge.agents.errors import JudgeRejected
 from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
 from pairjudge.agents.offline.common import OFFLINE_IDENTITY, OFFLINE_MODEL
-from pairjudge.agents.offline.criteria import score_head_to_head, score_pairwise
+from pairjudge.agents.offline.criteria_replies import score_head_to_head, score_pairwise
 from pairjudge.agents.offline.tiebreak import score_tiebreak
 from pairjudge.agents.offline.tone import score_tone_style
 from pairjudge.agents.prompt_reader import PromptUnreadable, read_prompt

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.agents.offline import features, reading, text, words
+from pairjudge.agents.offline import features, markers, reading, text, words
 
 
 @pytest.mark.parametrize(
@@ -97,42 +97,42 @@ def test_coefficient_of_variation_and_sentence_cv() -> None:
 
 
 def test_marker_counts() -> None:
-    assert features.contraction_count("We're sure it's fine, don't worry. John's car isn't here.") == 4
-    assert features.contraction_count("The company's results") == 0  # a possessive, not a contraction
-    assert features.second_person_count("You and your team, do it yourself. The YouTube video.") == 3
-    assert features.exclamation_count("Wow! Great!!") == 3
-    assert features.question_count("Why? How?") == 2
-    assert features.emoji_count("Great news 🎉 see you :) soon") == 2
-    assert features.emoji_count("Call at 10:30 (today)") == 0
-    assert features.shouting_count("This is FREE and available NOW via the API") == 2
-    assert features.passive_count("The invoice was sent. Mistakes were made. We sent it. It is being reviewed.") == 3
+    assert markers.contraction_count("We're sure it's fine, don't worry. John's car isn't here.") == 4
+    assert markers.contraction_count("The company's results") == 0  # a possessive, not a contraction
+    assert markers.second_person_count("You and your team, do it yourself. The YouTube video.") == 3
+    assert markers.exclamation_count("Wow! Great!!") == 3
+    assert markers.question_count("Why? How?") == 2
+    assert markers.emoji_count("Great news 🎉 see you :) soon") == 2
+    assert markers.emoji_count("Call at 10:30 (today)") == 0
+    assert markers.shouting_count("This is FREE and available NOW via the API") == 2
+    assert markers.passive_count("The invoice was sent. Mistakes were made. We sent it. It is being reviewed.") == 3
     assert (
-        features.imperative_opener_count("Click Save. Please restart the app. The app restarts.\n- Open settings") == 3
+        markers.imperative_opener_count("Click Save. Please restart the app. The app restarts.\n- Open settings") == 3
     )
-    assert features.number_count("Walk 30 minutes, 2.5 km, at 10% incline on 3/4 days") == 5
-    assert features.proper_noun_count("We met Alice in Paris. Then we left.") == 2
+    assert markers.number_count("Walk 30 minutes, 2.5 km, at 10% incline on 3/4 days") == 5
+    assert markers.proper_noun_count("We met Alice in Paris. Then we left.") == 2
     assert text.bullet_count("Intro\n- one\n* two\n1. three\n2) four\nNot a bullet") == 4
     assert text.numbered_count("1. a\n2. b\n- c") == 2
 
 
 def test_jargon_count() -> None:
     jargon = "Invalidate the OAuth token cache and re-provision the API credentials via the endpoint; see config.yaml."
-    assert features.jargon_count(jargon) >= 7
-    assert features.jargon_count("Sign out, then sign back in. If it still fails, call us.") == 0
+    assert markers.jargon_count(jargon) >= 7
+    assert markers.jargon_count("Sign out, then sign back in. If it still fails, call us.") == 0
 
 
 def test_phrases_and_terms_whole_words() -> None:
-    assert features.count_term("Awesome! That's awesome, not awesomeness.", "awesome") == 2
-    assert features.count_term("C++ and c++ and C", "C++") == 2
-    assert features.count_term("kick   off the\nmeeting", "kick off") == 1
-    assert features.count_phrases("I think it might work, kind of.", words.HEDGES) == 3
-    assert features.found_phrases("Yeah, gonna be cool lol", words.SLANG) == ["cool", "gonna", "lol", "yeah"]
+    assert markers.count_term("Awesome! That's awesome, not awesomeness.", "awesome") == 2
+    assert markers.count_term("C++ and c++ and C", "C++") == 2
+    assert markers.count_term("kick   off the\nmeeting", "kick off") == 1
+    assert markers.count_phrases("I think it might work, kind of.", words.HEDGES) == 3
+    assert markers.found_phrases("Yeah, gonna be cool lol", words.SLANG) == ["cool", "gonna", "lol", "yeah"]
 
 
 def test_sentiment_counts_with_negation() -> None:
-    assert features.sentiment_counts("A great, reliable and easy product.") == (3, 0)
-    assert features.sentiment_counts("This is not good and the result was terrible.") == (0, 2)
-    assert features.sentiment_counts("It is not bad.") == (1, 0)
+    assert markers.sentiment_counts("A great, reliable and easy product.") == (3, 0)
+    assert markers.sentiment_counts("This is not good and the result was terrible.") == (0, 2)
+    assert markers.sentiment_counts("It is not bad.") == (1, 0)
 
 
 def test_register_axes() -> None:
