@@ -25,21 +25,23 @@ from pydantic_settings import (
 )
 
 from pairjudge.schemas import InlineRubric
-from pairjudge.streams.config.sections import (
+from pairjudge.streams.config.oversight import (
     AuditSettings,
-    ControlSettings,
-    HealthSettings,
-    JudgeSettings,
-    KafkaSettings,
-    PolicySettings,
     RedactionSettings,
     ReviewSettings,
     ReviewUser,
     ScoreSettings,
     TelemetrySettings,
+    parse_otlp_headers,
+)
+from pairjudge.streams.config.sections import (
+    ControlSettings,
+    HealthSettings,
+    JudgeSettings,
+    KafkaSettings,
+    PolicySettings,
     TopicSettings,
     WorkerSettings,
-    parse_otlp_headers,
     read_secret,
 )
 from pairjudge.streams.security.cleartext import check_cleartext, is_loopback
@@ -66,15 +68,18 @@ class Settings(BaseSettings):
     control: ControlSettings = ControlSettings()
     redaction: RedactionSettings = RedactionSettings()
     health: HealthSettings = HealthSettings()
-    #: Maximum bytes of one incoming event; larger ones are dead-lettered unread.
+    #: Maximum bytes of one incoming event (a tie-break request may have 4x); larger ones are dead-lettered unread.
     max_event_bytes: int = Field(default=256_000, ge=1024)
-    #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``.
+    #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``;
+    #: its rubrics win over those of ``rubrics`` with the same name.
     rubrics_file: Path | None = None
     #: Named rubrics declared in the config file itself (``[rubrics.<name>]``).
     rubrics: dict[str, InlineRubric] = Field(default_factory=dict)
     #: Optional jury: several judges per pair (``[[jury]]`` tables). Empty means the single ``judge`` decides;
     #: with a jury, ``judge`` is still the tie-break resolver.
     jury: tuple[JudgeSettings, ...] = ()
+    #: Votes a jury's winner needs, at most the jury's size; unset: a strict majority of all jurors, abstainers
+    #: included. Ignored without a jury.
     jury_quorum: int | None = Field(default=None, ge=1)
 
     @classmethod

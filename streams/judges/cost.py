@@ -51,7 +51,9 @@ class ModelPrice(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    #: US dollars per million input tokens (those the cached rates below do not cover).
     input_per_mtok: float = Field(ge=0)
+    #: US dollars per million output tokens.
     output_per_mtok: float = Field(ge=0)
     #: Input tokens read from the provider's prompt cache; None bills them as ordinary input.
     cached_input_per_mtok: float | None = Field(default=None, ge=0)

@@ -98,6 +98,17 @@ def test_the_models_inside_a_field_are_rendered_too() -> None:
     assert "(events.md#def-tonestylerubric)" in page
 
 
+def test_every_setting_in_the_reference_says_what_it_means() -> None:
+    """Every row of the generated page, the models inside a field included, has a meaning: the ``#:`` comment
+    above its field (or a ``Field`` description). A field added without one fails here, naming it."""
+    page = render_settings()
+    rows = list(re.finditer(r"^\| `([^`]+)` \|.*$", page, re.M))
+    assert len(rows) >= len(_expected_variables(Settings)) + len(ReviewUser.model_fields)
+    empty = {m.group(1) for m in rows if not m.group(0).strip().strip("|").split(" | ")[-1].strip()}
+    missing = sorted(empty)
+    assert not missing, f"settings without a description (a #: comment above the field): {missing}"
+
+
 def test_descriptions_come_from_the_field_or_the_comment_above_it() -> None:
     class Section(BaseModel):
         """A section of its own."""
