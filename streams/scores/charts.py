@@ -33,6 +33,14 @@ def _frame(title: str, y_ticks: Sequence[tuple[float, str]], x_label: str, body:
     )
 
 
+def _why(text: str) -> str:
+    """An empty chart's reason, in its middle."""
+    return (
+        f'<text x="{(LEFT + W - RIGHT) / 2:.0f}" y="{(TOP + H - BOTTOM) / 2:.0f}" text-anchor="middle"'
+        f' class="why" fill="#5b6270">{escape(text)}</text>'
+    )
+
+
 def _x(value: float, low: float, high: float) -> float:
     return LEFT + (W - LEFT - RIGHT) * ((value - low) / (high - low) if high > low else 0.5)
 
@@ -57,10 +65,19 @@ def _series(
     band = " ".join(f"{_x(n, x_lo, x_hi):.1f},{_y(hi, 0, 1):.1f}" for n, _, _, hi in points)
     band += " " + " ".join(f"{_x(n, x_lo, x_hi):.1f},{_y(lo, 0, 1):.1f}" for n, _, lo, _ in reversed(points))
     line = " ".join(f"{_x(n, x_lo, x_hi):.1f},{_y(rate, 0, 1):.1f}" for n, rate, _, _ in points)
-    return (
+    out = (
         f'<polygon points="{band}" class="{css}band" fill="{band_colour}" fill-opacity="0.55"/>'
         f'<polyline points="{line}" class="{css}rate" fill="none" stroke="{line_colour}" stroke-width="2"/>'
     )
+    if len({n for n, *_ in points}) == 1:  # one point: a line and a band of no width would not show
+        n, rate, lo, hi = points[-1]
+        x = _x(n, x_lo, x_hi)
+        out += (
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_y(lo, 0, 1):.1f}" y2="{_y(hi, 0, 1):.1f}" class="{css}dot"'
+            f' stroke="{band_colour}" stroke-width="8"/>'
+            f'<circle cx="{x:.1f}" cy="{_y(rate, 0, 1):.1f}" r="4" class="{css}dot" fill="{line_colour}"/>'
+        )
+    return out
 
 
 def _legend(items: Sequence[tuple[str, str, str]]) -> str:
@@ -86,7 +103,12 @@ def win_rate_chart(history: Sequence[HistoryPoint]) -> str:
     human_pts = [(n, r, lo, hi) for n, r, lo, hi in human if r is not None and lo is not None and hi is not None]
     ticks = [(_y(v, 0, 1), f"{v:.0%}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
     if not judge_pts and not human_pts:
-        return _frame("Challenger win rate (no decisive pairs yet)", ticks, "pairs counted", "")
+        return _frame(
+            "Challenger win rate (no decisive pairs yet)",
+            ticks,
+            "pairs counted",
+            _why("the rate appears once the judge has decided a pair between champion and challenger"),
+        )
     xs = [n for n, *_ in (*judge_pts, *human_pts)]
     x_lo, x_hi = min(xs), max(xs)
     half = _y(0.5, 0, 1)
@@ -100,12 +122,19 @@ def win_rate_chart(history: Sequence[HistoryPoint]) -> str:
     if judge_pts:
         body += _series(judge_pts, x_lo, x_hi, "", (JUDGE_COLOUR, JUDGE_BAND))
         legend.append(("", JUDGE_COLOUR, "judge basis (Wilson 95%)"))
-    body += (
-        f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{half:.1f}" y2="{half:.1f}" class="even" {DASHED}/>'
+    body += f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{half:.1f}" y2="{half:.1f}" class="even" {DASHED}/>'
+    body += _x_labels(x_lo, x_hi)
+    return _frame("Challenger win rate", ticks, "pairs counted", body + _legend(legend))
+
+
+def _x_labels(x_lo: int, x_hi: int) -> str:
+    """The pair counts at the ends of the x axis; one count, under its point, when there is one point."""
+    if x_lo == x_hi:
+        return f'<text x="{_x(x_lo, x_lo, x_hi):.1f}" y="{H - BOTTOM + 14}" text-anchor="middle">{x_lo}</text>'
+    return (
         f'<text x="{W - RIGHT}" y="{H - BOTTOM + 14}" text-anchor="end">{x_hi}</text>'
         f'<text x="{LEFT}" y="{H - BOTTOM + 14}">{x_lo}</text>'
     )
-    return _frame("Challenger win rate", ticks, "pairs counted", body + _legend(legend))
 
 
 def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> str:
@@ -118,7 +147,7 @@ def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> str:
     y_lo, y_hi = max(y_lo, -10.0), min(y_hi, 40.0)
     ticks = [(_y(v, y_lo, y_hi), f"{v:.0f}") for v in (y_lo, 0.0, boundary, y_hi)]
     if not points:
-        return _frame("Gate evidence (none yet)", ticks, "pairs counted", "")
+        return _frame("Gate evidence (none yet)", ticks, "pairs counted", _why("no decisive pair counted yet"))
     x_lo, x_hi = min(p.pairs for p in points), max(p.pairs for p in points)
 
     def line(attr: str, css: str) -> str:
@@ -129,9 +158,14 @@ def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> str:
         ]
         coords = " ".join(f"{_x(x, x_lo, x_hi):.1f},{_y(max(y_lo, min(y_hi, y)), y_lo, y_hi):.1f}" for x, y in pts)
         colour = PROMOTE_COLOUR if css == "promote" else REJECT_COLOUR
-        return (
-            f'<polyline points="{coords}" class="{css}" fill="none" stroke="{colour}" stroke-width="2"/>' if pts else ""
-        )
+        if not pts:
+            return ""
+        out = f'<polyline points="{coords}" class="{css}" fill="none" stroke="{colour}" stroke-width="2"/>'
+        if len(pts) == 1:  # one point: a polyline of one vertex would not show
+            x, y = pts[0]
+            cy = _y(max(y_lo, min(y_hi, y)), y_lo, y_hi)
+            out += f'<circle cx="{_x(x, x_lo, x_hi):.1f}" cy="{cy:.1f}" r="4" class="{css}-dot" fill="{colour}"/>'
+        return out
 
     b = _y(boundary, y_lo, y_hi)
     body = (
@@ -141,6 +175,7 @@ def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> str:
         + line("log_e_reject", "reject")
         + f'<text x="{LEFT + 4}" y="{TOP + 12}" class="promote-label" fill="{PROMOTE_COLOUR}">promote</text>'
         f'<text x="{LEFT + 64}" y="{TOP + 12}" class="reject-label" fill="{REJECT_COLOUR}">reject</text>'
+        + _x_labels(x_lo, x_hi)
     )
     return _frame("Judge basis gate evidence: log e-value to promote, to reject", ticks, "pairs counted", body)
 
@@ -148,7 +183,12 @@ def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> str:
 def strengths_chart(strengths: Sequence[StrengthSnapshot]) -> str:
     """Bradley-Terry log-strengths with their bootstrap 95% intervals, one row per model."""
     if not strengths:
-        return _frame("Bradley-Terry strengths (fewer than two models)", [], "log-strength", "")
+        return _frame(
+            "Bradley-Terry strengths (fewer than two models)",
+            [],
+            "log-strength",
+            _why("strengths need comparisons between at least two models"),
+        )
     lo = min(s.low for s in strengths)
     hi = max(s.high for s in strengths)
     pad = max(0.1, (hi - lo) * 0.1)

@@ -9,7 +9,14 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pairjudge.agents.audit import SeriesWindow, WindowStats
-from pairjudge.schemas.audit import Alert, AuditObservation, AuditSeries, AuditSnapshot, DecisionRecord
+from pairjudge.schemas.audit import (
+    Alert,
+    AuditObservation,
+    AuditSeries,
+    AuditSnapshot,
+    DecisionRecord,
+    ThresholdSnapshot,
+)
 from pairjudge.schemas.events import HumanLabel
 from pairjudge.streams.audit.report import latest_per_window, parse_audit_events, render_report
 from pairjudge.streams.cli import app
@@ -29,7 +36,9 @@ def series(experiment: str) -> AuditSeries:
     )
 
 
-def window(s: AuditSeries, hour: int, agree: int, disagree: int, *, final: bool = True) -> AuditSnapshot:
+def window(
+    s: AuditSeries, hour: int, agree: int, disagree: int, *, final: bool = True, hours: float = 1.0
+) -> AuditSnapshot:
     stats = WindowStats()
     for n in range(agree + disagree):
         record = DecisionRecord(
@@ -41,14 +50,16 @@ def window(s: AuditSeries, hour: int, agree: int, disagree: int, *, final: bool 
             candidates=("a", "b"),
             judge_winner="a" if n % 3 else "b",
             confidence=0.75 + (n % 5) / 20,
+            longer="first" if n % 2 else "second",
         )
         human = record.judge_winner if n < agree else ("b" if record.judge_winner == "a" else "a")
         assert human is not None
         label = HumanLabel(pair_id=f"p{n}", winner=human, reviewer="r")
         stats.add(AuditObservation(kind="decision", series=s, record=record))
         stats.add(AuditObservation(kind="labelled", series=s, record=record, label=label))
-    start = (START + timedelta(hours=hour)).timestamp()
-    return SeriesWindow(s, start, 3600.0, 0, stats).snapshot(final=final)
+    start = (START + timedelta(hours=hour * hours)).timestamp()
+    threshold = ThresholdSnapshot(source="configured", threshold=0.7, labels=agree + disagree)
+    return SeriesWindow(s, start, 3600.0 * hours, 0, stats).snapshot(final=final, threshold=threshold)
 
 
 def test_one_section_per_series_with_every_plot_inline_and_nothing_external() -> None:
