@@ -23,8 +23,32 @@ def demo(
     out: Annotated[Path, typer.Option(help="Where to write the outcomes (JSONL).")] = Path("out/demo-outcomes.jsonl"),
     pairs: Annotated[Path | None, typer.Option(help="Pairs to send (JSONL); default: the built-in sample set.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every pair's outcome.")] = 180.0,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Run the whole loop live until Ctrl-C: Tansu, a worker, the review service (with a demo reviewer"
+            " and operator) and a trickle of sample pairs; prints the URLs and the passwords.",
+        ),
+    ] = False,
+    rate: Annotated[float, typer.Option(help="With --serve: sample pairs sent a second.", min=0.1, max=50)] = 3.0,
 ) -> None:
-    """The main job on embedded defaults: start Tansu and a worker, judge the sample pairs, print a summary."""
+    """The main job on embedded defaults: start Tansu and a worker, judge the sample pairs, print a summary.
+
+    With --serve: the live loop instead (streams.cli.live_demo), on the embedded broker only."""
+    if serve:
+        if bootstrap is not None or pairs is not None:
+            console.print("[red]error:[/red] --serve runs on the embedded broker and the sample pairs only")
+            raise typer.Exit(code=2)
+        try:
+            import aiosqlite  # noqa: F401
+            import uvicorn  # noqa: F401
+        except ImportError:
+            console.print("[red]error:[/red] --serve runs the review service: pip install 'pairjudge-stream[review]'")
+            raise typer.Exit(code=2) from None
+        from pairjudge.streams.cli.live_demo import run_live
+
+        raise typer.Exit(code=asyncio.run(run_live(settings_for(), rate=rate)))
     from pairjudge.streams.cli.demo import run_demo
 
     result = asyncio.run(run_demo(settings_for(), bootstrap=bootstrap, out_path=out, pairs_path=pairs, timeout=timeout))

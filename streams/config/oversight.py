@@ -271,6 +271,10 @@ class ReviewSettings(_Section):
     #: Secure cookies need HTTPS, except on localhost (browsers treat it as secure); switch off only for plain
     #: HTTP beyond loopback, which you should not run.
     cookie_secure: bool = True
+    #: Publish labels with an idempotent producer (a retried send is written once). Off only for a broker without
+    #: idempotent producers (the embedded Tansu of ``pairjudge demo --serve``); a label sent twice is then counted
+    #: once by the audit's join all the same.
+    idempotent_labels: bool = True
     #: Failed logins per user (and per client address) within ``login_window_s`` before logins are refused.
     login_max_failures: int = Field(default=5, ge=1)
     #: The window, in seconds, in which ``login_max_failures`` are counted; a refused login may try again once

@@ -41,10 +41,13 @@ class LabelSink:
     def __init__(self, settings: Settings) -> None:
         self._topic = settings.topics.name("labels")
         self._kafka = settings.kafka
+        self._idempotent = settings.review.idempotent_labels
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
-        self._producer = AIOKafkaProducer(**client_config(self._kafka).kwargs(acks="all", enable_idempotence=True))
+        self._producer = AIOKafkaProducer(
+            **client_config(self._kafka).kwargs(acks="all", enable_idempotence=self._idempotent)
+        )
         await self._producer.start()
 
     async def stop(self) -> None:

@@ -1,4 +1,5 @@
-"""The review web app: a server-rendered queue page for reviewers and a controls page for operators.
+"""The review web app: a server-rendered queue page for reviewers, the drift audit's figures (``/audit``)
+and the scoreboards (``/scores``) beside it, and a controls page for operators.
 
 What the page never shows is as deliberate as what it shows: the judge's verdict, confidence and
 justification stay out of the page and its source (seed 000, against anchoring), and every piece of
@@ -114,7 +115,7 @@ class ReviewApp:
     scores: ScoresFeed | None = None
     #: What ``/livez`` and ``/readyz`` report (the service fills in its feed).
     health: ReviewHealth | None = None
-    #: The latest audit snapshot per series, for the operators' page (None: not followed).
+    #: The latest audit snapshot per series, for the audit view and the operators' page (None: not followed).
     audit: AuditFeed | None = None
 
 
@@ -455,6 +456,65 @@ async def resume(app: ReviewApp, request: Request, user: User) -> Response:
     return await operators_page(app, request, user, f"Automatic decisions resumed by {user.name}.")
 
 
+def audit_context(app: ReviewApp) -> dict[str, Any]:
+    """The audit view's figures: each series' latest window as the drift audit published it (pairs, the
+    labels on the judge's verdicts, agreement and kappa), and each experiment's two gates."""
+    latest = app.audit.latest if app.audit is not None else {}
+    rows = []
+    for key, snap in sorted(latest.items()):
+        info = snap.series_info
+        kappa = _fmt(snap.cohen_kappa)
+        if snap.cohen_kappa is not None and snap.kappa_low is not None and snap.kappa_high is not None:
+            kappa += f" ({snap.kappa_low:.2f}..{snap.kappa_high:.2f})"
+        rows.append(
+            {
+                "series": key,
+                "name": f"{info.judge_model} | {info.rubric} | {info.experiment_id or '-'}" if info else key,
+                "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
+                "pairs": str(snap.pairs),
+                "labels": str(snap.human_labels),
+                "human_decided": str(snap.human_decided),
+                "agreement": _fmt(snap.agreement, "{:.0%}"),
+                "kappa": kappa,
+                "tiebreak_rate": _fmt(snap.tiebreak_rate, "{:.0%}"),
+                "published": f"{snap.published_at:%H:%M:%S} UTC",
+            }
+        )
+    gates = []
+    for _, board in sorted((app.scores.latest if app.scores is not None else {}).items()):
+        view = board_view(board)
+        gates.append(
+            {
+                "experiment": board.experiment,
+                "human": view.human.gate.text if view.human.gate is not None else view.human.missing or "n/a",
+                "judge": view.judge.gate.text if view.judge.gate is not None else "n/a",
+                "human_rate": view.human.headline,
+                "judge_rate": view.judge.headline,
+            }
+        )
+    return {
+        "series": rows,
+        "total_labels": sum(s.human_labels for s in latest.values()),
+        "total_decided": sum(s.human_decided for s in latest.values()),
+        "total_pairs": sum(s.pairs for s in latest.values()),
+        "gates": gates,
+        "min_labels": app.settings.audit.min_labels,
+        "kappa_min": app.settings.audit.kappa_min,
+    }
+
+
+async def audit_page(app: ReviewApp, request: Request, user: User) -> Response:
+    """The drift audit as it stands, for reviewers: each series' labels, agreement and kappa, beside the
+    scoreboards' gates. The page refreshes its figures itself (``/audit/live``, the app's own script)."""
+    context = {"user": user, "csrf": csrf_token(request), **audit_context(app)}
+    return app.templates.TemplateResponse(request, "audit.html", context)
+
+
+async def audit_live(app: ReviewApp, request: Request, user: User) -> Response:
+    """The audit view's figures alone (an HTML fragment the page's script swaps in every few seconds)."""
+    return app.templates.TemplateResponse(request, "_audit.html", audit_context(app))
+
+
 async def scores_page(app: ReviewApp, request: Request, user: User) -> Response:
     """Every experiment's scoreboard: the human basis and the judge basis side by side, both gates, the
     splits, and the three charts (inline SVG)."""
@@ -524,6 +584,8 @@ def build_app(review: ReviewApp, session_secret: str) -> Starlette:
         Route("/items/{item_id:int}/label", guarded(review, "reviewer", submit_label, write=True), methods=["POST"]),
         Route("/items/{item_id:int}/skip", guarded(review, "reviewer", skip_item, write=True), methods=["POST"]),
         Route("/scores", guarded(review, "reviewer", scores_page), methods=["GET"]),
+        Route("/audit", guarded(review, "reviewer", audit_page), methods=["GET"]),
+        Route("/audit/live", guarded(review, "reviewer", audit_live), methods=["GET"]),
         Route("/operators", guarded(review, "operator", operators_page), methods=["GET"]),
         Route("/operators/control", guarded(review, "operator", set_control, write=True), methods=["POST"]),
         Route("/operators/resume", guarded(review, "operator", resume, write=True), methods=["POST"]),

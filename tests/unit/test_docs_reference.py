@@ -208,6 +208,8 @@ def test_the_readme_is_a_front_door_with_the_commands_ci_runs() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= 250
     assert "```bash\npython3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/pairjudge demo\n```" in text
+    # The live demo, as tests/integration/test_live_demo_browser.py runs it.
+    assert "```bash\n.venv/bin/pip install -e '.[review,report]' && .venv/bin/pairjudge demo --serve\n```" in text
     assert "```bash\nbash .ci/run\n```" in text
     ci = (ROOT / ".ci" / "run").read_text()
     steps = re.findall(r"^step \"[^\"]+\" (.+)$", ci, re.M)

@@ -143,7 +143,7 @@ def decide_human(
     text = (
         f"{needed} more human labels expected to be needed"
         if needed is not None
-        else f"more than {MAX_FORECAST_LABELS} more human labels would be needed at the current estimate"
+        else f"more than {MAX_FORECAST_LABELS:,} more human labels would be needed at the current estimate"
     )
     if interval.unlabelled_share > 0:
         text += f"; {interval.unlabelled_share:.0%} of pairs are in strata with too few labels"

@@ -64,4 +64,16 @@ document.addEventListener("keydown", (event) => {
   else if (event.key === "s") { const skip = document.querySelector("form.skip"); if (skip) { skip.requestSubmit(); } }
 });
 
-document.addEventListener("DOMContentLoaded", bindForms);
+// The audit view: swap in its figures every few seconds (server-rendered and escaped, like the items).
+async function refreshLive(box) {
+  try {
+    const response = await fetch(box.dataset.refresh, { headers: { "Accept": "text/html" }, credentials: "same-origin" });
+    if (response.ok) { box.innerHTML = await response.text(); }
+  } catch (e) { /* the service is restarting: try again next time */ }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  bindForms();
+  const live = document.getElementById("audit-live");
+  if (live && live.dataset.refresh) { setInterval(() => refreshLive(live), 2000); }
+});
