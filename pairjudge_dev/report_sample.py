@@ -17,7 +17,8 @@ import json
 import time
 from pathlib import Path
 
-from pairjudge.streams.audit.report import latest_per_window, parse_audit_events, rates_plot, write_report
+from pairjudge.streams.audit.report import latest_per_window, parse_audit_events, write_report
+from pairjudge.streams.audit.report_charts import rates_plot
 from pairjudge.streams.cli.demo import sample_labels, sample_pairs
 from pairjudge.streams.kafka.collector import collect_outcomes, read_topic
 from pairjudge.streams.kafka.producer import send_events

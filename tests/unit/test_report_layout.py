@@ -11,20 +11,17 @@ from matplotlib.dates import num2date
 
 from pairjudge.agents.audit import SeriesWindow, WindowStats
 from pairjudge.schemas.audit import Alert, AuditObservation, AuditSnapshot, DecisionRecord, ThresholdSnapshot
-from pairjudge.streams.audit.report import (
-    NO_ALERTS,
+from pairjudge.streams.audit.report import NO_ALERTS, NO_SCOREBOARD, parse_audit_events, render_report
+from pairjudge.streams.audit.report_charts import (
     NO_LABELS,
-    NO_SCOREBOARD,
     Empty,
     _time_figure,
     centre,
     compact_svg,
     kappa_chart,
     length_chart,
-    parse_audit_events,
     rates_chart,
     rates_plot,
-    render_report,
     threshold_chart,
     time_axis,
     window_label,
