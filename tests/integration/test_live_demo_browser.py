@@ -21,12 +21,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page
 
 from pairjudge.streams.cli.live_demo import credentials, parse_output
 
@@ -34,23 +34,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 UPDATE_SCREENSHOTS = os.environ.get("PAIRJUDGE_UPDATE_SCREENSHOTS") == "1"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail("Debian's chromium is not installed (apt-get install chromium; .ci/run does)", pytrace=False)
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(
-            executable_path=executable,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--no-first-run", "--disable-sync"],
-        )  # fmt: skip
-        try:
-            yield b
-        finally:
-            await b.close()
 
 
 class Demo:

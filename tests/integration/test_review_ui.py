@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page
 
 from pairjudge.schemas import ControlUpdate, HeadToHeadRubric, ReviewRequest
 from pairjudge.schemas.events import OrderingResult
@@ -68,23 +66,6 @@ def _request(i: int, prefix: str, *, output: str | None = None, head_to_head: bo
         orderings=(hidden,),
         last_justification=SECRET_JUSTIFICATION,
     )
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail("Debian's chromium is not installed (apt-get install chromium; .ci/run does)", pytrace=False)
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(
-            executable_path=executable,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--no-first-run", "--disable-sync"],
-        )  # fmt: skip
-        try:
-            yield b
-        finally:
-            await b.close()
 
 
 async def _sign_in(page: Page, url: str, name: str) -> None:
