@@ -136,7 +136,7 @@ def check_pair(pair: CandidatePair, policy: Policy, catalog: Mapping[str, Inline
         # An empty output is an ordinary (losing) answer, settled by ``agents.settle``, not an error.
         what = f"candidate {candidate.candidate_id!r} output"
         _check_text(what, candidate.output, policy.max_output_chars, "output", may_be_empty=True)
-    _check_text("task prompt", pair.task.prompt, policy.max_prompt_chars, "prompt")
+    _check_text("task prompt", pair.task.question, policy.max_prompt_chars, "prompt")
     if pair.task.context is not None:
         _check_text("task context", pair.task.context, policy.max_prompt_chars, "context", may_be_empty=True)
     return rubric

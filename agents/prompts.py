@@ -235,7 +235,7 @@ def slots_for(
     return PromptSlots(
         output_a=a.output,
         output_b=b.output,
-        task_prompt=pair.task.prompt,
+        task_prompt=pair.task.question,
         task_context=pair.task.context,
         rubric=rubric,
         tiebreak=tiebreak,

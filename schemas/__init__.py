@@ -26,7 +26,18 @@ from pairjudge.schemas.events import (
     TieBreakReason,
     TieBreakRequest,
 )
-from pairjudge.schemas.pair import TIE, Candidate, CandidatePair, CandidateSource, KnownLabel, PairMetadata, Task
+from pairjudge.schemas.pair import (
+    TIE,
+    Candidate,
+    CandidatePair,
+    CandidateSource,
+    ChatRole,
+    KnownLabel,
+    Message,
+    PairMetadata,
+    RiskLevel,
+    Task,
+)
 from pairjudge.schemas.rubric import (
     DEFAULT_TIEBREAK_WEIGHTS,
     Criterion,
@@ -52,6 +63,7 @@ __all__ = [
     "Candidate",
     "CandidatePair",
     "CandidateSource",
+    "ChatRole",
     "Contract",
     "ControlUpdate",
     "Criterion",
@@ -66,6 +78,7 @@ __all__ = [
     "JudgeInfo",
     "JuryVote",
     "KnownLabel",
+    "Message",
     "OrderingResult",
     "PairMetadata",
     "PairVerdict",
@@ -73,6 +86,7 @@ __all__ = [
     "RelativeWinner",
     "ReviewReason",
     "ReviewRequest",
+    "RiskLevel",
     "Rubric",
     "RubricRef",
     "Task",

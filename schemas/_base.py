@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo, model_validator
 
 #: Every contract version this code can read. A new version is added here (and handled) in the
 #: consumers first; producers switch to it only once every consumer accepts it
 #: (docs/reference/events.md#schema-versions).
-SupportedVersion = Literal[1]
+SupportedVersion = Literal[1, 2]
 SUPPORTED_SCHEMA_VERSIONS: Final[tuple[int, ...]] = get_args(SupportedVersion)
-#: The version this code writes: bumped when a contract changes incompatibly.
-SCHEMA_VERSION: Final = 1
+#: The version this code writes: bumped when a contract changes incompatibly. Version 2 added
+#: conversations (``Task.messages``, ``Candidate.turns``) and ``CandidatePair.risk_level``; a version 1 event
+#: is still read, and may not carry them (docs/reference/events.md#schema-versions).
+SCHEMA_VERSION: Final = 2
 
 
 def _exact_int(value: object) -> object:
@@ -38,3 +40,18 @@ class Event(Contract):
     """A contract that travels on a topic on its own, so it carries its version."""
 
     schema_version: SchemaVersion = SCHEMA_VERSION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unversioned_is_version_1(cls, data: object, info: ValidationInfo) -> object:
+        # Producers wrote no schema_version before it was checked, and what they wrote is version 1; an
+        # event built in code gets the current version instead. Only a read from the wire says which
+        # (``WIRE_CONTEXT``), since both arrive here as a dict without the field.
+        if isinstance(data, dict) and "schema_version" not in data and info.context == WIRE_CONTEXT:
+            return {**data, "schema_version": 1}
+        return data
+
+
+#: The validation context of an event read from bytes (``model_validate(..., context=WIRE_CONTEXT)``):
+#: an event without ``schema_version`` is then version 1, nested events included.
+WIRE_CONTEXT: Final = {"source": "wire"}

@@ -33,16 +33,74 @@ class CandidateSource(Contract):
 
 class Candidate(Contract):
     candidate_id: CandidateId
-    #: Untrusted model output. Size is bounded by the worker's configured limit, not here,
-    #: so that an oversized pair is dead-lettered with a clear reason rather than a schema error.
-    #: An empty output is valid: in production it is an ordinary losing answer (``agents.settle``).
+    #: Untrusted model output: the reply to the task's last user turn. Size is bounded by the worker's
+    #: configured limit, not here, so that an oversized pair is dead-lettered with a clear reason rather
+    #: than a schema error. An empty output is valid: in production it is an ordinary losing answer
+    #: (``agents.settle``).
     output: str
     source: CandidateSource
+    #: A transcript comparison (schema version 2): this candidate's own replies to the task's earlier user
+    #: turns, in order, one a turn; ``output`` is its reply to the last. Empty for a single reply.
+    turns: tuple[str, ...] = ()
+
+
+#: Who said a turn, as in OpenAI's chat format.
+ChatRole = Literal["system", "user", "assistant"]
+#: How much a pair's decision matters (seed 001's [RISK_LEVEL]): it selects the thresholds it must clear.
+RiskLevel = Literal["low", "normal", "high"]
+
+
+class Message(Contract):
+    """One turn of a conversation. Untrusted text, like every output."""
+
+    role: ChatRole
+    content: str
 
 
 class Task(Contract):
-    prompt: str = Field(min_length=1)
+    """What the two candidates answer: a single ``prompt``, or a conversation in ``messages``.
+
+    - ``prompt``: one instruction, answered once by each candidate (schema version 1's only form).
+    - ``messages`` whose last turn is the user's: the conversation so far, shared by both candidates; each
+      candidate's ``output`` is its reply to that last turn.
+    - ``messages`` of user (and system) turns only, with candidates that carry ``turns``: a transcript
+      comparison, each candidate having answered every user turn in its own conversation (MT-Bench's two
+      turns).
+    """
+
+    prompt: str | None = Field(default=None, min_length=1)
     context: str | None = None
+    messages: tuple[Message, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Task:
+        if (self.prompt is None) == (not self.messages):
+            raise ValueError("a task has either a prompt or messages (a conversation), not both and not neither")
+        if self.messages:
+            if self.messages[-1].role != "user":
+                raise ValueError("a conversation's last turn must be the user's: the candidates reply to it")
+            if self.messages[-1].content == "":
+                raise ValueError("a conversation's last user turn is empty")
+        return self
+
+    @property
+    def question(self) -> str:
+        """The instruction the candidates' outputs answer: the prompt, or the conversation's last user turn."""
+        if self.prompt is not None:
+            return self.prompt
+        return self.messages[-1].content
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        """The turns before the question (empty for a single prompt)."""
+        return self.messages[:-1]
+
+    @property
+    def user_turns(self) -> tuple[str, ...]:
+        """Every user turn in order, the question last (just the prompt for a single prompt)."""
+        if self.prompt is not None:
+            return (self.prompt,)
+        return tuple(m.content for m in self.messages if m.role == "user")
 
 
 class PairMetadata(Contract):
@@ -67,12 +125,30 @@ class CandidatePair(Event):
     tiebreak: TieBreakWeights | None = None
     metadata: PairMetadata = Field(default_factory=PairMetadata)
     human_label: KnownLabel | None = None
+    #: Seed 001's [RISK_LEVEL] (schema version 2): ``high`` pairs need more confidence to be auto-decided
+    #: (or always go to review), ``low`` ones less; None is ``normal``. Thresholds: docs/guides/risk-levels.md.
+    risk_level: RiskLevel | None = None
+
+    @property
+    def risk(self) -> RiskLevel:
+        """The pair's risk level, ``normal`` when it names none."""
+        return self.risk_level or "normal"
+
+    @property
+    def is_transcript(self) -> bool:
+        """True when the candidates are whole transcripts (their ``turns``), not replies to one last turn."""
+        return any(c.turns for c in self.candidates)
 
     @model_validator(mode="after")
     def _distinct_candidates(self) -> CandidatePair:
         first, second = self.candidates
         if first.candidate_id == second.candidate_id:
             raise ValueError(f"the two candidates share the id {first.candidate_id!r}")
+        self._check_conversation()
+        if self.schema_version == 1 and (self.task.messages or self.is_transcript or self.risk_level is not None):
+            raise ValueError(
+                "task.messages, candidate turns and risk_level need schema_version 2 (docs/reference/events.md)"
+            )
         if self.human_label is not None and self.human_label.winner not in (
             first.candidate_id,
             second.candidate_id,
@@ -80,6 +156,22 @@ class CandidatePair(Event):
         ):
             raise ValueError(f"human_label.winner {self.human_label.winner!r} names neither candidate nor TIE")
         return self
+
+    def _check_conversation(self) -> None:
+        if not self.is_transcript:
+            return
+        if any(m.role == "assistant" for m in self.task.messages):
+            raise ValueError(
+                "a transcript comparison's task.messages hold the user (and system) turns only: each candidate's "
+                "own replies are its turns"
+            )
+        earlier = len(self.task.user_turns) - 1
+        for c in self.candidates:
+            if len(c.turns) != earlier:
+                raise ValueError(
+                    f"candidate {c.candidate_id!r} has {len(c.turns)} earlier turns for {earlier} earlier user "
+                    "turns: a transcript has one reply a user turn, the last being its output"
+                )
 
     def candidate(self, candidate_id: str) -> Candidate:
         for c in self.candidates:

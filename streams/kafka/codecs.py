@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from pairjudge.agents.errors import InputRejected
-from pairjudge.schemas._base import SUPPORTED_SCHEMA_VERSIONS
+from pairjudge.schemas._base import SUPPORTED_SCHEMA_VERSIONS, WIRE_CONTEXT
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -60,7 +60,7 @@ def decode(model_type: type[M], raw: bytes | None, *, max_bytes: int) -> M:
     """Decode one event strictly, or raise ``InputRejected`` with a short reason code and a clear detail."""
     data = parse_object(raw, max_bytes=max_bytes)
     try:
-        return model_type.model_validate(data)
+        return model_type.model_validate(data, context=WIRE_CONTEXT)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         raise InputRejected(_reason_code(errors), _describe(errors)) from None

@@ -287,7 +287,7 @@ def _item_context(item: Item | None) -> dict[str, Any]:
             "reason": item.reason,
             "audit": item.audit,
             "experiment": item.experiment,
-            "task": pair.task.prompt,
+            "task": pair.task.question,
             "context": pair.task.context,
             "rubric": _rubric_view(item),
             "left": pair.candidate(item.left).output,

@@ -79,7 +79,10 @@ class EventRedactor:
         pair = request.pair
         text, optional = self.text, self._optional
         task = pair.task.model_copy(
-            update={"prompt": text(pair.task.prompt) or placeholder("empty"), "context": optional(pair.task.context)}
+            update={
+                "prompt": None if pair.task.prompt is None else text(pair.task.prompt) or placeholder("empty"),
+                "context": optional(pair.task.context),
+            }
         )
         candidates = tuple(c.model_copy(update={"output": text(c.output)}) for c in pair.candidates)
         update: dict[str, object] = {"task": task, "candidates": candidates}

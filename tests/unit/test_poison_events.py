@@ -226,7 +226,7 @@ def test_decode_never_raises_anything_but_input_rejected_on_mangled_events() -> 
 # --- schema versions --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [99, -1, 2, 0, "2", "1", True, 1.0, None, [1], {"v": 1}])
+@pytest.mark.parametrize("version", [99, -1, 3, 0, "2", "1", True, 1.0, 2.0, None, [1], {"v": 1}])
 def test_unknown_or_malformed_schema_versions_are_unsupported(version: object) -> None:
     raw = _event({**_good(), "schema_version": version})
     error = _rejected(raw)
@@ -243,8 +243,8 @@ def test_the_known_version_and_a_missing_one_are_accepted() -> None:
 
 
 def test_the_version_is_the_reason_even_when_other_fields_differ() -> None:
-    # A version-2 producer may add fields; "unknown_field" would hide the real cause.
-    raw = _event({**_good(), "schema_version": 2, "field_of_v2": {"x": 1}})
+    # A version-3 producer may add fields; "unknown_field" would hide the real cause.
+    raw = _event({**_good(), "schema_version": 3, "field_of_v3": {"x": 1}})
     assert _rejected(raw).reason == "unsupported_schema_version"
 
 
@@ -431,3 +431,11 @@ async def test_the_stage_handler_dead_letters_each_poison_event_within_bounds(na
     assert (letter.topic, letter.partition, letter.offset) == ("pairjudge.pairs", 2, 41)
     assert letter.pair_id is not None
     assert out.key == letter.pair_id.encode()
+
+
+def test_a_version_1_event_may_not_carry_version_2_fields() -> None:
+    # A v1 producer cannot have meant a conversation or a risk level: the fields arrived with version 2.
+    raw = _event({**_good(), "schema_version": 1, "risk_level": "high"})
+    error = _rejected(raw)
+    assert "schema_version 2" in error.detail
+    assert decode(CandidatePair, _event({**_good(), "risk_level": "high"}), max_bytes=MAX_EVENT).risk == "high"
