@@ -45,7 +45,7 @@ from pairjudge.agents.jury import Juror, juror, jury_info, reconcile_jury, requi
 from pairjudge.agents.orderings import ORDERS, build_ordering
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.policy_overlay import apply_policy, overriding_reason
-from pairjudge.agents.prompts import render_primary, template_hash
+from pairjudge.agents.prompts import pair_template_hash, render_primary
 from pairjudge.agents.sampling import audit, verdict_class
 from pairjudge.agents.settle import Settlement, settle
 from pairjudge.agents.tiebreak import arithmetic_mismatches, decide_tiebreak, judge_tiebreak_ordering
@@ -130,6 +130,10 @@ def check_pair(pair: CandidatePair, policy: Policy, catalog: Mapping[str, Inline
     ``oversized_prompt``, ``oversized_context``, ``malformed_text``. Details name the candidate id and
     sizes, never the text itself. Every rubric's template needs the task (the tie-break shows it even
     when the primary template does not), so a blank task prompt is rejected for all kinds.
+
+    A conversation (schema version 2) is bounded as a whole, because the judge is shown all of it:
+    ``max_prompt_chars`` for every turn of the task's messages together, ``max_output_chars`` for each
+    candidate's whole transcript (its turns and its output together).
     """
     rubric = resolve_rubric(pair, catalog)
     for candidate in pair.candidates:
@@ -137,9 +141,44 @@ def check_pair(pair: CandidatePair, policy: Policy, catalog: Mapping[str, Inline
         what = f"candidate {candidate.candidate_id!r} output"
         _check_text(what, candidate.output, policy.max_output_chars, "output", may_be_empty=True)
     _check_text("task prompt", pair.task.question, policy.max_prompt_chars, "prompt")
+    _check_conversation(pair, policy)
     if pair.task.context is not None:
         _check_text("task context", pair.task.context, policy.max_prompt_chars, "context", may_be_empty=True)
     return rubric
+
+
+def _check_conversation(pair: CandidatePair, policy: Policy) -> None:
+    """The turns of a conversation: each one valid text, and each whole within its limit (``check_pair``)."""
+    messages = pair.task.messages
+    for number, message in enumerate(messages[:-1], start=1):
+        # An earlier turn may be empty (a user who sent nothing); the last one is the question, checked above.
+        _check_text(
+            f"task turn {number} ({message.role})",
+            message.content,
+            policy.max_prompt_chars,
+            "prompt",
+            may_be_empty=True,
+        )
+    total = sum(len(m.content) for m in messages)
+    if total > policy.max_prompt_chars:
+        raise InputRejected(
+            "oversized_prompt",
+            f"the task's conversation has {total} characters in {len(messages)} turns; the limit "
+            f"(max_prompt_chars, for all turns together) is {policy.max_prompt_chars}",
+        )
+    for candidate in pair.candidates:
+        if not candidate.turns:
+            continue
+        for number, turn in enumerate(candidate.turns, start=1):
+            what = f"candidate {candidate.candidate_id!r} turn {number}"
+            _check_text(what, turn, policy.max_output_chars, "output", may_be_empty=True)
+        size = len(candidate.output) + sum(len(t) for t in candidate.turns)
+        if size > policy.max_output_chars:
+            raise InputRejected(
+                "oversized_output",
+                f"candidate {candidate.candidate_id!r} transcript has {size} characters in {len(candidate.turns) + 1} "
+                f"replies; the limit (max_output_chars, for a whole transcript) is {policy.max_output_chars}",
+            )
 
 
 def snapshot_pair(pair: CandidatePair, rubric: InlineRubric) -> CandidatePair:
@@ -152,12 +191,23 @@ def snapshot_pair(pair: CandidatePair, rubric: InlineRubric) -> CandidatePair:
 
 
 def scan_for_injection(pair: CandidatePair) -> tuple[InjectionFlag, ...]:
-    """What ``agents.injection`` finds in each output: text aimed at the judge."""
-    return tuple(
-        InjectionFlag(candidate_id=c.candidate_id, rule=f.rule, excerpt=f.excerpt)
-        for c in pair.candidates
-        for f in detect(c.output)
-    )
+    """What ``agents.injection`` finds in each output, each candidate's earlier turns, and the turns of the
+    task's conversation before its last user turn: text aimed at the judge. A hostile instruction in a
+    turn of the conversation is the indirect case: the judge is shown every turn. The last user turn is
+    the question, read like a single prompt (which is not scanned)."""
+    flags = [
+        InjectionFlag(candidate_id=None, rule=f.rule, excerpt=f.excerpt, where=f"task turn {number} ({m.role})")
+        for number, m in enumerate(pair.task.history, start=1)
+        for f in detect(m.content)
+    ]
+    for c in pair.candidates:
+        texts = [*((f"turn {n}", t) for n, t in enumerate(c.turns, start=1)), ("output", c.output)]
+        flags += (
+            InjectionFlag(candidate_id=c.candidate_id, rule=f.rule, excerpt=f.excerpt, where=where)
+            for where, text in texts
+            for f in detect(text)
+        )
+    return tuple(flags)
 
 
 # --- concurrency ------------------------------------------------------------------------------
@@ -266,10 +316,10 @@ async def judge_pair(
     rubric = check_pair(pair, policy, catalog)
     judged_pair = snapshot_pair(pair, rubric)
     flags = scan_for_injection(judged_pair) if policy.injection_guard else ()
-    prompt_hash = template_hash(rubric.kind)
+    prompt_hash = pair_template_hash(rubric.kind, pair)
     info = jury_info(panel, prompt_hash)
-    # The series' calibrated threshold, when the audit has published one (never below the configured).
-    threshold = policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key)
+    # The risk level's threshold, raised by its series' calibrated one when the audit has published one.
+    threshold = policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key, pair.risk)
     if flags:
         return _suspected_injection(judged_pair, rubric, flags, info, prompt_hash)
     settled = settle(judged_pair)
@@ -279,7 +329,7 @@ async def judge_pair(
     # Agreement is with the majority candidate, even when low confidence keeps it from deciding.
     votes = with_agreement([j.vote for j in jurors], tally([j.vote for j in jurors], needed))
     raw = reconcile_jury(jurors, needed, threshold)
-    rec = apply_policy(raw, policy)
+    rec = apply_policy(raw, policy, pair.risk)
     orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
     # A jury's verdict is explained by its majority's justifications; one judge's by its own two.
     majority = tuple(o for j in jurors if not j.vote.abstained and j.vote.vote == rec.winner for o in (j.ab, j.ba))
@@ -403,7 +453,7 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
             "tiebreak",
             outcome,
             None,
-            prompt_hash=template_hash("tiebreak"),
+            prompt_hash=pair_template_hash("tiebreak", pair),
             rubric_kind=rubric_kind,
             calls=(),
             audit=False,
@@ -413,7 +463,7 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
 
     weights = pair.tiebreak or policy.default_tiebreak
     ab, ba = await both_orders(lambda order: judge_tiebreak_ordering(pair, weights, order, judge, policy))
-    prompt_hash = template_hash("tiebreak")
+    prompt_hash = pair_template_hash("tiebreak", pair)
     info = judge_info(judge, prompt_hash)
     mismatches = arithmetic_mismatches(ab, ba)
     outcome = decide_tiebreak(request, ab, ba, policy, info)

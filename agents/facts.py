@@ -173,7 +173,7 @@ def decision_facts(
         forced_choice=forced_choice,
         arithmetic_mismatch=arithmetic_mismatch,
         injection_rules=",".join(sorted({f.rule for f in injection})) or None,
-        injection_candidates=",".join(sorted({f.candidate_id for f in injection})) or None,
+        injection_candidates=",".join(sorted({f.candidate_id for f in injection if f.candidate_id})) or None,
         inclusion_probability=probability,
         sampling_class=sampling_class,
     )

@@ -181,7 +181,7 @@ _ALTERNATIVES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
             r"\bthis (?:comparison|pairwise evaluation|head-to-head)\b",
         ),
     ),
-    ("delimiter", (r"<\s*/?\s*(?:output_[ab]|response_[ab]|task|context)\b",)),
+    ("delimiter", (r"<\s*/?\s*(?:output_[ab]|response_[ab]|task|context|(?:user|assistant|system)_turn)\b",)),
 )
 
 RULES: Final[tuple[Rule, ...]] = tuple(Rule(name, re.compile("|".join(alts))) for name, alts in _ALTERNATIVES)

@@ -1,4 +1,4 @@
-"""Reading a rendered prompt back into the :class:`~agents.prompts.PromptSlots` it shows.
+"""Reading a rendered prompt back into the :class:`~agents.prompt_slots.PromptSlots` it shows.
 
 A judge gets the pair only as rendered text (``JudgeRequest.messages``); the offline judge reads it
 back out here, the way a model reads it. The reader inverts ``agents.prompts``:
@@ -6,6 +6,10 @@ back out here, the way a model reads it. The reader inverts ``agents.prompts``:
 * outputs are found by their delimiter tags, which no inserted text can contain (``neutralise``);
 * the rest is split at the template's fixed text, and the escaping is undone (``restore``);
 * the result is accepted only if rendering it gives back the very same messages.
+
+A conversation's turns are read the same way: each is found by its delimiter tags
+(``agents.prompt_blocks``); a transcript is read out of each output's slot, and its last reply is the
+output (the offline judge compares the replies to the last user turn).
 
 It never guesses: a prompt it cannot read exactly raises :class:`PromptUnreadable`. Rubric texts are
 operator configuration, not delimited, so one that repeats the template's own fixed text where the
@@ -24,6 +28,18 @@ from typing import Final
 from pydantic import TypeAdapter, ValidationError
 
 from pairjudge.agents.judge import JudgeRequest, TemplateKind
+from pairjudge.agents.prompt_blocks import (
+    HISTORY_INTRO,
+    QUESTION_INTRO,
+    RISK_LEVELS,
+    TRANSCRIPT_INTRO,
+    TRANSCRIPT_NOTE,
+    PromptForm,
+    Turn,
+    risk_line,
+    turn_tag,
+)
+from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.agents.prompts import (
     DATA_NOTE,
     FORBIDDEN_TERMS,
@@ -42,10 +58,10 @@ from pairjudge.agents.prompts import (
     TASK_INTRO,
     TIEBREAK_TEMPLATE,
     TONE_STYLE_TEMPLATE,
-    PromptSlots,
     render,
     restore,
 )
+from pairjudge.schemas.pair import ChatRole, RiskLevel
 from pairjudge.schemas.rubric import (
     Criterion,
     HeadToHeadRubric,
@@ -118,14 +134,19 @@ def _between(text: str, opening: str, closing: str, start: int = 0) -> tuple[int
     return begin, last
 
 
-def _outputs(text: str, tag_a: str, tag_b: str) -> tuple[str, str, str, list[str]]:
+#: What an output slot shows: one output, or (a transcript comparison) a whole conversation's turns.
+Shown = str | tuple[Turn, ...]
+
+
+def _outputs(text: str, tag_a: str, tag_b: str) -> tuple[Shown, Shown, str, list[str]]:
     """Both outputs, the prompt's nonce, and the rest of ``text`` in three parts: before A, between A
     and B, after B.
 
     The first opening tag is the real one: every text inserted before it is escaped. Every delimiter
     of a prompt carries one nonce (``<output_a id="NONCE">``, seed 003's ``<response_a id="NONCE">``):
-    the one read from A's opening tag must close A and open and close B. The data note before each
-    opening tag belongs to the output's slot, like the tags.
+    the one read from A's opening tag must close A and open and close B. The note before each
+    opening tag belongs to the output's slot, like the tags: the data note before an output, the
+    transcript note before a whole conversation (whose turns are read out of the slot).
     """
     begin, _ = _between(text, f'<{tag_a} id="', '">\n')
     nonce = text[begin : begin + 16]
@@ -133,13 +154,140 @@ def _outputs(text: str, tag_a: str, tag_b: str) -> tuple[str, str, str, list[str
     open_b, close_b = f'<{tag_b} id="{nonce}">\n', f'\n</{tag_b} id="{nonce}">'
     a_begin, a_end = _between(text, open_a, close_a)
     b_begin, b_end = _between(text, open_b, close_b, a_end + len(close_a))
-    a, b = restore(text[a_begin:a_end]), restore(text[b_begin:b_end])
-    note = DATA_NOTE + "\n"
-    a_begin, a_end = a_begin - len(open_a) - len(note), a_end + len(close_a)
-    b_begin, b_end = b_begin - len(open_b) - len(note), b_end + len(close_b)
-    if not (text.startswith(note, a_begin) and text.startswith(note, b_begin)):
-        raise PromptUnreadable("an output slot lacks its data note")
-    return a, b, nonce, [text[:a_begin], text[a_end:b_begin], text[b_end:]]
+    shown: list[Shown] = []
+    for begin, end, opening in ((a_begin, a_end, open_a), (b_begin, b_end, open_b)):
+        if text.startswith(DATA_NOTE + "\n" + opening, begin - len(opening) - len(DATA_NOTE) - 1):
+            shown.append(restore(text[begin:end]))
+        elif text.startswith(TRANSCRIPT_NOTE + "\n" + opening, begin - len(opening) - len(TRANSCRIPT_NOTE) - 1):
+            turns, rest = _turns(text[begin:end], nonce)
+            if rest:
+                raise PromptUnreadable("text in a transcript that is not a turn")
+            shown.append(turns)
+        else:
+            raise PromptUnreadable("an output slot lacks its data note")
+    a_begin -= len(open_a) + 1 + len(DATA_NOTE if isinstance(shown[0], str) else TRANSCRIPT_NOTE)
+    b_begin -= len(open_b) + 1 + len(DATA_NOTE if isinstance(shown[1], str) else TRANSCRIPT_NOTE)
+    a_end, b_end = a_end + len(close_a), b_end + len(close_b)
+    return shown[0], shown[1], nonce, [text[:a_begin], text[a_end:b_begin], text[b_end:]]
+
+
+_TURN_OPEN = re.compile(r"<(system|user|assistant)_turn id=\"([0-9a-f]{16})\">\n")
+_ROLES: Final[Mapping[str, ChatRole]] = MappingProxyType({"system": "system", "user": "user", "assistant": "assistant"})
+
+
+def _turns(block: str, nonce: str) -> tuple[tuple[Turn, ...], str]:
+    """The delimited turns ``block`` starts with (one a line, see ``agents.prompt_blocks.turns_block``),
+    and what follows them. Turn texts are neutralised, so every turn tag found is a real one."""
+    turns: list[Turn] = []
+    rest = block
+    while True:
+        match = _TURN_OPEN.match(rest)
+        if match is None or match.group(2) != nonce:
+            break
+        role = _ROLES[match.group(1)]
+        content, rest = _tagged(rest, turn_tag(role), nonce)
+        turns.append((role, content))
+        if not rest.startswith("\n<") or _TURN_OPEN.match(rest, 1) is None:
+            break
+        rest = rest[1:]
+    if not turns:
+        raise PromptUnreadable("no turn where the conversation belongs")
+    return tuple(turns), rest
+
+
+def _lead(block: str, nonce: str) -> tuple[PromptForm, tuple[Turn, ...], str]:
+    """The conversation's lead before the task block (``agents.prompt_blocks.conversation_lead``): its form,
+    the conversation so far (a reply comparison), and the rest, which starts at the ``<task>``."""
+    if block.startswith(TRANSCRIPT_INTRO):
+        return "transcript", (), block[len(TRANSCRIPT_INTRO) :]
+    if block.startswith(HISTORY_INTRO):
+        history, rest = _turns(block[len(HISTORY_INTRO) :], nonce)
+        if not rest.startswith("\n\n" + QUESTION_INTRO):
+            raise PromptUnreadable("no last user turn after the conversation")
+        return "reply", history, rest[2 + len(QUESTION_INTRO) :]
+    return "prompt", (), block
+
+
+def _section(block: str, nonce: str) -> tuple[PromptForm, tuple[Turn, ...], str]:
+    """:func:`_lead` of a task section that follows other text (``agents.prompts.task_section``)."""
+    if block.startswith(TASK_INTRO):
+        return "prompt", (), block[len(TASK_INTRO) :]
+    if not block.startswith("\n\n"):
+        raise PromptUnreadable("no task section where it belongs")
+    form, history, rest = _lead(block[2:], nonce)
+    if form == "prompt":
+        raise PromptUnreadable("no task section where it belongs")
+    return form, history, rest
+
+
+def _section_start(block: str, nonce: str) -> int:
+    """Where the task section starts in ``block`` (criteria or an audience, which are escaped, so the
+    first delimiter with the nonce is the section's), or -1."""
+    tags = [block.find(f'<{tag} id="{nonce}">\n') for tag in ("task", "system_turn", "user_turn", "assistant_turn")]
+    found = [at for at in tags if at >= 0]
+    if not found:
+        return -1
+    first = min(found)
+    for intro in (TASK_INTRO, "\n\n" + HISTORY_INTRO, "\n\n" + TRANSCRIPT_INTRO):
+        if block.endswith(intro, 0, first):
+            return first - len(intro)
+    return -1
+
+
+def _risk(block: str, *, suffix: str = "") -> tuple[str, RiskLevel | None]:
+    """``block`` without a trailing risk line (``"\\n\\n" + line + suffix``), and the level it states."""
+    for level in RISK_LEVELS:
+        line = "\n\n" + risk_line(level) + suffix
+        if block.endswith(line):
+            return block[: -len(line)], level
+    return block, None
+
+
+def _slots(
+    a: Shown,
+    b: Shown,
+    form: PromptForm,
+    history: tuple[Turn, ...],
+    prompt: str,
+    context: str | None,
+    rubric: ToneStyleRubric | HeadToHeadRubric | PairwiseRubric | None,
+    *,
+    tiebreak: TieBreakWeights | None = None,
+    risk_level: RiskLevel | None = None,
+) -> PromptSlots:
+    """The slots of what was read. The rendering check afterwards (``read_prompt``) makes sure every piece
+    agrees, e.g. that both transcripts hold the same user turns and end with the task's."""
+    if form != "transcript":
+        if not (isinstance(a, str) and isinstance(b, str)):
+            raise PromptUnreadable("a transcript in a prompt that compares replies")
+        return PromptSlots(
+            output_a=a,
+            output_b=b,
+            task_prompt=prompt,
+            task_context=context,
+            rubric=rubric,
+            tiebreak=tiebreak,
+            history=history,
+            risk_level=risk_level,
+        )
+    if isinstance(a, str) or isinstance(b, str):
+        raise PromptUnreadable("a single output in a transcript comparison")
+    if len(a) < 2 or a[-1][0] != "assistant" or a[-2][0] != "user":
+        raise PromptUnreadable("a transcript that does not end with a user turn and its reply")
+    earlier = a[:-2]
+    return PromptSlots(
+        output_a=a[-1][1],
+        output_b=b[-1][1],
+        task_prompt=prompt,
+        task_context=context,
+        history=tuple(t for t in earlier if t[0] != "assistant"),
+        transcript=True,
+        replies_a=tuple(text for role, text in earlier if role == "assistant"),
+        replies_b=tuple(text for role, text in b[:-2] if role == "assistant"),
+        rubric=rubric,
+        tiebreak=tiebreak,
+        risk_level=risk_level,
+    )
 
 
 def _tagged(block: str, tag: str, nonce: str) -> tuple[str, str]:
@@ -179,9 +327,21 @@ def _terms(line: str, label: str) -> tuple[str, ...] | None:
 
 
 def _read_tone_style(text: str) -> PromptSlots:
-    a, b, _, (before, _, _) = _outputs(text, "output_a", "output_b")
+    a, b, nonce, (before, _, _) = _outputs(text, "output_a", "output_b")
     head = TONE_STYLE_TEMPLATE.split("[OUTPUT_A]")[0]
     values = _fields(before, head, ("[STYLE_GUIDE]", "[AUDIENCE_DESCRIPTION]"))
+    # The audience may be followed by a conversation's task section, then the risk line.
+    audience, risk = _risk(values["[AUDIENCE_DESCRIPTION]"])
+    form: PromptForm = "prompt"
+    history: tuple[Turn, ...] = ()
+    prompt, context = "", None
+    at = _section_start(audience, nonce)
+    if at >= 0:
+        form, history, rest = _section(audience[at:], nonce)
+        prompt, context, trailing = _task(rest, nonce)
+        if trailing:
+            raise PromptUnreadable("text after the task")
+        audience = audience[:at]
     # The rubric's own term lists are the guide's last lines (required after forbidden), as rendered.
     lines = restore(values["[STYLE_GUIDE]"]).split("\n")
     required = _terms(lines[-1], REQUIRED_TERMS) if len(lines) > 1 else None
@@ -192,11 +352,11 @@ def _read_tone_style(text: str) -> PromptSlots:
         lines.pop()
     rubric = ToneStyleRubric(
         style_guide="\n".join(lines),
-        audience=restore(values["[AUDIENCE_DESCRIPTION]"]),
+        audience=restore(audience),
         forbidden_terms=forbidden or (),
         required_terms=required or (),
     )
-    return PromptSlots(output_a=a, output_b=b, task_prompt="", task_context=None, rubric=rubric)
+    return _slots(a, b, form, history, prompt, context, rubric, risk_level=risk)
 
 
 _H2H_ROW = re.compile(r'    "([A-Za-z0-9_ \-]+)": \{"winner": "A" \| "B" \| "TIE", "explanation": "\.\.\."\}')
@@ -236,11 +396,13 @@ def _read_head_to_head(text: str) -> PromptSlots:
         if match is None:
             raise PromptUnreadable("a criteria_breakdown row is not one the renderer writes")
         names.append(match.group(1))
-    # Criterion descriptions are escaped, so the first task block is the real one.
-    at = criteria_block.find(f'{TASK_INTRO}<task id="{nonce}">\n')
+    # Criterion descriptions are escaped, so the first task (or turn) block is the real one.
+    at = _section_start(criteria_block, nonce)
     if at < 0:
         raise PromptUnreadable("no task after the criteria")
-    prompt, context, trailing = _task(criteria_block[at + len(TASK_INTRO) :], nonce)
+    form, history, rest = _section(criteria_block[at:], nonce)
+    prompt, context, trailing = _task(rest, nonce)
+    trailing, risk = _risk(trailing)
     if trailing:
         raise PromptUnreadable("text after the task")
     rubric = HeadToHeadRubric(
@@ -248,7 +410,7 @@ def _read_head_to_head(text: str) -> PromptSlots:
         constraints=_none_given(tail["[CONSTRAINTS]"]),
         examples=_none_given(tail["[EXAMPLES]"]),
     )
-    return PromptSlots(output_a=a, output_b=b, task_prompt=prompt, task_context=context, rubric=rubric)
+    return _slots(a, b, form, history, prompt, context, rubric, risk_level=risk)
 
 
 _PW_CRITERION = re.compile(r'\n      "criterion": "((?:[^"\\]|\\.)*)",\n')
@@ -259,10 +421,16 @@ def _read_pairwise(text: str) -> PromptSlots:
     template = PAIRWISE_TEMPLATE
     a, b, nonce, (before, _, after) = _outputs(text, "response_a", "response_b")
     head, rest = template.split(PW_RESPONSE_A)
-    task, block = _tagged(_fields(before, head, (PW_TASK,))[PW_TASK], "task", nonce)
+    form, history, lead_rest = _lead(_fields(before, head, (PW_TASK,))[PW_TASK], nonce)
+    task, block = _tagged(lead_rest, "task", nonce)
     if not block.startswith("\n\n"):
         raise PromptUnreadable("text after the task")
     block = block[2:]
+    risk: RiskLevel | None = None
+    for level in RISK_LEVELS:  # the risk line closes the section: "Risk level: ...\n\n"
+        if block.endswith(risk_line(level) + "\n\n"):
+            block, risk = block[: -len(risk_line(level)) - 2], level
+            break
     context = None
     if block:
         if not (block.startswith(_PW_CONTEXT_OPEN) and block.endswith(_PW_CONTEXT_CLOSE)):
@@ -273,13 +441,7 @@ def _read_pairwise(text: str) -> PromptSlots:
     tail = _fields(after, rest.split(PW_RESPONSE_B)[1], (PW_EACH_LIST, PW_EACH_COMPARE, PW_COMPARISON_ITEM))
     # The comparison rows carry each name as a JSON string: one line, quotes escaped.
     names = tuple(restore(json.loads(f'"{m}"')) for m in _PW_CRITERION.findall("\n" + tail[PW_COMPARISON_ITEM]))
-    return PromptSlots(
-        output_a=a,
-        output_b=b,
-        task_prompt=task,
-        task_context=context,
-        rubric=PairwiseRubric(criteria=names),
-    )
+    return _slots(a, b, form, history, task, context, PairwiseRubric(criteria=names), risk_level=risk)
 
 
 _TB_HEAD = re.compile(r"(\d+)\. ([A-Za-z0-9_ \-]+) \(weight: ([0-9.e+\-]+)\)(?:(: )|$)")
@@ -308,7 +470,8 @@ def _read_tiebreak(text: str) -> PromptSlots:
     template = TIEBREAK_TEMPLATE
     a, b, nonce, (before, _, after) = _outputs(text, "output_a", "output_b")
     head, rest = template.split("[OUTPUT_A]")
-    prompt, context, trailing = _task(_fields(before, head, ("[ORIGINAL_PROMPT]",))["[ORIGINAL_PROMPT]"], nonce)
+    form, history, lead_rest = _lead(_fields(before, head, ("[ORIGINAL_PROMPT]",))["[ORIGINAL_PROMPT]"], nonce)
+    prompt, context, trailing = _task(lead_rest, nonce)
     rubric: InlineRubric | None = None
     if trailing:
         if not trailing.startswith(RUBRIC_INTRO) or "\n" in trailing[len(RUBRIC_INTRO) :]:
@@ -321,9 +484,7 @@ def _read_tiebreak(text: str) -> PromptSlots:
     weights = TieBreakWeights(
         criteria=_tiebreak_criteria(tail["[CRITERIA]"]), escalation_rule=restore(tail["[ESCALATION_RULE]"])
     )
-    return PromptSlots(
-        output_a=a, output_b=b, task_prompt=prompt, task_context=context, rubric=rubric, tiebreak=weights
-    )
+    return _slots(a, b, form, history, prompt, context, rubric, tiebreak=weights)
 
 
 _READERS: Final[Mapping[TemplateKind, Callable[[str], PromptSlots]]] = MappingProxyType(

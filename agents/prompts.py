@@ -33,37 +33,61 @@ What the judge sees, and why:
 * **Single-pass substitution.** Placeholders are replaced in one pass over the template, so an
   output that contains ``[OUTPUT_B]`` or ``{{context}}`` is never expanded.
 
-The prompt depends only on :class:`PromptSlots` (plus the kind), and ``agents.prompt_reader`` reads
-the slots back out of it: the offline judge scores what the prompt shows, like any other judge.
+* **Conversations** (schema version 2): a reply comparison shows the conversation so far, turn by turn
+  with its role, before the last user turn (shown as the task); a transcript comparison shows each
+  candidate's whole conversation in its output slot. Every turn is delimited and neutralised like an
+  output (``agents.prompt_blocks``). A pair's ``risk_level``, when it names one, is stated in the
+  tone, head-to-head and pairwise prompts. A single prompt without a risk level renders exactly as
+  before schema version 2, and hashes as before: the new texts are hashed only for the forms that show
+  them (``template_hash``'s ``form`` and ``risk``).
 
-Over 500 lines on purpose: the four renderers, the fixed texts they insert (``FILLINGS``) and
-:func:`template_hash` stay in one module, because the hash must cover every text a renderer can add
-and ``agents.prompt_reader`` inverts exactly these renderers. Split apart, a filling added in one
-module could go unhashed in the other, and a judge could be told something no drift series records.
+The prompt depends only on :class:`~agents.prompt_slots.PromptSlots` (plus the kind), and
+``agents.prompt_reader`` reads the slots back out of it: the offline judge scores what the prompt shows,
+like any other judge.
+
+Kept together on purpose: the four renderers, the fixed texts they insert (``FILLINGS``), the re-ask
+instructions and :func:`template_hash`, because the hash must cover every text a renderer can add and
+``agents.prompt_reader`` inverts exactly these renderers. Split apart, a filling added in one module
+could go unhashed in the other, and a judge could be told something no drift series records. What holds
+no fixed text lives beside it: the slots, their placement and nonce (``agents.prompt_slots``) and the
+structured-output schema (``agents.response_schemas``), re-exported here for existing importers; the
+conversation blocks (``agents.prompt_blocks``) are hashed here via :data:`FORM_FILLINGS` and ``RISK_LINE``.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import functools
 import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Final
 
 from pairjudge.agents.judge import ChatMessage, JudgeRequest, TemplateKind
-from pairjudge.agents.orderings import shown
+from pairjudge.agents.prompt_blocks import (
+    HISTORY_INTRO,
+    QUESTION_INTRO,
+    RISK_LINE,
+    TRANSCRIPT_INTRO,
+    TRANSCRIPT_NOTE,
+    PromptForm,
+    conversation_lead,
+    delimited,
+    risk_suffix,
+    transcript_slot,
+)
+from pairjudge.agents.prompt_slots import PromptSlots as PromptSlots  # re-exported: tests build slots from here
+from pairjudge.agents.prompt_slots import delimiter_nonce as delimiter_nonce  # re-exported for tests
+from pairjudge.agents.prompt_slots import slots_for as slots_for  # re-exported for tests
+from pairjudge.agents.prompt_slots import slots_nonce, visible_slots
+from pairjudge.agents.response_schemas import SCHEMA_NAMES as SCHEMA_NAMES  # re-exported: fake judges use it
+from pairjudge.agents.response_schemas import response_schema as response_schema  # re-exported for tests
 from pairjudge.agents.untrusted import neutralise as neutralise  # re-exported: tests and callers escape with it
 from pairjudge.agents.untrusted import restore as restore  # re-exported: the reader's inverse of neutralise
-from pairjudge.agents.untrusted import strip_hidden
 from pairjudge.schemas.events import Order
 from pairjudge.schemas.pair import CandidatePair
-from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply, ToneStyleReply
 from pairjudge.schemas.rubric import (
     HeadToHeadRubric,
     InlineRubric,
@@ -109,24 +133,6 @@ TEMPLATES: Final[Mapping[TemplateKind, str]] = MappingProxyType(
     }
 )
 
-REPLY_MODELS: Final[Mapping[TemplateKind, type[Reply]]] = MappingProxyType(
-    {
-        "tone_style": ToneStyleReply,
-        "head_to_head": HeadToHeadReply,
-        "pairwise": PairwiseReply,
-        "tiebreak": TieBreakReply,
-    }
-)
-
-SCHEMA_NAMES: Final[Mapping[TemplateKind, str]] = MappingProxyType(
-    {
-        "tone_style": "tone_style_verdict",
-        "head_to_head": "head_to_head_verdict",
-        "pairwise": "pairwise_verdict",
-        "tiebreak": "tiebreak_verdict",
-    }
-)
-
 #: How much of an invalid reply is echoed back on a re-ask; a rambling reply must not grow the prompt unboundedly.
 MAX_ECHO_CHARS: Final = 8_000
 
@@ -136,43 +142,50 @@ def template_text(kind: TemplateKind) -> str:
     return f"{SYSTEM_PROMPT}\n\n{TEMPLATES[kind]}"
 
 
-def template_parts(kind: TemplateKind) -> tuple[str, ...]:
+#: The fixed texts each conversation form adds (``agents.prompt_blocks``), hashed only for that form.
+FORM_FILLINGS: Final[Mapping[PromptForm, tuple[str, ...]]] = MappingProxyType(
+    {"prompt": (), "reply": (HISTORY_INTRO, QUESTION_INTRO), "transcript": (TRANSCRIPT_INTRO, TRANSCRIPT_NOTE)}
+)
+#: The template kinds that state a pair's risk level (the tie-break does not: seed 002 has no stakes).
+RISK_KINDS: Final = frozenset({"tone_style", "head_to_head", "pairwise"})
+
+
+def template_parts(kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False) -> tuple[str, ...]:
     """Every fixed text a judge can be shown for ``kind``: the first ask (:func:`template_text`), the
     fillings put around inserted text, the re-ask instruction and, for the tie-break, the
-    forced-choice instruction (only it sends one)."""
-    parts = (template_text(kind), *FILLINGS, REASK_INSTRUCTION)
-    return (*parts, FORCED_CHOICE_INSTRUCTION) if kind == "tiebreak" else parts
+    forced-choice instruction (only it sends one). A conversation ``form`` adds its fillings, and
+    ``risk`` the risk line (for the kinds that show it), after these: a single prompt without a risk
+    level hashes exactly as before schema version 2."""
+    parts: tuple[str, ...] = (template_text(kind), *FILLINGS, REASK_INSTRUCTION)
+    if kind == "tiebreak":
+        parts = (*parts, FORCED_CHOICE_INSTRUCTION)
+    parts = (*parts, *FORM_FILLINGS[form])
+    return (*parts, RISK_LINE) if risk and kind in RISK_KINDS else parts
 
 
-def template_hash(kind: TemplateKind) -> str:
+def prompt_form(pair: CandidatePair) -> PromptForm:
+    """Which form ``pair``'s prompts take: a transcript, a reply to a conversation, or a single prompt (a
+    conversation of one user turn shows exactly what a prompt does)."""
+    if pair.is_transcript:
+        return "transcript"
+    return "reply" if pair.task.history else "prompt"
+
+
+def pair_template_hash(kind: TemplateKind, pair: CandidatePair) -> str:
+    """:func:`template_hash` of what ``pair``'s prompts of ``kind`` can show (its form, its risk line)."""
+    return template_hash(kind, prompt_form(pair), risk=pair.risk_level is not None)
+
+
+def template_hash(kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False) -> str:
     """First 16 hex chars of sha256 over :func:`template_parts`, each length-prefixed. Carried on every
-    verdict, so any change to what the judge can be told, re-asks included, opens a new drift series."""
+    verdict, so any change to what the judge can be told, re-asks included, opens a new drift series
+    (and each conversation form, and a prompt that states the risk level, is its own series)."""
     digest = hashlib.sha256()
-    for part in template_parts(kind):
+    for part in template_parts(kind, form, risk=risk):
         data = part.encode("utf-8")
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)
     return digest.hexdigest()[:16]
-
-
-# --- what a prompt shows -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PromptSlots:
-    """Everything a rendered prompt shows, in the positions shown; :func:`render` fills a template from
-    it and ``agents.prompt_reader.read_prompt`` reads it back out of the rendered messages.
-
-    Model-identifying metadata never gets here. ``rubric`` is the pair's own rubric (for the
-    tie-break, the primary rubric it shows as context; None when the pair names a catalog rubric).
-    """
-
-    output_a: str
-    output_b: str
-    task_prompt: str
-    task_context: str | None
-    rubric: ToneStyleRubric | HeadToHeadRubric | PairwiseRubric | None
-    tiebreak: TieBreakWeights | None = None
 
 
 # --- untrusted text ---------------------------------------------------------------------------
@@ -185,30 +198,18 @@ DATA_NOTE: Final = (
 )
 
 
-def delimiter_nonce(output_a: str, output_b: str) -> str:
-    """A nonce derived from both shown outputs: deterministic, so the prompt and any response cache stay
-    stable, yet unguessable by an output, which would have to contain a hash of itself. Length-prefixed
-    so (a, b) is unambiguous. Every delimiter of one prompt carries it, the task's and context's too."""
-    digest = hashlib.sha256(b"pairjudge-delimiter-v2")
-    for text in (output_a, output_b):
-        data = neutralise(text).encode("utf-8", "surrogatepass")
-        digest.update(len(data).to_bytes(8, "big"))
-        digest.update(data)
-    return digest.hexdigest()[:16]
-
-
-def slots_nonce(slots: PromptSlots) -> str:
-    return delimiter_nonce(slots.output_a, slots.output_b)
-
-
-def delimited(tag: str, text: str, nonce: str) -> str:
-    """``text`` (neutralised) between ``<tag id="NONCE">`` and ``</tag id="NONCE">``."""
-    return f'<{tag} id="{nonce}">\n{neutralise(text)}\n</{tag} id="{nonce}">'
-
-
 def output_slot(tag: str, text: str, nonce: str) -> str:
     """An output as every template shows it: the data note, then the delimited text."""
     return f"{DATA_NOTE}\n{delimited(tag, text, nonce)}"
+
+
+def output_slots(tag_a: str, tag_b: str, slots: PromptSlots, nonce: str) -> tuple[str, str]:
+    """Both output slots: the two outputs, or in a transcript comparison the two whole conversations
+    (the transcript note, then each turn delimited inside the output's tags)."""
+    if not slots.transcript:
+        return output_slot(tag_a, slots.output_a, nonce), output_slot(tag_b, slots.output_b, nonce)
+    a, b = slots.transcripts()
+    return transcript_slot(tag_a, a, nonce), transcript_slot(tag_b, b, nonce)
 
 
 def _substitute(template: str, replacements: Mapping[str, str]) -> str:
@@ -218,28 +219,6 @@ def _substitute(template: str, replacements: Mapping[str, str]) -> str:
             raise RuntimeError(f"template has no {key!r}; the template and its renderer disagree")
     pattern = re.compile("|".join(re.escape(k) for k in sorted(replacements, key=len, reverse=True)))
     return pattern.sub(lambda m: replacements[m.group(0)], template)
-
-
-# --- positions --------------------------------------------------------------------------------
-
-
-def slots_for(
-    pair: CandidatePair,
-    order: Order,
-    rubric: InlineRubric | None,
-    tiebreak: TieBreakWeights | None = None,
-) -> PromptSlots:
-    """What the judge may see of ``pair`` in ``order`` (placed by ``agents.orderings.shown``): texts and
-    rubric only, no metadata."""
-    a, b = shown(pair, order)
-    return PromptSlots(
-        output_a=a.output,
-        output_b=b.output,
-        task_prompt=pair.task.question,
-        task_context=pair.task.context,
-        rubric=rubric,
-        tiebreak=tiebreak,
-    )
 
 
 # --- renderers, one per seed ------------------------------------------------------------------
@@ -256,6 +235,15 @@ def task_block(prompt: str, context: str | None, nonce: str) -> str:
     """The task, delimited like seed 003 does: an end user's prompt is untrusted too."""
     block = delimited("task", prompt, nonce)
     return block + "\n" + delimited("context", context, nonce) if context else block
+
+
+def task_section(slots: PromptSlots, nonce: str) -> str:
+    """The task after seed 001's criteria (and, for a conversation, after seed 000's audience): the
+    single prompt as before, or the conversation's lead, then the task block."""
+    task = task_block(slots.task_prompt, slots.task_context, nonce)
+    if slots.form == "prompt":
+        return TASK_INTRO + task
+    return "\n\n" + conversation_lead(slots.form, slots.history, nonce) + task
 
 
 def rubric_json(rubric: InlineRubric) -> str:
@@ -282,13 +270,19 @@ def _render_tone_style(slots: PromptSlots) -> str:
         guide.append(FORBIDDEN_TERMS + ", ".join(json.dumps(t, ensure_ascii=False) for t in rubric.forbidden_terms))
     if rubric.required_terms:
         guide.append(REQUIRED_TERMS + ", ".join(json.dumps(t, ensure_ascii=False) for t in rubric.required_terms))
+    # Seed 000 shows no task: a single prompt still shows none. A conversation's turns are what the
+    # outputs' tone answers to, so they follow the audience, like the task follows seed 001's criteria.
+    audience = neutralise(rubric.audience)
+    if slots.form != "prompt":
+        audience += task_section(slots, nonce)
+    output_a, output_b = output_slots("output_a", "output_b", slots, nonce)
     return _substitute(
         TONE_STYLE_TEMPLATE,
         {
             "[STYLE_GUIDE]": neutralise("\n".join(guide)),
-            "[AUDIENCE_DESCRIPTION]": neutralise(rubric.audience),
-            "[OUTPUT_A]": output_slot("output_a", slots.output_a, nonce),
-            "[OUTPUT_B]": output_slot("output_b", slots.output_b, nonce),
+            "[AUDIENCE_DESCRIPTION]": audience + risk_suffix(slots.risk_level),
+            "[OUTPUT_A]": output_a,
+            "[OUTPUT_B]": output_b,
         },
     )
 
@@ -310,15 +304,16 @@ def _render_head_to_head(slots: PromptSlots) -> str:
     )
     # Seed 001 has no place for the task, yet criteria such as "instruction adherence" are judged
     # against it: it follows the criteria (which stay a stable, cacheable prefix), before the outputs.
-    criteria += TASK_INTRO + task_block(slots.task_prompt, slots.task_context, nonce)
+    criteria += task_section(slots, nonce) + risk_suffix(slots.risk_level)
     # Criterion names match ^[A-Za-z0-9_ \-]+$, so they are safe inside a JSON string as they are.
     rows = ",\n".join(H2H_CRITERION_ROW.format(name=c.name) for c in rubric.criteria)
+    output_a, output_b = output_slots("output_a", "output_b", slots, nonce)
     return _substitute(
         HEAD_TO_HEAD_TEMPLATE,
         {
             "[CRITERIA]": criteria,
-            "[OUTPUT_A]": output_slot("output_a", slots.output_a, nonce),
-            "[OUTPUT_B]": output_slot("output_b", slots.output_b, nonce),
+            "[OUTPUT_A]": output_a,
+            "[OUTPUT_B]": output_b,
             "[CONSTRAINTS]": neutralise(rubric.constraints) or NONE_GIVEN,
             H2H_CRITERION_ROWS: rows,
             "[EXAMPLES]": neutralise(rubric.examples) or NONE_GIVEN,
@@ -366,12 +361,16 @@ def _render_pairwise(slots: PromptSlots) -> str:
     items = ",\n".join(
         PW_COMPARISON_ITEM.replace("{{criterion}}", json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
     )
+    # The risk line closes the task section (after the context), before "## Response A".
+    risk = risk_suffix(slots.risk_level)[2:] + "\n\n" if slots.risk_level is not None else ""
+    task = conversation_lead(slots.form, slots.history, nonce) + delimited("task", slots.task_prompt, nonce)
+    response_a, response_b = output_slots("response_a", "response_b", slots, nonce)
     return _substitute(
         PAIRWISE_TEMPLATE,
         {
-            PW_TASK: delimited("task", slots.task_prompt, nonce) + "\n\n" + context,
-            PW_RESPONSE_A: output_slot("response_a", slots.output_a, nonce),
-            PW_RESPONSE_B: output_slot("response_b", slots.output_b, nonce),
+            PW_TASK: task + "\n\n" + context + risk,
+            PW_RESPONSE_A: response_a,
+            PW_RESPONSE_B: response_b,
             PW_EACH_LIST: "\n".join(f"- **{n}**" for n in names),
             PW_EACH_COMPARE: compare,
             PW_COMPARISON_ITEM: items,
@@ -393,17 +392,21 @@ def _render_tiebreak(slots: PromptSlots) -> str:
     if weights is None:
         raise TypeError("tiebreak needs TieBreakWeights in the slots")
     nonce = slots_nonce(slots)
-    task = task_block(slots.task_prompt, slots.task_context, nonce)
+    # Seed 002 states no stakes, so no risk line; a conversation shows its lead before the task.
+    task = conversation_lead(slots.form, slots.history, nonce) + task_block(
+        slots.task_prompt, slots.task_context, nonce
+    )
     if slots.rubric is not None:
         # What the primary judge compared against (style guide, audience, constraints): the resolver's
         # criteria, such as instruction adherence or readability for the audience, are judged against it.
         task += RUBRIC_INTRO + rubric_json(slots.rubric)
+    output_a, output_b = output_slots("output_a", "output_b", slots, nonce)
     return _substitute(
         TIEBREAK_TEMPLATE,
         {
             "[ORIGINAL_PROMPT]": task,
-            "[OUTPUT_A]": output_slot("output_a", slots.output_a, nonce),
-            "[OUTPUT_B]": output_slot("output_b", slots.output_b, nonce),
+            "[OUTPUT_A]": output_a,
+            "[OUTPUT_B]": output_b,
             "[CRITERIA]": tiebreak_criteria_text(weights),
             "[ESCALATION_RULE]": neutralise(weights.escalation_rule),
         },
@@ -424,73 +427,13 @@ _RENDERERS: Final[Mapping[TemplateKind, Callable[[PromptSlots], str]]] = Mapping
 FILLINGS: Final = (NONE_GIVEN, FORBIDDEN_TERMS, REQUIRED_TERMS, TASK_INTRO, RUBRIC_INTRO, H2H_CRITERION_ROW, DATA_NOTE)
 
 
-# --- structured-output schemas ----------------------------------------------------------------
-
-
-def _names(kind: TemplateKind, slots: PromptSlots) -> tuple[str, ...]:
-    if kind == "head_to_head" and isinstance(slots.rubric, HeadToHeadRubric):
-        return tuple(c.name for c in slots.rubric.criteria)
-    if kind == "pairwise" and isinstance(slots.rubric, PairwiseRubric):
-        return slots.rubric.criteria
-    if kind == "tiebreak" and slots.tiebreak is not None:
-        return tuple(c.name for c in slots.tiebreak.criteria)
-    return ()
-
-
-def response_schema(kind: TemplateKind, slots: PromptSlots) -> dict[str, Any]:
-    """The reply model's JSON Schema (by alias), narrowed to this rubric's criteria.
-
-    Constrained decoders (llama.cpp grammars, OpenAI strict mode) then cannot even produce a
-    criterion the rubric does not have; the validator checks the same thing for judges that ignore it.
-
-    Built once per template kind and criteria list and shared by every request that uses it (pydantic's
-    schema generation was most of a render's time): treat it as read-only.
-    """
-    return _narrowed_schema(kind, _names(kind, slots))
-
-
-@functools.lru_cache(maxsize=512)
-def _narrowed_schema(kind: TemplateKind, criteria: tuple[str, ...]) -> dict[str, Any]:
-    schema = copy.deepcopy(REPLY_MODELS[kind].model_json_schema(by_alias=True))
-    names = list(criteria)
-    if kind == "head_to_head":
-        breakdown = schema["properties"]["criteria_breakdown"]
-        item = breakdown.pop("additionalProperties")
-        breakdown["properties"] = {n: copy.deepcopy(item) for n in names}
-        breakdown["required"] = names
-        breakdown["additionalProperties"] = False
-    elif kind in ("pairwise", "tiebreak"):
-        array_field, item_def = (
-            ("comparison", "CriterionComparison") if kind == "pairwise" else ("criteria_analysis", "CriterionAnalysis")
-        )
-        schema["$defs"][item_def]["properties"]["criterion"]["enum"] = names
-        schema["properties"][array_field]["minItems"] = len(names)
-        schema["properties"][array_field]["maxItems"] = len(names)
-    return schema
-
-
 # --- requests ---------------------------------------------------------------------------------
-
-
-def _visible(slots: PromptSlots) -> PromptSlots:
-    """The slots with hidden characters removed (``agents.untrusted``), up front: a context of nothing but
-    zero-width characters is no context, and the reader gets back exactly what was rendered."""
-    texts = (slots.output_a, slots.output_b, slots.task_prompt, slots.task_context or "")
-    if all(t.isascii() for t in texts):
-        return slots
-    return dataclasses.replace(
-        slots,
-        output_a=strip_hidden(slots.output_a),
-        output_b=strip_hidden(slots.output_b),
-        task_prompt=strip_hidden(slots.task_prompt),
-        task_context=strip_hidden(slots.task_context or "") or None,
-    )
 
 
 def render(kind: TemplateKind, slots: PromptSlots, order: Order = "AB") -> JudgeRequest:
     """The first ask for one ordering: system note + the filled seed template. ``order`` only labels
     the request (which candidate the slots put at A); the prompt never depends on it."""
-    slots = _visible(slots)
+    slots = visible_slots(slots)
     return JudgeRequest(
         template=kind,
         messages=(ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", _RENDERERS[kind](slots))),

@@ -29,6 +29,9 @@ ReviewReason = Literal[
     "audit_sample",  # an automatic verdict sampled for human audit
     "kappa_guard",  # auto-deciding is paused because agreement with humans fell
     "suspected_injection",  # an output carries text aimed at the judge (agents.injection): never auto-decided
+    # the pair's risk level sends a confidence this low to a person, not to the tie-break (e.g. a high-risk
+    # pair below 0.85: Policy.thresholds_for, docs/guides/risk-levels.md)
+    "risk_review",
 ]
 #: Why an ordering carries an ``error``. The first three mean it has no usable reply; "unresolved" marks
 #: a schema-valid tie-break reply that still did not settle the tie (its ``error`` says why).
@@ -170,13 +173,19 @@ class TieBreakRequest(Event):
 
 
 class InjectionFlag(Contract):
-    """One detector rule that matched one candidate's output (``agents.injection``)."""
+    """One detector rule that matched one candidate's output, one of its turns, or a turn of the task's
+    conversation (``agents.injection``)."""
 
-    candidate_id: CandidateId
+    #: The candidate whose text it was found in; None for a turn of the task's conversation, which both
+    #: candidates reply to (schema version 2).
+    candidate_id: CandidateId | None
     #: verdict_json, override, verdict_claim, judge_address, role_marker, pair_awareness, delimiter or hidden_text.
     rule: str = Field(min_length=1, max_length=40)
     #: The matched text, normalised (lower case, look-alikes folded), at most 80 characters: output text.
     excerpt: str = Field(default="", max_length=80)
+    #: Where it was found (schema version 2): ``output``; ``turn N``, the candidate's reply to user turn N of
+    #: a transcript; or ``task turn N (role)``, turn N of the task's conversation (docs/guides/conversations.md).
+    where: str = Field(default="output", min_length=1, max_length=40)
 
 
 class ReviewRequest(Event):
@@ -268,6 +277,15 @@ ControlKey = Literal[
     #: Seed 001's kappa guard: true pauses automatic decisions on every worker (every pair goes to
     #: review "kappa_guard"); only a person sets it back (``pairjudge control resume``).
     "kappa_guard_tripped",
+    #: Risk levels (docs/guides/risk-levels.md): the unprefixed thresholds above are the normal level's;
+    #: the normal level's "review below" confidence, then the low and the high level's three each.
+    "review_below_confidence",
+    "low_primary_confidence_threshold",
+    "low_tiebreak_confidence_threshold",
+    "low_review_below_confidence",
+    "high_primary_confidence_threshold",
+    "high_tiebreak_confidence_threshold",
+    "high_review_below_confidence",
 ]
 #: The control keys whose value is a switch rather than a number.
 SWITCH_KEYS: tuple[ControlKey, ...] = ("tiebreak_enabled", "kappa_guard_tripped")

@@ -28,7 +28,7 @@ from pairjudge.agents.offline.reading import (
     tone_targets,
 )
 from pairjudge.agents.offline.tone import tone_distance
-from pairjudge.agents.prompts import PromptSlots
+from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.schemas.replies import (
     PositionOrTie,
 )

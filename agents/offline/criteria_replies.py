@@ -28,7 +28,7 @@ from pairjudge.agents.offline.criteria import (
     robust_lead,
 )
 from pairjudge.agents.offline.features import Profile, profile
-from pairjudge.agents.prompts import PromptSlots
+from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.schemas.replies import (
     CriterionWinner,
     HeadToHeadReply,

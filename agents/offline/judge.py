@@ -13,7 +13,7 @@ from pairjudge.agents.offline.criteria_replies import score_head_to_head, score_
 from pairjudge.agents.offline.tiebreak import score_tiebreak
 from pairjudge.agents.offline.tone import score_tone_style
 from pairjudge.agents.prompt_reader import PromptUnreadable, read_prompt
-from pairjudge.agents.prompts import PromptSlots
+from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.schemas.replies import (
     Reply,
 )

@@ -17,7 +17,7 @@ from pairjudge.agents.offline.common import (
 from pairjudge.agents.offline.criteria import CriteriaContext, criteria_context_h2h, measure_criterion, robust_lead
 from pairjudge.agents.offline.features import profile
 from pairjudge.agents.offline.tone import ToneGuide
-from pairjudge.agents.prompts import PromptSlots
+from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.schemas.replies import (
     CriterionAnalysis,
     Position,

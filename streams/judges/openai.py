@@ -421,8 +421,8 @@ class OpenAICompatibleJudge(EndpointJudge):
 
         Only the messages change from call to call. The rest (model, sampling settings and above all
         the reply schema, several KiB) is the same for every call of one template and criteria list,
-        so it is kept encoded, keyed by the schema object (``agents.prompts.response_schema`` shares
-        one per template and criteria) and held by reference so its id cannot be reused.
+        so it is kept encoded, keyed by the schema object (``agents.response_schemas.response_schema``
+        shares one per template and criteria) and held by reference so its id cannot be reused.
         """
         key = (form, request.schema_name, id(request.response_schema))
         cached = self._stable_parts.get(key)

@@ -39,7 +39,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pairjudge.schemas import TIE, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
+from pairjudge.agents.prompt_blocks import interleave
+from pairjudge.schemas import TIE, CandidatePair, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder, publish_control
@@ -62,6 +63,14 @@ CONTROLS: dict[str, str] = {
     "audit_share": "number",
     "audit_uncertain_share": "number",
     "audit_floor": "number",
+    # Risk levels (docs/guides/risk-levels.md): normal's "review below", then low's and high's three.
+    "review_below_confidence": "number",
+    "low_primary_confidence_threshold": "number",
+    "low_tiebreak_confidence_threshold": "number",
+    "low_review_below_confidence": "number",
+    "high_primary_confidence_threshold": "number",
+    "high_tiebreak_confidence_threshold": "number",
+    "high_review_below_confidence": "number",
 }
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -276,10 +285,18 @@ def _rubric_view(item: Item) -> dict[str, Any]:
     return {"kind": "named", "name": getattr(rubric, "name", "")}
 
 
+def _transcript(pair: CandidatePair, candidate_id: str) -> list[tuple[str, str]]:
+    """A transcript comparison's candidate, turn by turn up to its last reply (shown as its output)."""
+    c = pair.candidate(candidate_id)
+    history = tuple((m.role, m.content) for m in pair.task.history)
+    return list(interleave(history, c.turns, pair.task.question, c.output)[:-1])
+
+
 def _item_context(item: Item | None) -> dict[str, Any]:
     if item is None:
         return {"item": None}
     pair = item.request.pair
+    transcript = pair.is_transcript
     return {
         "item": {
             "id": item.id,
@@ -289,6 +306,12 @@ def _item_context(item: Item | None) -> dict[str, Any]:
             "experiment": item.experiment,
             "task": pair.task.question,
             "context": pair.task.context,
+            # A conversation (docs/guides/conversations.md): the turns before the last user turn, in order
+            # with their roles; a transcript comparison shows each candidate's whole conversation instead.
+            "transcript": transcript,
+            "history": [] if transcript else [(m.role, m.content) for m in pair.task.history],
+            "left_turns": _transcript(pair, item.left) if transcript else [],
+            "right_turns": _transcript(pair, item.right) if transcript else [],
             "rubric": _rubric_view(item),
             "left": pair.candidate(item.left).output,
             "right": pair.candidate(item.right).output,

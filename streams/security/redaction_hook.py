@@ -5,7 +5,8 @@ Off by default (``PAIRJUDGE_REDACTION__ENABLED``). When on, the worker passes
 * every dead letter's original bytes (and its error detail) through the redactor, and marks the letter
   ``original_redacted=true``: it no longer holds the exact bytes that were sent, so it cannot be
   replayed as it is; ``original_size`` and ``original_sha256`` still describe the event as received;
-* every review request's task (prompt and context), both outputs, and the judge's justifications,
+* every review request's task (prompt and context, or every turn of its conversation), both outputs and
+  each candidate's earlier turns (a transcript), and the judge's justifications,
   key differentiators and error texts (they quote the outputs), and marks it ``redacted=true``.
 
 The detectors are pure (``agents.redaction``); the hook, ``module:function``, is imported here. The
@@ -75,16 +76,26 @@ class EventRedactor:
         return self.text(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
     def review_request(self, request: ReviewRequest) -> ReviewRequest:
-        """``request`` with its task, outputs and judge texts redacted, marked ``redacted=True``."""
+        """``request`` with its task (every turn), outputs (every turn) and judge texts redacted, marked
+        ``redacted=True``."""
         pair = request.pair
         text, optional = self.text, self._optional
+        # Every turn of a conversation, system turns included: any of them may quote a person.
+        messages = tuple(m.model_copy(update={"content": text(m.content)}) for m in pair.task.messages)
+        if messages and not messages[-1].content:
+            # The last user turn must not be empty (Task): a redaction that removes all of it says so.
+            messages = (*messages[:-1], messages[-1].model_copy(update={"content": placeholder("empty")}))
         task = pair.task.model_copy(
             update={
                 "prompt": None if pair.task.prompt is None else text(pair.task.prompt) or placeholder("empty"),
                 "context": optional(pair.task.context),
+                "messages": messages,
             }
         )
-        candidates = tuple(c.model_copy(update={"output": text(c.output)}) for c in pair.candidates)
+        candidates = tuple(
+            c.model_copy(update={"output": text(c.output), "turns": tuple(text(t) for t in c.turns)})
+            for c in pair.candidates
+        )
         update: dict[str, object] = {"task": task, "candidates": candidates}
         if pair.human_label is not None:
             update["human_label"] = pair.human_label.model_copy(update={"rationale": text(pair.human_label.rationale)})

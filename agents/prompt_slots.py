@@ -1,0 +1,149 @@
+"""What a judge's prompt shows: :class:`PromptSlots`, filled from a pair in one ordering, and its nonce.
+
+``agents.prompts`` renders a template from the slots alone, and ``agents.prompt_reader`` reads the same
+slots back out of the rendered messages, so both sides share this one definition of what a prompt can
+show. Kept apart from the renderers because it holds no fixed text a judge is shown (nothing here needs
+hashing with the templates, ``agents.prompts.template_parts``):
+
+* **Slots, not pairs.** :func:`slots_for` takes from a pair only the texts and the rubric, placed by
+  ``agents.orderings.shown``: never the candidate ids, source model, version, prompt version or role, nor
+  the pair's metadata.
+* **Hidden characters removed up front.** :func:`visible_slots` strips them (``agents.untrusted``), so a
+  context of nothing but zero-width characters is no context, and the reader gets back exactly what was
+  rendered.
+* **The delimiter nonce** (:func:`slots_nonce`) is derived from every text the slots show: deterministic,
+  so the prompt and any response cache stay stable, yet unguessable by an output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+
+from pairjudge.agents.orderings import shown
+from pairjudge.agents.prompt_blocks import PromptForm, Turn, conversation_nonce, interleave
+from pairjudge.agents.untrusted import neutralise, strip_hidden
+from pairjudge.schemas.events import Order
+from pairjudge.schemas.pair import CandidatePair, RiskLevel
+from pairjudge.schemas.rubric import (
+    HeadToHeadRubric,
+    InlineRubric,
+    PairwiseRubric,
+    TieBreakWeights,
+    ToneStyleRubric,
+)
+
+__all__ = ["PromptSlots", "delimiter_nonce", "slots_for", "slots_nonce", "visible_slots"]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSlots:
+    """Everything a rendered prompt shows, in the positions shown; :func:`render` fills a template from
+    it and ``agents.prompt_reader.read_prompt`` reads it back out of the rendered messages.
+
+    Model-identifying metadata never gets here. ``rubric`` is the pair's own rubric (for the
+    tie-break, the primary rubric it shows as context; None when the pair names a catalog rubric).
+
+    A conversation: ``task_prompt`` is its last user turn and ``output_a``/``output_b`` the replies to
+    it; ``history`` holds the turns before it. In a ``transcript`` comparison the history holds the user
+    (and system) turns only, and ``replies_a``/``replies_b`` each candidate's replies to the earlier user
+    turns (:func:`agents.prompt_blocks.interleave` puts them together).
+    """
+
+    output_a: str
+    output_b: str
+    task_prompt: str
+    task_context: str | None
+    rubric: ToneStyleRubric | HeadToHeadRubric | PairwiseRubric | None
+    tiebreak: TieBreakWeights | None = None
+    history: tuple[Turn, ...] = ()
+    transcript: bool = False
+    replies_a: tuple[str, ...] = ()
+    replies_b: tuple[str, ...] = ()
+    risk_level: RiskLevel | None = None
+
+    @property
+    def form(self) -> PromptForm:
+        if self.transcript:
+            return "transcript"
+        return "reply" if self.history else "prompt"
+
+    def transcripts(self) -> tuple[tuple[Turn, ...], tuple[Turn, ...]]:
+        """Both candidates' whole conversations, as their output slots show them (transcript form)."""
+        return (
+            interleave(self.history, self.replies_a, self.task_prompt, self.output_a),
+            interleave(self.history, self.replies_b, self.task_prompt, self.output_b),
+        )
+
+
+def slots_for(
+    pair: CandidatePair,
+    order: Order,
+    rubric: InlineRubric | None,
+    tiebreak: TieBreakWeights | None = None,
+) -> PromptSlots:
+    """What the judge may see of ``pair`` in ``order`` (placed by ``agents.orderings.shown``): texts and
+    rubric only, no metadata."""
+    a, b = shown(pair, order)
+    return PromptSlots(
+        output_a=a.output,
+        output_b=b.output,
+        task_prompt=pair.task.question,
+        task_context=pair.task.context,
+        rubric=rubric,
+        tiebreak=tiebreak,
+        # A transcript's history is the task's user (and system) turns; the replies follow the order, so
+        # swapping the order swaps whole transcripts.
+        history=tuple((m.role, m.content) for m in pair.task.history),
+        transcript=pair.is_transcript,
+        replies_a=a.turns,
+        replies_b=b.turns,
+        risk_level=pair.risk_level,
+    )
+
+
+def visible_slots(slots: PromptSlots) -> PromptSlots:
+    """The slots with hidden characters removed (``agents.untrusted``), up front: a context of nothing but
+    zero-width characters is no context, and the reader gets back exactly what was rendered."""
+    texts = (
+        slots.output_a,
+        slots.output_b,
+        slots.task_prompt,
+        slots.task_context or "",
+        *(text for _, text in slots.history),
+        *slots.replies_a,
+        *slots.replies_b,
+    )
+    if all(t.isascii() for t in texts):
+        return slots
+    return dataclasses.replace(
+        slots,
+        output_a=strip_hidden(slots.output_a),
+        output_b=strip_hidden(slots.output_b),
+        task_prompt=strip_hidden(slots.task_prompt),
+        task_context=strip_hidden(slots.task_context or "") or None,
+        history=tuple((role, strip_hidden(text)) for role, text in slots.history),
+        replies_a=tuple(strip_hidden(t) for t in slots.replies_a),
+        replies_b=tuple(strip_hidden(t) for t in slots.replies_b),
+    )
+
+
+def delimiter_nonce(output_a: str, output_b: str) -> str:
+    """A nonce derived from both shown outputs: deterministic, so the prompt and any response cache stay
+    stable, yet unguessable by an output, which would have to contain a hash of itself. Length-prefixed
+    so (a, b) is unambiguous. Every delimiter of one prompt carries it, the task's and context's too."""
+    digest = hashlib.sha256(b"pairjudge-delimiter-v2")
+    for text in (output_a, output_b):
+        data = neutralise(text).encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return digest.hexdigest()[:16]
+
+
+def slots_nonce(slots: PromptSlots) -> str:
+    """The nonce every delimiter of the slots' prompt carries: :func:`delimiter_nonce` for a single prompt,
+    ``agents.prompt_blocks.conversation_nonce`` (over the history and replies too) for a conversation."""
+    if slots.form == "prompt":
+        return delimiter_nonce(slots.output_a, slots.output_b)
+    return conversation_nonce(slots.output_a, slots.output_b, slots.history, (slots.replies_a, slots.replies_b))
