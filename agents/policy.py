@@ -2,6 +2,10 @@
 
 The Faust edge holds the current ``Policy`` and swaps it when ``pairjudge.control`` says so
 (:meth:`Policy.apply`), so a decision always sees one consistent set of settings.
+
+Risk levels (``CandidatePair.risk_level``, docs/guides/risk-levels.md): each level has its own three
+thresholds (:class:`RiskThresholds`). The unprefixed ones are the ``normal`` level's, so a pair that
+names no level is judged exactly as before; ``low_*`` and ``high_*`` are the other two levels'.
 """
 
 from __future__ import annotations
@@ -9,9 +13,45 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pairjudge.schemas.events import SWITCH_KEYS, ControlUpdate
+from pairjudge.schemas.pair import RiskLevel
 from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
+
+__all__ = ["Policy", "RiskThresholds"]
+
+#: Every threshold in [0, 1] that ``__post_init__`` checks, the risk levels' included.
+_UNIT_INTERVAL_FIELDS = (
+    "primary_confidence_threshold",
+    "tiebreak_confidence_threshold",
+    "review_below_confidence",
+    "low_primary_confidence_threshold",
+    "low_tiebreak_confidence_threshold",
+    "low_review_below_confidence",
+    "high_primary_confidence_threshold",
+    "high_tiebreak_confidence_threshold",
+    "high_review_below_confidence",
+    "audit_share",
+    "audit_uncertain_share",
+    "audit_uncertain_margin",
+    "audit_double_share",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RiskThresholds:
+    """The three confidences that route a pair of one risk level (docs/guides/risk-levels.md).
+
+    At the primary stage, a would-be verdict whose mean confidence is at least ``primary`` is one; a
+    would-be tie-break request whose confidence is below ``review_below`` (or unknown, while
+    ``review_below`` is above 0) goes to review "risk_review" instead, skipping the tie-break; anything
+    else goes to the tie-break, whose replies need ``tiebreak``. ``review_below`` 0 never reviews.
+    """
+
+    primary: float
+    tiebreak: float
+    review_below: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +77,19 @@ class Policy:
     #: The label budget's factor on both shares, in (0, 1]; set at the edge from the measured verdict rate
     #: (``agents.sampling.budget_scale``), 1 without a budget.
     audit_scale: float = 1.0
+    #: The normal level's "review below" confidence (``RiskThresholds.review_below``); 0: never (as before).
+    review_below_confidence: float = 0.0
+    #: The low level's thresholds: today's normal values, so "low" alone never loosens anything; an
+    #: operator may lower them, and a series' calibrated threshold still raises the primary one.
+    low_primary_confidence_threshold: float = 0.7
+    low_tiebreak_confidence_threshold: float = 0.6
+    low_review_below_confidence: float = 0.0
+    #: The high level's: a verdict needs 0.85, and below 0.85 a person decides, not the tie-break's
+    #: forced choice; the tie-break (a confident flip or tie) needs 0.8. Never looser than normal's
+    #: (:meth:`thresholds_for` takes the stricter of the two).
+    high_primary_confidence_threshold: float = 0.85
+    high_tiebreak_confidence_threshold: float = 0.8
+    high_review_below_confidence: float = 0.85
     max_output_chars: int = 20_000  # per candidate output; larger -> InputRejected("oversized_output", ...)
     max_prompt_chars: int = 20_000
     #: Send a pair to review "suspected_injection", before any judge call, when an output carries text
@@ -52,14 +105,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         # A bad control message must fail loudly here, not silently turn every pair into a verdict.
-        for name in (
-            "primary_confidence_threshold",
-            "tiebreak_confidence_threshold",
-            "audit_share",
-            "audit_uncertain_share",
-            "audit_uncertain_margin",
-            "audit_double_share",
-        ):
+        for name in _UNIT_INTERVAL_FIELDS:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be within [0, 1], got {value!r}")
@@ -78,10 +124,37 @@ class Policy:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"the threshold of series {series!r} must be within [0, 1], got {value!r}")
 
-    def primary_threshold_for(self, series_key: str) -> float:
-        """The confidence a verdict needs in this series: the configured threshold, raised (never
-        lowered) by the series' calibrated one."""
-        return max(self.primary_confidence_threshold, self.series_thresholds.get(series_key, 0.0))
+    def thresholds_for(self, risk: RiskLevel) -> RiskThresholds:
+        """The thresholds a pair of this risk level is routed by.
+
+        A high-risk pair never needs less than a normal one: raising a normal threshold above the
+        high level's raises the high level's with it (each of the three, separately).
+        """
+        normal = RiskThresholds(
+            self.primary_confidence_threshold, self.tiebreak_confidence_threshold, self.review_below_confidence
+        )
+        if risk == "low":
+            return RiskThresholds(
+                self.low_primary_confidence_threshold,
+                self.low_tiebreak_confidence_threshold,
+                self.low_review_below_confidence,
+            )
+        if risk == "high":
+            return RiskThresholds(
+                max(self.high_primary_confidence_threshold, normal.primary),
+                max(self.high_tiebreak_confidence_threshold, normal.tiebreak),
+                max(self.high_review_below_confidence, normal.review_below),
+            )
+        return normal
+
+    def primary_threshold_for(self, series_key: str, risk: RiskLevel = "normal") -> float:
+        """The confidence a verdict needs in this series at this risk level: the level's threshold,
+        raised (never lowered) by the series' calibrated one."""
+        return max(self.thresholds_for(risk).primary, self.series_thresholds.get(series_key, 0.0))
+
+    def tiebreak_threshold_for(self, risk: RiskLevel = "normal") -> float:
+        """The confidence a tie-break reply needs at this risk level (below it: the forced-choice re-ask)."""
+        return self.thresholds_for(risk).tiebreak
 
     def apply(self, update: ControlUpdate) -> Policy:
         """This policy with one live setting from ``pairjudge.control`` changed (validated like the rest)."""
@@ -94,13 +167,6 @@ class Policy:
         if isinstance(update.value, bool):
             # bool is an int subclass; "threshold = true" is a mistake, not 1.0.
             raise ValueError(f"{update.key} needs a number, got {update.value!r}")
-        value = float(update.value)
-        if update.key == "tiebreak_confidence_threshold":
-            return dataclasses.replace(self, tiebreak_confidence_threshold=value)
-        if update.key == "primary_confidence_threshold":
-            return dataclasses.replace(self, primary_confidence_threshold=value)
-        if update.key == "audit_uncertain_share":
-            return dataclasses.replace(self, audit_uncertain_share=value)
-        if update.key == "audit_floor":
-            return dataclasses.replace(self, audit_floor=value)
-        return dataclasses.replace(self, audit_share=value)
+        # Every numeric control key names the Policy field it sets; replace() validates the new value.
+        changes: dict[str, Any] = {update.key: float(update.value)}
+        return dataclasses.replace(self, **changes)

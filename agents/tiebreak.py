@@ -7,8 +7,9 @@ Per ordering:
    weights. The judge's own arithmetic is recorded but never trusted.
 3. Exactly equal recomputed scores, or a reply that applied seed 002's escalation rule, leave the
    ordering unresolved at once: seed 002 sends a true tie to a human, never to a forced pick.
-4. A reply whose confidence is below ``tiebreak_confidence_threshold`` or whose winner contradicts the
-   recomputed scores is re-asked ONCE with the forced-choice instruction.
+4. A reply whose confidence is below the pair's risk level's tie-break threshold
+   (``Policy.tiebreak_threshold_for``: ``tiebreak_confidence_threshold`` for a normal pair) or whose
+   winner contradicts the recomputed scores is re-asked ONCE with the forced-choice instruction.
 5. Still unsettled (or invalid) -> the ordering is unresolved.
 
 Across the two orderings (first that applies wins): a judge that refused the request (a 4xx) -> review
@@ -193,7 +194,7 @@ async def judge_tiebreak_ordering(
     """Judge one ordering with the tie-break template, with at most one forced-choice re-ask."""
     request = render_tiebreak(pair, weights, order)
     check = check_tiebreak(weights)
-    threshold = policy.tiebreak_confidence_threshold
+    threshold = policy.tiebreak_threshold_for(pair.risk)
     first = await ask_validated(judge, request, TieBreakReply, check, policy.max_reasks, order=order)
     assessment = assess(first.reply, weights, threshold) if first.reply is not None else None
     # Settled, invalid, or a true tie: seed 002 sends exactly equal weighted scores (or a judge that

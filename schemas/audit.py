@@ -9,7 +9,7 @@ series; the series agent sums them into tumbling windows and publishes ``AuditSn
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -33,12 +33,17 @@ class AuditSeries(Contract):
     #: The rubric's kind, or ``named:<name>`` for a catalog rubric.
     rubric: str
     experiment_id: str | None = None
+    #: The pair's risk level when it is not "normal" (``CandidatePair.risk``): each level is judged against
+    #: its own thresholds, so its drift and calibration are its own. None is normal, the series as it was
+    #: before risk levels, with the same key.
+    risk_level: Literal["low", "high"] | None = None
 
     @classmethod
     def for_pair(cls, judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:
         """The series a pair's decisions count in: the primary judge's identity and template, the
-        rubric as the pair names it, the experiment."""
+        rubric as the pair names it, the experiment, the risk level."""
         rubric = pair.rubric
+        risk = pair.risk
         return cls(
             judge_provider=judge.provider,
             judge_model=judge.model,
@@ -46,13 +51,39 @@ class AuditSeries(Contract):
             prompt_template_hash=judge.prompt_template_hash,
             rubric=f"named:{rubric.name}" if isinstance(rubric, RubricRef) else rubric.kind,
             experiment_id=pair.metadata.experiment_id,
+            risk_level=None if risk == "normal" else risk,
         )
 
     @property
     def key(self) -> str:
-        """A stable, readable key: the Kafka key of the series' observations and snapshots."""
+        """A stable, readable key: the Kafka key of the series' observations and snapshots, and of its
+        calibrated threshold. ``|risk=<level>`` is appended for a low or high series only, so a normal
+        series keeps the key it had before risk levels (its history and stored threshold carry on)."""
         judge = f"{self.judge_provider}:{self.judge_model}" + (f"@{self.judge_version}" if self.judge_version else "")
-        return f"{judge}|{self.prompt_template_hash}|{self.rubric}|{self.experiment_id or '-'}"
+        key = f"{judge}|{self.prompt_template_hash}|{self.rubric}|{self.experiment_id or '-'}"
+        return key if self.risk_level is None else f"{key}|risk={self.risk_level}"
+
+
+#: At most this many dimension facts and cited rule ids on one record (a rubric has at most 12 criteria).
+MAX_DIMENSION_FACTS = 16
+MAX_RULES_CITED = 16
+#: A guide rule's id: the guide's 8 hex digits, a colon, the rule's number, section or hash (``agents.guide_rules``).
+RuleId = Annotated[str, Field(min_length=1, max_length=60, pattern=r"^[0-9a-f]{8}:[^\s]+$")]
+
+
+class DimensionFact(Contract):
+    """One dimension of one pair as the primary judge's two orders scored it: facts, no text.
+
+    A dimension's winner in one ordering is the higher-scored candidate ("TIE" on equal scores), as a
+    relative label of the pair's candidates. Only orderings that are valid and score both candidates count.
+    """
+
+    #: The dimension's name: one of seed 000's four, or the rubric's criterion name.
+    name: str = Field(min_length=1, max_length=60)
+    #: Some judge's two orders named different winners for it (a tie against a candidate counts).
+    orders_disagree: bool
+    #: The winner every order named; None when they disagree (orders, or jurors of a jury).
+    winner: RelativeWinner | None = None
 
 
 class DecisionRecord(Event):
@@ -110,6 +141,13 @@ class DecisionRecord(Event):
     roles: tuple[Role, Role] | None = None
     models: tuple[str, str] | None = None
     chars: tuple[int, int] | None = None
+    #: Per dimension (seed 000's four, or the rubric's criteria) the primary judge scored in both orders:
+    #: whether its orders disagree on the dimension's winner, and the winner they agree on. The same
+    #: primary facts on the tie-break stage's record, so a label joined to either compares them.
+    dimensions: tuple[DimensionFact, ...] = Field(default=(), max_length=MAX_DIMENSION_FACTS)
+    #: Ids of the style guide's rules the primary judge's justifications cite (``agents.guide_rules``):
+    #: ids only, never text.
+    rules_cited: tuple[RuleId, ...] = Field(default=(), max_length=MAX_RULES_CITED)
     decided_at: datetime = Field(default_factory=utc_now)
 
 
@@ -151,6 +189,61 @@ class ThresholdSnapshot(Contract):
     risk: float | None = None
     labels: int = 0
     note: str | None = None
+
+
+class DimensionAmbiguity(Contract):
+    """One dimension's disagreement counts over a window, and their rates with Wilson intervals.
+
+    ``orders_*``: pairs whose two orders both scored the dimension (the denominator) and those whose
+    orders named different winners for it. ``human_*``: labelled pairs (no canaries) where the orders
+    agreed on a candidate for the dimension and the human chose a candidate (ties on either side left
+    out), and those where they were not the same candidate. Intervals are Wilson score intervals at
+    ``AmbiguitySnapshot.confidence``, assuming pairs are independent draws with one common rate.
+    """
+
+    name: str
+    orders_compared: int = Field(ge=0)
+    orders_disagree: int = Field(ge=0)
+    order_disagreement_rate: float | None = None
+    order_low: float | None = None
+    order_high: float | None = None
+    human_compared: int = Field(ge=0)
+    human_disagree: int = Field(ge=0)
+    human_disagreement_rate: float | None = None
+    human_low: float | None = None
+    human_high: float | None = None
+
+
+class RuleCitations(Contract):
+    """How often one style-guide rule is cited, and in how many disagreeing pairs.
+
+    ``cited``: primary decisions whose justifications cite the rule; ``cited_order_disagreeing``: those whose
+    orders disagreed (a flip, or a dimension's winner differing between the orders). ``cited_labelled``:
+    labelled pairs (no canaries) with a judge's winner citing it; ``cited_human_disagreeing``: those whose
+    human label was not the judge's winner.
+    """
+
+    rule_id: str
+    cited: int = Field(ge=0)
+    cited_order_disagreeing: int = Field(ge=0)
+    cited_labelled: int = Field(ge=0)
+    cited_human_disagreeing: int = Field(ge=0)
+
+
+class AmbiguitySnapshot(Contract):
+    """The window's dimensions ranked by order-disagreement rate, then human-disagreement rate (each by
+    the lower end of its interval first, so a rate on few pairs does not outrank a well-measured one), and
+    its rules ranked by the disagreeing pairs citing them. At most ``MAX_RANKED`` of each; a series that
+    saw more distinct names than the window keeps (``agents.audit.ambiguity``) shows the rest as "(other)".
+    """
+
+    confidence: float = Field(gt=0.0, lt=1.0)
+    dimensions: tuple[DimensionAmbiguity, ...] = ()
+    rules: tuple[RuleCitations, ...] = ()
+
+
+#: Entries of each ranking an ``AmbiguitySnapshot`` carries.
+MAX_RANKED = 20
 
 
 class AuditSnapshot(Event):
@@ -205,6 +298,9 @@ class AuditSnapshot(Event):
     guard_kappa_min: float | None = None
     guard_note: str | None = None
     threshold: ThresholdSnapshot | None = None
+    #: Which dimensions and style-guide rules the judge is ambiguous on in this window, ranked
+    #: (docs/guides/drift-audit.md#ambiguous-dimensions-and-rules); None when no record had dimension facts.
+    ambiguity: AmbiguitySnapshot | None = None
     published_at: datetime = Field(default_factory=utc_now)
 
 

@@ -125,8 +125,9 @@ class CandidatePair(Event):
     tiebreak: TieBreakWeights | None = None
     metadata: PairMetadata = Field(default_factory=PairMetadata)
     human_label: KnownLabel | None = None
-    #: Seed 001's [RISK_LEVEL] (schema version 2): ``high`` pairs need more confidence to be auto-decided
-    #: (or always go to review), ``low`` ones less; None is ``normal``. Thresholds: docs/guides/risk-levels.md.
+    #: Seed 001's [RISK_LEVEL] (schema version 2): each level has its own thresholds; by default ``high``
+    #: pairs need more confidence to be auto-decided and go to review below it, and ``low`` pairs are judged
+    #: like ``normal`` ones until an operator loosens them. None is ``normal``. docs/guides/risk-levels.md.
     risk_level: RiskLevel | None = None
 
     @property

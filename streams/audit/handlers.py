@@ -47,6 +47,7 @@ from pairjudge.agents.audit import (
 from pairjudge.agents.scores.events import expired_event, score_event
 from pairjudge.schemas import ControlUpdate, HumanLabel
 from pairjudge.schemas.audit import Alert, AuditObservation, DecisionRecord, ThresholdSnapshot, ThresholdUpdate
+from pairjudge.schemas.pair import RiskLevel
 from pairjudge.streams.config.settings import AuditSettings
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.control.signing import ControlSigner, with_signature
@@ -281,7 +282,7 @@ class Audit:
                 continue
             if not closed and key not in self._dirty:
                 continue
-            threshold = self._threshold(window.series.key)
+            threshold = self._threshold(window.series.key, window.series.risk_level or "normal")
             snapshot = window.snapshot(final=closed, threshold=threshold, bounds=self.settings.bounds())
             if closed:
                 # Marked before the first await: a late observation handled meanwhile updates the stored
@@ -321,10 +322,11 @@ class Audit:
         stored = self.windows_table.data.get(calibration_key(series_key))
         return ConfidenceHistogram.from_bytes(_split_partition(stored)[1] if stored else None)
 
-    def _threshold(self, series_key: str) -> ThresholdSnapshot:
+    def _threshold(self, series_key: str, risk: RiskLevel = "normal") -> ThresholdSnapshot:
+        # A low or high series is walked down to its own level's threshold, the one in force for its pairs.
         return threshold_snapshot(
             self._histogram(series_key),
-            configured=self._policy.current.primary_confidence_threshold,
+            configured=self._policy.current.thresholds_for(risk).primary,
             target=self.settings.calibration_target,
             risk=self.settings.calibration_risk,
             min_labels=self.settings.calibration_min_labels,

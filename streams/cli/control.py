@@ -17,7 +17,13 @@ from pairjudge.streams.cli.base import (
 
 @control_app.command("set")
 def control_set(
-    key: Annotated[str, typer.Argument(help="tiebreak_enabled, tiebreak_confidence_threshold, ...")],
+    key: Annotated[
+        str,
+        typer.Argument(
+            help="tiebreak_enabled, tiebreak_confidence_threshold, high_primary_confidence_threshold, ..."
+            " (docs/getting-started/configuration.md#live-settings)"
+        ),
+    ],
     value: Annotated[str, typer.Argument(help="true/false, or a number")],
     bootstrap: Bootstrap = None,
     by: Annotated[str, typer.Option(help="Who made the change, for the record.")] = "",

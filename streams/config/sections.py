@@ -243,6 +243,27 @@ class PolicySettings(_Section):
     #: The tie-break reply's confidence floor (0-1): below it, the tie-break re-asks once with a forced choice;
     #: still below, that order is unresolved and the pair goes to review. A live setting.
     tiebreak_confidence_threshold: float = Field(default=0.6, ge=0, le=1)
+    #: The normal level's "review below" confidence (0-1; docs/guides/risk-levels.md): a pair without a
+    #: ``risk_level`` (or "normal") that would go to the tie-break with a mean confidence below it goes to review
+    #: "risk_review" instead. 0, the default, never does. A live setting.
+    review_below_confidence: float = Field(default=0.0, ge=0, le=1)
+    #: ``risk_level: "low"`` pairs: the confidence a primary verdict needs (the normal default: "low" loosens
+    #: nothing until you lower it; a series' calibrated threshold still raises it). A live setting.
+    low_primary_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
+    #: ``risk_level: "low"`` pairs: the tie-break reply's confidence floor. A live setting.
+    low_tiebreak_confidence_threshold: float = Field(default=0.6, ge=0, le=1)
+    #: ``risk_level: "low"`` pairs: below this mean confidence a would-be tie-break goes to review "risk_review";
+    #: 0 never. A live setting.
+    low_review_below_confidence: float = Field(default=0.0, ge=0, le=1)
+    #: ``risk_level: "high"`` pairs: the confidence a primary verdict needs. Never looser than the normal level's
+    #: (the stricter of the two applies), and a series' calibrated threshold may raise it. A live setting.
+    high_primary_confidence_threshold: float = Field(default=0.85, ge=0, le=1)
+    #: ``risk_level: "high"`` pairs: the tie-break reply's confidence floor (never below the normal one). A live
+    #: setting.
+    high_tiebreak_confidence_threshold: float = Field(default=0.8, ge=0, le=1)
+    #: ``risk_level: "high"`` pairs: below this mean confidence a pair that is no verdict goes straight to review
+    #: "risk_review", skipping the tie-break (never below the normal one; 0 never). A live setting.
+    high_review_below_confidence: float = Field(default=0.85, ge=0, le=1)
     #: Re-asks after a reply that fails validation, each carrying the error, per order and judge (tie-break too);
     #: still invalid, the order counts as invalid.
     max_reasks: int = Field(default=2, ge=0, le=5)
@@ -282,6 +303,13 @@ class PolicySettings(_Section):
             primary_confidence_threshold=self.primary_confidence_threshold,
             tiebreak_enabled=self.tiebreak_enabled,
             tiebreak_confidence_threshold=self.tiebreak_confidence_threshold,
+            review_below_confidence=self.review_below_confidence,
+            low_primary_confidence_threshold=self.low_primary_confidence_threshold,
+            low_tiebreak_confidence_threshold=self.low_tiebreak_confidence_threshold,
+            low_review_below_confidence=self.low_review_below_confidence,
+            high_primary_confidence_threshold=self.high_primary_confidence_threshold,
+            high_tiebreak_confidence_threshold=self.high_tiebreak_confidence_threshold,
+            high_review_below_confidence=self.high_review_below_confidence,
             max_reasks=self.max_reasks,
             audit_share=self.audit_share,
             audit_seed=self.audit_seed,
