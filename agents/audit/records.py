@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
+from pairjudge.agents.audit.ambiguity import dimension_facts, rules_cited
 from pairjudge.agents.core import Decision
 from pairjudge.agents.validation import JudgeCall
 from pairjudge.schemas import JudgeInfo, PairVerdict, ReviewRequest, TieBreakRequest
@@ -14,6 +15,7 @@ from pairjudge.schemas.audit import (
 )
 from pairjudge.schemas.events import OrderingResult
 from pairjudge.schemas.pair import CandidatePair
+from pairjudge.schemas.rubric import InlineRubric, RubricRef
 
 
 def series_of(judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:
@@ -21,18 +23,26 @@ def series_of(judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:
     return AuditSeries.for_pair(judge, pair)
 
 
-def record_for(decision: Decision, judged: CandidatePair | TieBreakRequest) -> DecisionRecord | None:
+def record_for(
+    decision: Decision,
+    judged: CandidatePair | TieBreakRequest,
+    catalog: Mapping[str, InlineRubric] | None = None,
+) -> DecisionRecord | None:
     """The record of a stage's decision on ``judged`` (a pair, or a tie-break request), in the series
     of the pair's primary judge; None when no judge was involved (nothing for the audit to follow). A pair
     a rule settled before any judge call gets a record marked ``rule``: the scoreboard counts it, the drift
-    statistics do not."""
+    statistics do not.
+
+    ``catalog`` resolves a named rubric's style guide, for the rules its justifications cite; a tie-break
+    request carries the inline rubric and the primary orderings itself."""
     if isinstance(judged, TieBreakRequest):
-        return decision_record(decision, judged.pair, series_of(judged.primary_judge, judged.pair))
+        series = series_of(judged.primary_judge, judged.pair)
+        return decision_record(decision, judged.pair, series, primary_orderings=judged.primary)
     outcome = decision.outcome
     judge = outcome.primary_judge if isinstance(outcome, TieBreakRequest) else outcome.judge
     if judge is None:
         return None
-    return decision_record(decision, judged, series_of(judge, judged))
+    return decision_record(decision, judged, series_of(judge, judged), catalog=catalog)
 
 
 def _orderings(decision: Decision) -> tuple[OrderingResult, ...]:
@@ -61,17 +71,37 @@ def longer_candidate(pair: CandidatePair) -> RelativeWinner | None:
     return "first" if first > second else "second"
 
 
-def decision_record(decision: Decision, pair: CandidatePair, series: AuditSeries) -> DecisionRecord:
+def _inline_rubric(pair: CandidatePair, catalog: Mapping[str, InlineRubric] | None) -> InlineRubric | None:
+    rubric = pair.rubric
+    if isinstance(rubric, RubricRef):
+        return (catalog or {}).get(rubric.name)
+    return rubric
+
+
+def decision_record(
+    decision: Decision,
+    pair: CandidatePair,
+    series: AuditSeries,
+    *,
+    primary_orderings: Sequence[OrderingResult] | None = None,
+    catalog: Mapping[str, InlineRubric] | None = None,
+) -> DecisionRecord:
     """What the audit counts about one stage's decision on ``pair``.
 
     Position statistics (decisive orderings, position-A wins) come from the primary stage only: they
     describe the primary judge. ``judge_winner`` is the candidate the orderings decided on, even when
     the kappa guard held the pair for review.
+
+    The per-dimension facts and the cited rules (``agents.audit.ambiguity``) are the primary judge's:
+    from this decision's orderings at the primary stage, from ``primary_orderings`` (the tie-break request's
+    primary orderings) at the tie-break stage, so the final record a label joins always carries them.
     """
     facts = decision.facts
     primary = decision.stage == "primary"
     orderings = _orderings(decision) if primary else ()
     decisive = [o for o in orderings if o.valid and o.raw_winner in ("A", "B")]
+    judged_primary = orderings if primary_orderings is None else tuple(primary_orderings)
+    candidates = (pair.candidates[0].candidate_id, pair.candidates[1].candidate_id)
     outcome = decision.outcome
     first, second = pair.candidates
     return DecisionRecord(
@@ -103,4 +133,6 @@ def decision_record(decision: Decision, pair: CandidatePair, series: AuditSeries
         roles=(first.source.role, second.source.role),
         models=(first.source.model, second.source.model),
         chars=(len(first.output), len(second.output)),
+        dimensions=dimension_facts(judged_primary, candidates),
+        rules_cited=rules_cited(_inline_rubric(pair, catalog), judged_primary),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
+from pairjudge.agents.audit.ambiguity import AmbiguityCounts
 from pairjudge.agents.stats import relative_label
 from pairjudge.schemas.audit import (
     AuditObservation,
@@ -50,6 +51,11 @@ class WindowStats:
     #: different reviewers (``second_label`` observations). The same statistics as the judge's, taken
     #: between people: a judge is held to agreeing with people about as well as they agree with each other.
     human_confusion: dict[str, int] = field(default_factory=dict)
+    #: Which dimensions and guide rules the judge is ambiguous on (``agents.audit.ambiguity``): per dimension
+    #: name [orders compared, orders disagreeing, human compared, human disagreeing]; per rule id [cited,
+    #: cited in order-disagreeing pairs, cited in labelled pairs, cited where the human disagreed].
+    dimension_counts: dict[str, list[int]] = field(default_factory=dict)
+    rule_counts: dict[str, list[int]] = field(default_factory=dict)
     alerts_raised: list[str] = field(default_factory=list)
     final_published: bool = False
 
@@ -76,6 +82,7 @@ class WindowStats:
             self.both_valid += record.both_valid
             self.decisive_orderings += record.decisive_orderings
             self.position_a_wins += record.position_a_wins
+            self.ambiguity.add_decision(record)  # the primary facts, once per pair (the tie-break record repeats them)
         else:
             self.tiebreak_verdicts += record.outcome == "verdict"
         self.reviews += record.outcome == "review"
@@ -86,6 +93,9 @@ class WindowStats:
             self.last_mismatched_model = record.model_mismatch
 
     def _add_labelled(self, record: DecisionRecord, label: HumanLabel) -> None:
+        if not record.canary:
+            # Escalated pairs too: a dimension's winner is compared with the person's, judge's winner or not.
+            self.ambiguity.add_labelled(record, label.winner, relative_label(record.candidates, label.winner))
         if record.judge_winner is None:
             self.human_decided += not record.canary
             return
@@ -116,6 +126,11 @@ class WindowStats:
         self.human_confusion[cell] = self.human_confusion.get(cell, 0) + 1
 
     # -- reading --------------------------------------------------------------------------------------
+
+    @property
+    def ambiguity(self) -> AmbiguityCounts:
+        """The per-dimension and per-rule counts, as a view over this window's own dicts."""
+        return AmbiguityCounts(self.dimension_counts, self.rule_counts)
 
     @property
     def labels(self) -> int:

@@ -155,4 +155,5 @@ def snapshot(
         guard_kappa_min=floor.kappa_min if floor is not None else None,
         guard_note=floor.note if floor is not None else None,
         threshold=threshold,
+        ambiguity=stats.ambiguity.snapshot(kappa_confidence),
     )

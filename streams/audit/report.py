@@ -10,7 +10,9 @@ each other on audit pairs labelled twice: a judge cannot be expected to agree wi
 people agree with each other) and the floor the kappa guard applied, in the mode it ran in; the
 tie-break rate against seed 002's 20% line, with the flip rate; the calibration curve (reliability
 bins summed over the windows); how often the longer output wins for the judge and for the humans;
-the auto-decision threshold in force and its coverage.
+the auto-decision threshold in force and its coverage; the dimensions ranked by how often the judge's
+two orders, or the judge and the humans, disagree on them, and the style-guide rules cited in those pairs
+(``streams.audit.report_ambiguity``).
 Each window counts once: its latest snapshot (a final one supersedes the running ones).
 
 Each time plot's axis spans exactly the series' windows (a single window is one point over its own span,
@@ -38,6 +40,7 @@ from pydantic import ValidationError
 
 from pairjudge.schemas.audit import Alert, AuditSnapshot
 from pairjudge.schemas.scores import ScoreSnapshot
+from pairjudge.streams.audit.report_ambiguity import ambiguity_section
 from pairjudge.streams.audit.report_charts import plots_html, window_label
 from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
 from pairjudge.streams.scores.view import BasisPanel, BoardView, board_view
@@ -307,6 +310,7 @@ def render_report(events: AuditEvents, *, title: str = "pairjudge drift audit") 
             f"<h2>{html.escape(heading)}</h2>{guard_summary(windows)}{_summary_table(windows)}"
             + (f"<ul>{alerts}</ul>" if alerts else f"<p class='none'>{NO_ALERTS}</p>")
             + f"<div class='plots'>{plots_html(windows)}</div>"
+            + ambiguity_section(windows)
         )
     latest: dict[str, ScoreSnapshot] = {}
     for snap in events.scores:

@@ -264,7 +264,8 @@ class Pipeline:
                 return StageResult([self._dead_letter(span, where, "internal_error", detail, raw, origin)], pair_id)
             if is_judge_rejected(decision):
                 # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
-                # problem. The pair waits in the dead-letter topic to be replayed once it is fixed.
+                # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery), until
+                # `pairjudge deadletter replay` re-publishes it once the cause is fixed.
                 detail = rejected_detail(decision) or "the judge refused the request"
                 letter = self._dead_letter(span, where, "judge_rejected", detail, raw, origin)
                 return StageResult([letter], pair_id=pair_id, alerts=self._rejection_alert(decision, detail))
@@ -307,6 +308,9 @@ class Pipeline:
         each pair's stage once, so a replay is harmless and a crash loses no record.
         """
         trace_id = trace_id_of(span)
+        # The risk level whose thresholds routed the pair (docs/guides/risk-levels.md).
+        pair = judged if isinstance(judged, CandidatePair) else judged.pair
+        span.set_attribute("pairjudge.risk_level", pair.risk)
         self.telemetry.record_decision(span, decision)
         if self.on_decision is not None:
             self.on_decision(decision)
@@ -320,7 +324,7 @@ class Pipeline:
             if self.redactor is not None:
                 audit = self.redactor.review_request(audit)
             out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers))
-        record = record_for(decision, judged)
+        record = record_for(decision, judged, self.catalog)
         if record is not None:
             out.append(Outgoing("decisions", record.pair_id.encode(), encode(record), headers))
         return out
