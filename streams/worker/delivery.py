@@ -75,7 +75,12 @@ class Delivery:
         """
         partition = origin.partition or 0
         if result.pair_id is not None and not result.replayed:
-            await self._outcomes.record(stage, result.pair_id, partition, result.outgoing)
+            if result.outgoing and all(m.kind == "deadletter" for m in result.outgoing):
+                # A dead letter is not the pair's outcome: recorded, it would be re-emitted for every
+                # `pairjudge deadletter replay` of the pair within the retention, and the fixed judge never asked.
+                self._outcomes.release(stage, result.pair_id)
+            else:
+                await self._outcomes.record(stage, result.pair_id, partition, result.outgoing)
         try:
             await self.publish(result.outgoing + result.alerts)
         except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
