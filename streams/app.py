@@ -10,19 +10,15 @@ wiring the worker runs.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import faust
 from faust.exceptions import ConsumerNotStarted
-from pydantic import TypeAdapter
 
 from pairjudge.agents.judge import Judge
-from pairjudge.agents.policy import Policy
 from pairjudge.schemas import InlineRubric
 from pairjudge.streams.audit.budget import UPDATE_EVERY_S, AuditBudget, observe_scale
 from pairjudge.streams.audit.handlers import Audit, wire_audit
@@ -32,7 +28,10 @@ from pairjudge.streams.control.live import follow_control as follow_control_topi
 from pairjudge.streams.control.signing import signer_from_settings
 from pairjudge.streams.faust_compat.recovery_watch import records_left
 from pairjudge.streams.faust_compat.shutdown import GracefulApp
-from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
+from pairjudge.streams.judges.factory import JudgeStack
+from pairjudge.streams.judges.panel import build_panel as build_panel  # defined away from Faust, for the API
+from pairjudge.streams.judges.panel import build_policy as build_policy
+from pairjudge.streams.judges.panel import load_catalog as load_catalog
 from pairjudge.streams.judges.preflight import JudgeAuthError, preflight_all
 from pairjudge.streams.scores.handlers import Scores, observe_scores, wire_scores
 from pairjudge.streams.security.redaction_hook import EventRedactor, build_redactor
@@ -76,29 +75,6 @@ class PairjudgeApp:
             await self.webhook.aclose()
         if self.metrics is not None:
             self.metrics.shutdown()
-
-
-def load_catalog(settings: Settings) -> dict[str, InlineRubric]:
-    """Named rubrics: those in the config file, plus a TOML file of ``[rubrics.<name>]`` tables."""
-    catalog = dict(settings.rubrics)
-    if settings.rubrics_file is not None:
-        data = tomllib.loads(settings.rubrics_file.read_text(encoding="utf-8"))
-        adapter: TypeAdapter[InlineRubric] = TypeAdapter(InlineRubric)
-        catalog.update({name: adapter.validate_python(body) for name, body in data.get("rubrics", {}).items()})
-    return catalog
-
-
-def build_panel(settings: Settings) -> tuple[JudgePanel, tuple[JudgeStack, ...]]:
-    """The configured judge, or jury, each wrapped for cost, resilience and caching."""
-    main = build_judge_stack(settings.judge)
-    jurors = tuple(build_judge_stack(juror) for juror in settings.jury)
-    stacks = (main, *jurors)
-    panel = JudgePanel(
-        primary=tuple(s.judge for s in jurors) or (main.judge,),
-        tiebreak=main.judge,
-        breakers=tuple(s.breaker for s in stacks if s.breaker is not None),
-    )
-    return panel, stacks
 
 
 def create_app(
@@ -172,14 +148,6 @@ def create_app(
         health=health,
         metrics=metrics,
     )
-
-
-def build_policy(settings: Settings) -> Policy:
-    """The configured policy; ``jury_quorum``, when set, overrides the policy's own."""
-    policy = settings.policy.to_policy()
-    if settings.jury_quorum is not None:
-        policy = dataclasses.replace(policy, jury_quorum=settings.jury_quorum)
-    return policy
 
 
 def _worker_health(

@@ -1,25 +1,24 @@
-"""``pairjudge evaluate``: the judging core over a file, no Kafka.
+"""``pairjudge evaluate``: the judging core over a file, no Kafka, and the report.
 
-Each pair goes through the same path as in the worker: input checks, both orders, reconciliation and,
-where needed, the tie-break. Where the file carries human labels, the judge is scored against them.
+The judging is the Python API's (``streams.api``: the worker's own stage handler, so each pair goes
+through the same path as in the worker: input checks, both orders, reconciliation and, where needed,
+the tie-break). Each pair's row is appended to ``--out`` as it is decided, and a rerun resumes the file.
+Where the file carries human labels, the judge is scored against them, beside simple baselines.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import anyio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from pairjudge.agents import InputRejected, Judge, Policy, resolve_tiebreak
+from pairjudge.agents import Judge
 from pairjudge.agents.stats import (
     KappaEstimate,
     agreement,
@@ -29,33 +28,27 @@ from pairjudge.agents.stats import (
     position_a_win_rate,
     relative_label,
 )
-from pairjudge.schemas import TIE, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
-from pairjudge.streams.app import build_panel, load_catalog
+from pairjudge.schemas import TIE
+from pairjudge.streams.api.evaluator import DEFAULT_CONCURRENCY, Evaluator, FileRun
+from pairjudge.streams.api.results import PairResult
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.judges.factory import JudgeStack
-from pairjudge.streams.kafka.codecs import decode
-from pairjudge.streams.kafka.dead_letters import guess_pair_id
-from pairjudge.streams.security.files import open_private_write
 from pairjudge.streams.worker.pipeline import JudgePanel
 
-
-@dataclass
-class PairResult:
-    pair_id: str
-    outcome: str  # "verdict" | "review" | "rejected" | "error"
-    winner: str | None = None  # a candidate id, None when undecided
-    decided_by: str | None = None
-    reason: str | None = None
-    #: Why a rejected pair (or an error) could not be judged, readable; never the pair's text.
-    detail: str | None = None
-    confidence: float | None = None
-    human: str | None = None  # the known label: a candidate id or TIE
-    candidate_ids: tuple[str, str] | None = None
-    #: (AB mapped, BA mapped) per judge whose two orders were both valid: one entry, or one per juror.
-    primary_winners: tuple[tuple[str, str], ...] = ()
-    raw_winners: tuple[str, ...] = ()
-    lengths: tuple[int, int] | None = None  # characters of each candidate's output, for the length baseline
-
+__all__ = [
+    "FIRST",
+    "RANDOM_SEEDS",
+    "SECOND",
+    "EvaluateReport",
+    "MethodScore",
+    "PairResult",
+    "longer_wins",
+    "print_baselines",
+    "print_failures",
+    "print_report",
+    "random_baseline",
+    "run_evaluate",
+    "score_labels",
+]
 
 #: Relative labels (see ``agents.stats.relative_label``): what every method below is scored in.
 FIRST, SECOND = "first", "second"
@@ -213,48 +206,6 @@ class EvaluateReport:
         ]
 
 
-async def evaluate_pair(
-    raw: bytes, panel: JudgePanel, policy: Policy, catalog: dict[str, InlineRubric], max_bytes: int
-) -> PairResult:
-    try:
-        pair = decode(CandidatePair, raw, max_bytes=max_bytes)
-    except InputRejected as exc:
-        return PairResult(pair_id=_pair_id_of(raw), outcome="rejected", reason=exc.reason, detail=exc.detail)
-    ids = (pair.candidates[0].candidate_id, pair.candidates[1].candidate_id)
-    human = pair.human_label.winner if pair.human_label else None
-    lengths = (len(pair.candidates[0].output.strip()), len(pair.candidates[1].output.strip()))
-    base = PairResult(pair_id=pair.pair_id, outcome="error", human=human, candidate_ids=ids, lengths=lengths)
-    try:
-        decision = await panel.judge_primary(pair, policy, catalog)  # checks the pair before any call
-    except InputRejected as exc:
-        base.outcome, base.reason, base.detail = "rejected", exc.reason, exc.detail
-        return base
-    outcome = decision.outcome
-    if isinstance(outcome, TieBreakRequest):
-        primary = outcome.primary
-        base.reason = outcome.reason
-        outcome = (await resolve_tiebreak(outcome, panel.tiebreak, policy)).outcome
-    else:
-        primary = outcome.orderings[: 2 * len(panel.primary)]  # a tie-break verdict appends its own orderings
-    base.raw_winners = tuple(o.raw_winner for o in primary if o.raw_winner)
-    # Orderings come AB then BA, per judge (per juror for a jury).
-    base.primary_winners = tuple(
-        (ab.mapped_winner, ba.mapped_winner)
-        for ab, ba in zip(primary[0::2], primary[1::2], strict=True)
-        if ab.valid and ba.valid and ab.mapped_winner and ba.mapped_winner
-    )
-    if isinstance(outcome, PairVerdict):
-        base.outcome, base.winner = "verdict", outcome.winner
-        base.decided_by, base.confidence = outcome.decided_by, outcome.confidence
-    elif isinstance(outcome, ReviewRequest):
-        base.outcome, base.reason = "review", outcome.reason
-    return base
-
-
-def _pair_id_of(raw: bytes) -> str:
-    return guess_pair_id(raw) or "?"
-
-
 async def run_evaluate(
     settings: Settings,
     path: Path,
@@ -263,64 +214,52 @@ async def run_evaluate(
     console: Console,
     judge: Judge | None = None,
     panel: JudgePanel | None = None,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     baselines: bool | None = None,
+    fresh: bool = False,
 ) -> EvaluateReport:
     """Judge every pair in ``path`` and print the report. ``baselines`` (default: on when the file has
-    human labels) adds the judge-versus-baselines table."""
-    stacks: tuple[JudgeStack, ...] = ()
-    if panel is None and judge is not None:
-        panel = JudgePanel.single(judge)
-    elif panel is None:
-        panel, stacks = build_panel(settings)
-    policy = settings.policy.to_policy()
-    if settings.jury_quorum is not None:
-        policy = dataclasses.replace(policy, jury_quorum=settings.jury_quorum)
-    catalog = load_catalog(settings)
-    lines = [line for line in (await anyio.Path(path).read_bytes()).splitlines() if line.strip()]
-    results: list[PairResult | None] = [None] * len(lines)
-    limiter = anyio.CapacityLimiter(concurrency)
+    human labels) adds the judge-versus-baselines table.
 
-    async def one(i: int, raw: bytes) -> None:
-        async with limiter:
-            try:
-                results[i] = await evaluate_pair(raw, panel, policy, catalog, settings.max_event_bytes)
-            except Exception as exc:  # noqa: BLE001 - report it as a row, keep evaluating the rest
-                results[i] = PairResult(
-                    pair_id=_pair_id_of(raw), outcome="error", reason=type(exc).__name__, detail=str(exc)
-                )
-            progress.advance(task)
-
-    # A live bar on a terminal (a long file otherwise shows no sign of life); nothing when piped.
-    progress = Progress(
-        TextColumn("judging"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-    task = progress.add_task("pairs", total=len(lines))
-    try:
+    Each pair's row is appended to ``out_path`` as it is decided; pairs it already holds are not judged
+    again (``fresh``: start it over), and the report covers every pair of ``path``, earlier rows included.
+    """
+    async with Evaluator(settings, judge=judge, panel=panel) as evaluator:
+        run = evaluator.compare_file(path, out=out_path, concurrency=concurrency, fresh=fresh)
+        await run.prepare()
+        _print_resume(console, run)
+        # A live bar on a terminal (a long file otherwise shows no sign of life); nothing when piped.
+        progress = Progress(
+            TextColumn("judging"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        )
+        task = progress.add_task("pairs", total=run.total, completed=run.already)
         with progress:
-            async with anyio.create_task_group() as tg:
-                for i, raw in enumerate(lines):
-                    tg.start_soon(one, i, raw)
-    finally:
-        for stack in stacks:
-            await stack.aclose()
-    report = EvaluateReport(results=[r for r in results if r is not None])
-    if out_path is not None:
-        # It names every pair and its outcome: owner-only (0o600), whatever the umask.
-        with open_private_write(out_path, what="evaluate output") as fh:
-            for r in report.results:
-                fh.write(json.dumps(r.__dict__, default=list) + "\n")
-    print_report(console, report, panel.tiebreak if len(panel.primary) > 1 else panel.primary[0])
+            async for _ in run:
+                progress.advance(task)
+        report = EvaluateReport(results=run.results())
+        print_report(console, report, evaluator.judge)
     print_failures(console, report)
     if (baselines is None or baselines) and report.labelled:
         print_baselines(console, report)
     return report
+
+
+def _print_resume(console: Console, run: FileRun) -> None:
+    """Say what an earlier run left, so a resumed report is never mistaken for a fresh one."""
+    if run.dropped_bytes:
+        console.print(f"dropped a partial last line ({run.dropped_bytes} bytes) from {run.out}: a run was cut off")
+    if run.already:
+        console.print(f"resuming: {run.already} of {run.total} already decided (in {run.out})", markup=False)
+    if run.duplicates:
+        console.print(f"{run.duplicates} input line(s) repeat an earlier pair id: each pair is judged once")
+    if run.foreign:
+        console.print(f"{run.out} also holds {run.foreign} row(s) for pairs not in this file: kept, not reported")
 
 
 def print_failures(console: Console, report: EvaluateReport, shown: int = 10) -> None:

@@ -70,7 +70,13 @@ def send(
 @app.command()
 def evaluate(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL, one CandidatePair per line.")],
-    out: Annotated[Path | None, typer.Option(help="Write each pair's outcome here (JSONL).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Append each pair's outcome here (JSONL) as it is decided; rerun to resume: pairs already in it "
+            "are skipped and the report covers them all."
+        ),
+    ] = None,
     baselines: Annotated[
         bool | None,
         typer.Option(
@@ -79,12 +85,24 @@ def evaluate(
             "(default: on when the file has human labels).",
         ),
     ] = None,
+    concurrency: Annotated[int, typer.Option(help="Pairs judged at once.", min=1)] = 8,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start --out over instead of resuming it.")] = False,
 ) -> None:
     """Judge a file with the same core and no Kafka; report agreement with any human labels.
 
     Exits 1 when any pair could not be judged (rejected or an error); --out names each one's reason."""
     from pairjudge.streams.cli.evaluate import run_evaluate
 
-    report = asyncio.run(run_evaluate(settings_for(), file, out_path=out, console=Console(), baselines=baselines))
+    report = asyncio.run(
+        run_evaluate(
+            settings_for(),
+            file,
+            out_path=out,
+            console=Console(),
+            baselines=baselines,
+            concurrency=concurrency,
+            fresh=fresh,
+        )
+    )
     # Any pair not judged (rejected input or an error) fails the command: a CI step must notice.
     raise typer.Exit(code=1 if report.failed else 0)

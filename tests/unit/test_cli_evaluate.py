@@ -48,8 +48,9 @@ async def test_agreement_and_kappa_against_human_labels(tmp_path: Path) -> None:
     assert (est.kappa, est.n) == (report.kappa, 4)
     assert (est.low, est.high) == pytest.approx((0.0, 0.0))
     assert report.flip_rate == pytest.approx(0.0)
-    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert [r["human"] for r in rows] == humans
+    # Rows are appended as pairs are decided, so in no set order: match them by pair id.
+    rows = {r["pair_id"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    assert [rows[p.pair_id]["human"] for p in pairs] == humans
 
 
 async def test_a_flipping_judge_shows_in_the_flip_rate(tmp_path: Path) -> None:

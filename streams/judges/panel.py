@@ -1,0 +1,50 @@
+"""Who judges, from settings: the judge panel, the policy and the rubric catalog.
+
+The worker's composition root (``streams.app.create_app``) and the Python API (``streams.api``) build
+these the same way, so a pair judged through either meets the same judges, policy and rubrics. Kept
+apart from ``streams.app`` because that module imports Faust, which the API must not pay for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+
+from pydantic import TypeAdapter
+
+from pairjudge.agents.policy import Policy
+from pairjudge.schemas import InlineRubric
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
+from pairjudge.streams.worker.pipeline import JudgePanel
+
+
+def load_catalog(settings: Settings) -> dict[str, InlineRubric]:
+    """Named rubrics: those in the config file, plus a TOML file of ``[rubrics.<name>]`` tables."""
+    catalog = dict(settings.rubrics)
+    if settings.rubrics_file is not None:
+        data = tomllib.loads(settings.rubrics_file.read_text(encoding="utf-8"))
+        adapter: TypeAdapter[InlineRubric] = TypeAdapter(InlineRubric)
+        catalog.update({name: adapter.validate_python(body) for name, body in data.get("rubrics", {}).items()})
+    return catalog
+
+
+def build_panel(settings: Settings) -> tuple[JudgePanel, tuple[JudgeStack, ...]]:
+    """The configured judge, or jury, each wrapped for cost, resilience and caching."""
+    main = build_judge_stack(settings.judge)
+    jurors = tuple(build_judge_stack(juror) for juror in settings.jury)
+    stacks = (main, *jurors)
+    panel = JudgePanel(
+        primary=tuple(s.judge for s in jurors) or (main.judge,),
+        tiebreak=main.judge,
+        breakers=tuple(s.breaker for s in stacks if s.breaker is not None),
+    )
+    return panel, stacks
+
+
+def build_policy(settings: Settings) -> Policy:
+    """The configured policy; ``jury_quorum``, when set, overrides the policy's own."""
+    policy = settings.policy.to_policy()
+    if settings.jury_quorum is not None:
+        policy = dataclasses.replace(policy, jury_quorum=settings.jury_quorum)
+    return policy
