@@ -64,6 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write the knots into agents/offline/calibration.py")
     args = parser.parse_args(argv)
     points = margins()
+    # A zero margin is "could not tell" by rule (tone_confidence gives 0.5); it is not fitted.
+    zero = [ok for m, ok in points if m <= 0]
+    if zero:
+        print(f"margin 0 (confidence 0.5 by rule): right {sum(zero) / len(zero):.3f} of {len(zero)}")
+    points = [p for p in points if p[0] > 0]
     blocks = isotonic_blocks(points)
     for m, r, n in blocks:
         print(f"margin {m:6.3f}: right {r:.3f} of {n}")

@@ -11,6 +11,9 @@ each folder's PROVENANCE.md; none of it written here):
   one community whose scores differ by at least ``POLITENESS_GAP``; the more polite is better.
 * ``plain``: OneStopEnglish, the same news sentence at advanced and elementary level, rewritten by
   teachers; for beginner learners the elementary one is better.
+* ``persuade`` (issue 25): UKPConvArg1, two arguments people wrote for the same side of a debate, the one
+  crowd workers found more convincing is better, under a generic style guide with no register target
+  (``pairjudge_dev.humaneval_writing``).
 
 Every item is assigned to ``dev`` (fitting and calibration) or ``test`` (untouched until the end) by a
 hash of its source and text, so no text is in both. Each method is scored as accuracy at 100%, 50%
@@ -41,6 +44,7 @@ import anyio
 from pairjudge.agents.core import judge_pair, resolve_tiebreak
 from pairjudge.agents.judge import Judge
 from pairjudge.agents.offline import OfflineJudge
+from pairjudge.agents.offline.common import CONF_MIN
 from pairjudge.agents.offline.markers import count_phrases
 from pairjudge.agents.offline.text import words
 from pairjudge.agents.offline.words import FORMAL_VOCABULARY, SLANG
@@ -49,6 +53,7 @@ from pairjudge.agents.stats import expected_calibration_error, reliability_bins,
 from pairjudge.schemas import Candidate, CandidatePair, CandidateSource, PairVerdict, Task, TieBreakRequest
 from pairjudge.schemas.pair import KnownLabel, PairMetadata
 from pairjudge.schemas.rubric import ToneStyleRubric
+from pairjudge_dev.humaneval_writing import debate_prompt, read_argument_pairs, select_pairs
 
 DATA = Path(__file__).resolve().parents[1] / "evaldata"
 Split = Literal["dev", "test"]
@@ -155,12 +160,18 @@ POLITE_RUBRIC = ToneStyleRubric(
 PLAIN_RUBRIC = ToneStyleRubric(
     style_guide="Plain, simple English that is easy to read.", audience="Beginner English learners."
 )
+#: A generic guide: it names qualities of good writing but no register, so the judge's register axes
+#: have no direction here (the case issue 25 is about).
+PERSUADE_RUBRIC = ToneStyleRubric(
+    style_guide="Clear, persuasive and well written.", audience="Readers of an online debate."
+)
 
 SETS: dict[str, tuple[ToneStyleRubric, str]] = {
     "formal": (FORMAL_RUBRIC, "Write one sentence in the register this guide asks for."),
     "casual": (CASUAL_RUBRIC, "Write one sentence in the register this guide asks for."),
     "polite": (POLITE_RUBRIC, "Write a request to another member of the community."),
     "plain": (PLAIN_RUBRIC, "Rewrite this news sentence for the audience."),
+    "persuade": (PERSUADE_RUBRIC, "Write a short argument for one side of an online debate."),
 }
 
 
@@ -176,8 +187,11 @@ def _candidate(cid: str, text: str) -> Candidate:
     return Candidate(candidate_id=cid, output=text, source=CandidateSource(model="human-written"))
 
 
-def _pair(set_name: str, index: int, better: Item, worse: Item, rng: random.Random) -> LabelledPair:
-    rubric, prompt = SETS[set_name]
+def _pair(
+    set_name: str, index: int, better: Item, worse: Item, rng: random.Random, prompt: str | None = None
+) -> LabelledPair:
+    rubric, default_prompt = SETS[set_name]
+    prompt = prompt or default_prompt
     first_is_better = rng.random() < 0.5
     first, second = (better, worse) if first_is_better else (worse, better)
     pair = CandidatePair(
@@ -232,7 +246,19 @@ def build_pairs(split: Split, per_set: int = PAIRS_PER_SET, root: Path = DATA) -
     ]
     rng.shuffle(onestop)
     pairs += [_pair("plain", i, ele, adv, rng) for i, (adv, ele) in enumerate(onestop[:per_set])]
-    return pairs
+    return pairs + persuade_pairs(split, per_set, root)
+
+
+def persuade_pairs(split: Split, per_set: int = PAIRS_PER_SET, root: Path = DATA) -> list[LabelledPair]:
+    """The ``persuade`` set: UKPConvArg1 arguments for the same debate side (``humaneval_writing``)."""
+    rng = random.Random(f"persuade-order:{split}")
+    chosen = select_pairs(read_argument_pairs(root / "ukp-convarg"), split, split_of, per_set)
+    out = []
+    for i, ap in enumerate(chosen):
+        better = Item("convarg", ap.better_id, ap.debate, ap.better, 1.0)
+        worse = Item("convarg", ap.worse_id, ap.debate, ap.worse, 0.0)
+        out.append(_pair("persuade", i, better, worse, rng, debate_prompt(ap.debate)))
+    return out
 
 
 # --- methods ------------------------------------------------------------------------------------
@@ -275,7 +301,8 @@ async def run_judge(judge: Judge, pairs: Sequence[LabelledPair], policy: Policy)
         winners = {o.mapped_winner for o in valid if o.mapped_winner is not None}
         if len(valid) == 2 and len(winners) == 1:
             conf = sum(o.confidence or 0.0 for o in valid) / 2
-            run.primary = Pick(ids.index(winners.pop()), conf)
+            # At the floor of its band the judge says it could not tell: no preference, a coin.
+            run.primary = Pick(ids.index(winners.pop()) if conf > CONF_MIN else None, conf)
         if isinstance(outcome, TieBreakRequest):
             outcome = (await resolve_tiebreak(outcome, judge, policy)).outcome
         if isinstance(outcome, PairVerdict):
@@ -305,7 +332,7 @@ def longer_wins(lp: LabelledPair) -> Pick:
 
 
 #: Which way a set's guide points on the formality axis, for the lexicon baseline.
-_WANTS_FORMAL = {"formal": True, "polite": True, "casual": False, "plain": False}
+_WANTS_FORMAL = {"formal": True, "polite": True, "casual": False, "plain": False, "persuade": True}
 
 
 def lexicon_score(text: str) -> float:
@@ -346,6 +373,24 @@ def accuracy_at_coverage(picks: Sequence[Pick], human: Sequence[int], coverage: 
     return CoverageScore(coverage, len(kept), right / len(kept), low, high)
 
 
+#: The pipeline's default verdict threshold (``Policy.primary_confidence_threshold``).
+DECIDE_AT = Policy().primary_confidence_threshold
+
+
+def decided_share(picks: Sequence[Pick], human: Sequence[int], at: float = DECIDE_AT) -> str:
+    """How often the judge's own answer is a verdict (both orderings agree at ``at`` or more), and how
+    often those verdicts match the humans, with a Wilson 95% interval."""
+    kept = [i for i, p in enumerate(picks) if p.choice is not None and p.strength >= at]
+    if not kept:
+        return f"0 of {len(picks)} (0%)"
+    right = sum(picks[i].choice == human[i] for i in kept)
+    low, high = wilson_interval(right, len(kept))
+    return (
+        f"{len(kept)} of {len(picks)} ({len(kept) / len(picks):.0%}), right {right / len(kept):.3f}"
+        f" [{low:.2f}-{high:.2f}]"
+    )
+
+
 def _row(name: str, picks: Sequence[Pick], human: Sequence[int]) -> str:
     cells = []
     for c in COVERAGES:
@@ -371,10 +416,13 @@ def report(
         out(_row("offline judge", judge, human))
         out(_row("longer wins", longer, human))
         out(_row("formality lexicon", lexicon, human))
-        summary[name] = {
+        decided = decided_share(judge, human)
+        out(f"| judge decides (both orders agree, confidence >= {DECIDE_AT}) | {decided} | | |")
+        figures: dict[str, object] = {
             method: [_cov(accuracy_at_coverage(p, human, c)) for c in COVERAGES]
             for method, p in (("judge", judge), ("longer", longer), ("lexicon", lexicon))
         }
+        summary[name] = {**figures, "decided": decided}
     confs = [c for r in runs for c, _ in r.orderings]
     rights = [ok for r in runs for _, ok in r.orderings]
     ece = expected_calibration_error(confs, rights)

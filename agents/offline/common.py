@@ -14,7 +14,7 @@ from pairjudge.schemas.replies import (
 )
 
 #: Bump whenever scoring changes: a new judge version opens a new drift series (docs/design.md §3).
-OFFLINE_JUDGE_VERSION = "heuristic-3"
+OFFLINE_JUDGE_VERSION = "heuristic-4"
 OFFLINE_MODEL = "pairjudge-heuristic"
 HEURISTIC_PREFIX = "Heuristic offline judge: "
 OFFLINE_IDENTITY = JudgeIdentity(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 
 from pairjudge.agents.errors import JudgeRejected
@@ -32,7 +33,7 @@ from pairjudge.agents.offline.reading import (
     style_rules,
     tone_targets,
 )
-from pairjudge.agents.prompts import PromptSlots
+from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.schemas.replies import (
     TONE_WEIGHTS,
     Position,
@@ -68,6 +69,8 @@ class ToneGuide:
     audience: AudienceProfile
     forbidden: tuple[str, ...]
     required: tuple[str, ...]
+    #: The guide asks for a consistent voice or tone, so drift between the halves is a rule broken.
+    asks_consistency: bool = False
 
     @classmethod
     def from_rubric(cls, rubric: ToneStyleRubric) -> ToneGuide:
@@ -90,7 +93,38 @@ class ToneGuide:
             audience=audience,
             forbidden=dedupe_terms([*rubric.forbidden_terms, *extract_forbidden_terms(rubric.style_guide)]),
             required=dedupe_terms([*rubric.required_terms, *extract_required_terms(rubric.style_guide)]),
+            asks_consistency=_ASKS_CONSISTENCY.search(guide_low) is not None,
         )
+
+    @property
+    def register_directed(self) -> bool:
+        """Whether the guide or audience names a register (formal, casual, polite, warm...). Without one,
+        tone_match measures the distance from an assumed neutral voice, which says nothing about which
+        of two texts people prefer (issue 25: chance on human-judged writing tasks)."""
+        return any(
+            v is not None
+            for v in (
+                self.targets.formality,
+                self.targets.warmth,
+                self.targets.energy,
+                self.targets.authority,
+                self.targets.politeness,
+            )
+        )
+
+    @property
+    def audience_directed(self) -> bool:
+        """Whether reading ease has a direction here: the audience (or a plain-language guide) sets a
+        reading level, or the guide names a register, with which reading ease moves (casual text reads
+        easier; measured on the formality pairs of ``evaldata/``). Under a generic guide for general
+        readers, the fallback ceiling and its "easier still reads better" slope are an assumption, and
+        on human-judged writing tasks they were wrong more often than right (issue 25)."""
+        return self.audience != _GENERAL_AUDIENCE or self.register_directed
+
+
+_ASKS_CONSISTENCY = re.compile(r"\b(?:consisten(?:t|cy|tly)|one voice|same voice|same tone|steady tone)\b")
+#: What ``audience_profile`` returns when the audience names no reader it knows.
+_GENERAL_AUDIENCE = audience_profile("")
 
 
 @functools.lru_cache(maxsize=256)
@@ -123,6 +157,9 @@ def tone_distance(reg: Register, targets: ToneTargets) -> tuple[float, list[str]
 class DimensionScore:
     value: float  # continuous, 1..5
     evidence: str
+    #: The part of ``value`` the guide gives a direction to (1..5): what confidence may rest on. Equal to
+    #: ``value`` unless the dimension was measured against an assumed target (``ToneGuide.*_directed``).
+    directed: float = 5.0
 
     @property
     def score(self) -> int:
@@ -133,7 +170,10 @@ def score_tone_dimensions(text: str, p: Profile, guide: ToneGuide) -> dict[str, 
     """The four seed-000 dimensions for one output, each from its own features only."""
     # Tone match: distance of the measured register from the guide's targets; rudeness always costs.
     dist, axes = tone_distance(p.register, guide.targets)
-    tone = 5.0 - 4.0 * min(1.0, dist / 0.9) - min(1.5, 0.75 * len(p.rude))
+    rude_cost = min(1.5, 0.75 * len(p.rude))
+    tone = 5.0 - 4.0 * min(1.0, dist / 0.9) - rude_cost
+    # Rudeness costs under every guide; the distance from an assumed neutral voice has no direction.
+    tone_directed = tone if guide.register_directed else 5.0 - rude_cost
     tone_ev = ", ".join(axes) + (f"; rude markers {fmt_terms(p.rude)}" if p.rude else "")
     if p.slang:
         tone_ev += f"; slang {fmt_terms(p.slang)}"
@@ -198,11 +238,18 @@ def score_tone_dimensions(text: str, p: Profile, guide: ToneGuide) -> dict[str, 
     adherence = 5.0 - sum(pen for pen, _ in penalties)
     adh_ev = "; ".join(msg for _, msg in penalties) or "no rule violations found"
 
+    audience_directed = audience if guide.audience_directed else 5.0
+    # Drift and erratic rhythm were no evidence of what people preferred in evaldata/ (on the persuade
+    # set the text that drifted more, usually the longer one, was preferred; the formality sets did not
+    # change without them), so they count only where the guide asks for a consistent voice.
+    consistency_directed = consistency if guide.asks_consistency else 5.0
     return {
-        "tone_match": DimensionScore(clamp(tone, 1.0, 5.0), tone_ev),
-        "audience_suitability": DimensionScore(clamp(audience, 1.0, 5.0), aud_ev),
-        "stylistic_consistency": DimensionScore(clamp(consistency, 1.0, 5.0), cons_ev),
-        "guideline_adherence": DimensionScore(clamp(adherence, 1.0, 5.0), adh_ev),
+        "tone_match": DimensionScore(clamp(tone, 1.0, 5.0), tone_ev, clamp(tone_directed, 1.0, 5.0)),
+        "audience_suitability": DimensionScore(clamp(audience, 1.0, 5.0), aud_ev, clamp(audience_directed, 1.0, 5.0)),
+        "stylistic_consistency": DimensionScore(
+            clamp(consistency, 1.0, 5.0), cons_ev, clamp(consistency_directed, 1.0, 5.0)
+        ),
+        "guideline_adherence": DimensionScore(clamp(adherence, 1.0, 5.0), adh_ev, clamp(adherence, 1.0, 5.0)),
     }
 
 
@@ -260,8 +307,24 @@ def compare_tone(text_a: str, text_b: str, guide: ToneGuide) -> ToneComparison:
     else:
         winner = content_tiebreak(text_a, text_b)
         how = "indistinguishable by every feature; forced choice by content hash, not by position"
-    margin = max(0.0, (cont_a - cont_b) if winner == "A" else (cont_b - cont_a))
+    # Confidence rests only on the evidence the guide gives a direction to, in the winner's favour.
+    dir_a = sum(TONE_WEIGHTS[k] * v.directed for k, v in da.items())
+    dir_b = sum(TONE_WEIGHTS[k] * v.directed for k, v in db.items())
+    margin = max(0.0, (dir_a - dir_b) if winner == "A" else (dir_b - dir_a))
     return ToneComparison(winner, how, da, db, ta, tb, round(margin, 6))
+
+
+def _no_direction(guide: ToneGuide) -> str:
+    """Why a margin is zero: which measures the guide gave no direction to."""
+    unset = []
+    if not guide.register_directed:
+        unset.append("the guide names no register")
+    if not guide.audience_directed:
+        unset.append("the audience sets no reading level")
+    if not guide.asks_consistency:
+        unset.append("consistency is not asked for")
+    reason = ", ".join(unset) if unset else "no directed measure differs"
+    return f"{reason}, so the measured differences are not evidence of preference"
 
 
 def score_tone_style(slots: PromptSlots) -> ToneStyleReply:
@@ -296,6 +359,10 @@ def score_tone_style(slots: PromptSlots) -> ToneStyleReply:
         HEURISTIC_PREFIX + "scores come from measured text features (word lists, readability formulas, "
         "regex markers), not from reading for meaning.",
         f"Weighted totals A {ta / 10:.1f}, B {tb / 10:.1f}: {winner} wins ({how}).",
+    ]
+    if cmp.margin <= 0:
+        parts.append(f"No signal: {_no_direction(guide)}; confidence stays at {confidence}.")
+    parts += [
         f"Guide cues: {cues}; audience read as {guide.audience.label}"
         + (f"; forbidden terms checked: {fmt_terms(guide.forbidden)}" if guide.forbidden else "")
         + ".",
