@@ -1,6 +1,6 @@
 """pairjudge contracts: pure pydantic models, no I/O. Every event is frozen and forbids unknown fields."""
 
-from pairjudge.schemas._base import SCHEMA_VERSION, Contract, Event
+from pairjudge.schemas._base import SCHEMA_VERSION, WIRE_CONTEXT, Contract, Event
 from pairjudge.schemas.audit import (
     Alert,
     AlertKind,
@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_TIEBREAK_WEIGHTS",
     "SCHEMA_VERSION",
     "TIE",
+    "WIRE_CONTEXT",
     "Alert",
     "AlertKind",
     "AuditObservation",
