@@ -36,6 +36,10 @@ def demo(
     """The main job on embedded defaults: start Tansu and a worker, judge the sample pairs, print a summary.
 
     With --serve: the live loop instead (streams.cli.live_demo), on the embedded broker only."""
+    from pairjudge.streams.cli.worker import refuse_unverified_runtime
+
+    # Its worker would refuse too, but only after the broker was started and the pairs sent.
+    refuse_unverified_runtime(settings_for())
     if serve:
         if bootstrap is not None or pairs is not None:
             console.print("[red]error:[/red] --serve runs on the embedded broker and the sample pairs only")

@@ -5,16 +5,34 @@ entry names the Faust class, the attribute pairjudge replaces or reads, the pair
 the Faust code that calls it (so an upgrade that stops calling it is noticed), and why.
 ``tests/unit/test_faust_hooks.py`` checks every entry against the installed Faust: the attribute exists,
 pairjudge's class really overrides it, and the named Faust caller still calls it.
+``tests/integration/test_faust_hooks_called_kafka.py`` runs a real worker on Kafka and checks that Faust
+calls every override; the worker refuses other versions than ``VERIFIED_VERSIONS`` (``runtime``).
 
 - ``offsets``: commits follow the project's offset ledger (faust-streaming#606).
 - ``shutdown``: the shutdown's wait for in-flight pairs, bounded.
 - ``worker``: the worker without its spinner, with the quiet log filter.
 - ``recovery_watch``: reads table recovery's progress and the consumer's fetch state.
+- ``runtime``: the start-up guard that refuses versions other than ``VERIFIED_VERSIONS``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+
+#: The versions every entry of ``HOOKS`` was verified on: tests/unit/test_faust_hooks.py (the hooks exist and
+#: are named by their callers) and tests/integration/test_faust_hooks_called_kafka.py (a real worker calls
+#: each override). The worker refuses to start on others (``runtime.check_runtime``) unless
+#: ``PAIRJUDGE_WORKER__ALLOW_UNVERIFIED_RUNTIME`` is set; pyproject.toml and deploy/requirements.lock pin the
+#: same versions (tests/unit/test_faust_runtime.py holds the three together).
+VERIFIED_VERSIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "faust-streaming": "0.15.3",
+        "mode-streaming": "0.7.1",
+        "aiokafka": "0.12.0",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +82,25 @@ HOOKS: tuple[Hook, ...] = (
         "perform_seek",
         _LEDGER,
         f"{_BASE_CONSUMER}:Consumer.getmany",
-        "a partition with no committed offset gets one at its start, so the ledger has a floor",
+        "a partition with no committed offset gets one at its start, so the ledger has a floor; the stream "
+        "partitions held by resume_partitions fetch only after the seek",
+    ),
+    Hook(
+        _CONSUMER,
+        "resume_partitions",
+        _LEDGER,
+        "faust.tables.recovery:Recovery._resume_streams",
+        "a new assignment's stream partitions are held until perform_seek has sought them: records fetched "
+        "in between came from a stale position (one was committed), and can move Faust's read offset past "
+        "what the seek re-reads",
+    ),
+    Hook(
+        _CONSUMER,
+        "_getmany",
+        _LEDGER,
+        f"{_BASE_CONSUMER}:Consumer._wait_next_records",
+        "aiokafka gets a snapshot of the active partitions (an emptied live set meant every partition, and "
+        "Faust dropped the paused ones' records); every record fetched is pending in the ledger",
     ),
     Hook(
         _CONSUMER,

@@ -6,13 +6,21 @@ skipped while nothing has been committed yet (faust-streaming#606; the fix propo
 released). With concurrency above 1 and uneven judge latency, a later pair finishing first lets the
 group commit past a pair that is still being judged, and a crash then loses it.
 
-The rule kept here needs no gap arithmetic: a message is *pending* from the moment the consumer hands
-it to the conductor (before any channel buffer) until its stage has published and the broker has
-acknowledged the outputs. Messages of a partition are handed over in offset order, so every offset
-below the lowest pending one was either finished or never delivered (a hole in the log). The
-committable offset is therefore the lowest pending offset, or one past the highest finished offset
-when nothing is pending. Pending entries remember the message object, so an ack for a message of an
-earlier assignment (a stale actor finishing after a rebalance) never clears the new one.
+The rule kept here needs no gap arithmetic: a record is *pending* from the moment aiokafka hands it to
+Faust's fetcher (``fetched``), through the consumer handing it to the conductor (before any channel
+buffer), until its stage has published and the broker has acknowledged the outputs. aiokafka returns
+the records of a partition in offset order from its fetch position, so every offset below the lowest
+pending one was either finished or never fetched (a hole in the log). The committable offset is
+therefore the lowest pending offset, or one past the highest finished offset when nothing is pending.
+Pending entries remember the message object, so an ack for a message of an earlier assignment (a stale
+actor finishing after a rebalance) never clears the new one.
+
+Pending from the fetch, not only from the hand-over, because Faust drops fetched records without
+delivering them (a partition paused, the flow stopped or the generation changed while a batch is
+being iterated) after aiokafka's position has moved past them. Counting from the hand-over, the next
+record delivered looked like the head of the partition: a worker assigned pairs[0] at committed offset
+0 was handed 212 first, committed 212, and offsets 125..211 were never judged by anyone
+(bench/rebalance_loss.py --judge llm, 87 pairs lost). See ``LedgerConsumer._getmany``.
 """
 
 from __future__ import annotations
@@ -25,6 +33,10 @@ from faust.transport.drivers import aiokafka as _faust_aiokafka
 from mode.utils.queues import FlowControlEvent
 
 K = TypeVar("K")
+
+#: The pending entry of a record aiokafka returned that the consumer has not handed over (yet): no
+#: message is ever this object, so only a hand-over (``started``) replaces it.
+_FETCHED: object = object()
 
 
 @dataclass
@@ -44,6 +56,16 @@ class OffsetLedger(Generic[K]):
 
     def __init__(self) -> None:
         self._parts: dict[K, _PartitionState] = {}
+
+    def fetched(self, tp: K, offsets: Iterable[int]) -> None:
+        """aiokafka returned the records at ``offsets`` to the consumer: pending until handed over and finished.
+
+        A record already pending keeps its entry (a message still in flight there is not disowned by a
+        second fetch of its offset after a seek); one handed over again replaces it (``started``).
+        """
+        pending = self._parts.setdefault(tp, _PartitionState()).pending
+        for offset in offsets:
+            pending.setdefault(offset, _FETCHED)
 
     def started(self, tp: K, offset: int, message: object) -> None:
         """The consumer handed ``message`` (at ``offset``) over for processing."""
@@ -145,6 +167,10 @@ class LedgerConsumer(_faust_aiokafka.Consumer):
         self.ledger: OffsetLedger[Any] = OffsetLedger()
         #: True from a revocation to the end of the next assignment: no commits then (``_commit_tps``).
         self._rebalancing = False
+        #: True from an assignment until its stream partitions were sought (``resume_partitions``).
+        self._seek_pending = False
+        #: Stream partitions whose resumption waits for that seek.
+        self._held: set[Any] = set()
         deliver = self.callback
 
         async def track_then_deliver(message: Any) -> None:
@@ -169,23 +195,71 @@ class LedgerConsumer(_faust_aiokafka.Consumer):
         return self.app.topics.acks_enabled_for(topic) and topic not in self.app.tables.changelog_topics
 
     async def perform_seek(self) -> None:
-        """Seek every partition to its committed offset, including those committed at 0 or not at all.
+        """Seek every partition to its committed offset, including those committed at 0 or not at all;
+        then let the stream partitions held by ``resume_partitions`` fetch again.
 
         aiokafka's ``seek_to_committed`` seeks only when the committed offset is above 0, so a partition
         committed at 0, or never, kept whatever fetch position the client had. After a reassignment that
         was seen to be ahead of the committed offset (a tie-break partition fetched from 36 with nothing
         committed past 0, in bench/rebalance_loss.py --judge llm), and the offsets in between were never
         delivered, so their pairs were lost once later ones finished. Here those partitions are sought
-        explicitly to the start of their log.
+        explicitly to the start of their log, on the consumer's thread (``seek_wait``): a seek from the
+        app's thread empties aiokafka's fetch buffer while that thread may be reading it.
         """
-        await super().perform_seek()
-        unset = [tp for tp in self.assignment() if self._tracks(tp.topic) and not self._committed_offset.get(tp)]
-        if not unset:
-            return
-        earliest = await self.earliest_offsets(*unset)
-        for tp in unset:
-            start = max(0, earliest.get(tp) or 0)
-            await self.seek(tp, start)
+        held, self._held = self._held, set()
+        try:
+            await super().perform_seek()
+            unset = [tp for tp in self.assignment() if self._tracks(tp.topic) and not self._committed_offset.get(tp)]
+            if unset:
+                earliest = await self.earliest_offsets(*unset)
+                await self.seek_wait({tp: max(0, earliest.get(tp) or 0) for tp in unset})
+        finally:
+            # A revocation meanwhile pauses everything and the next assignment holds its own partitions.
+            if held and not self._rebalancing:
+                self._seek_pending = False
+                super().resume_partitions(held & self.assignment())
+
+    def resume_partitions(self, tps: Iterable[Any]) -> None:
+        """Resume fetching, except a new assignment's stream partitions before they were sought.
+
+        Faust's recovery resumes the stream partitions, then seeks them to their committed offsets
+        (``Recovery._resume_streams``). In between the fetcher hands over records from wherever aiokafka's
+        position is, which after an assignment was seen far past the committed offset (aiokafka had
+        returned the records of paused partitions, which Faust dropped: ``_getmany``; one was handed over
+        and committed during the seek). Records of a batch taken before the seek and delivered after it
+        would also move Faust's read offset (``Consumer._drain_messages``) past the records the seek
+        fetches again, which Faust would drop as already read. Held here, those partitions are resumed by
+        ``perform_seek`` once they are sought.
+        """
+        tps = list(tps)
+        if self._seek_pending:
+            hold = {tp for tp in tps if not self._is_changelog_tp(tp)}
+            self._held.update(hold)
+            tps = [tp for tp in tps if tp not in hold]
+        super().resume_partitions(tps)
+
+    async def _getmany(self, active_partitions: Any, timeout: float) -> Any:
+        """Fetch the records of the partitions active now; each is pending in the ledger from here.
+
+        Faust passes its live set of active partitions, which it keeps changing while aiokafka waits for
+        records on the consumer's thread; aiokafka reads an empty set as "every assigned partition". When
+        table recovery paused the last changelog partition during that wait, aiokafka returned the
+        records of the still-paused stream partitions and moved its position past them, and Faust dropped
+        them (not active). The next records handed over were far past the committed offset: pairs[0] was
+        fetched from 30 to 334 and dropped, 335 was judged and committed (bench/rebalance_loss.py --judge
+        llm). A snapshot taken here, never empty, keeps aiokafka to the partitions that were active; and
+        every record returned is pending (``OffsetLedger.fetched``), so a record Faust drops for any other
+        reason (the flow stopped or the generation changed mid-batch) still holds the commit below it.
+        """
+        if active_partitions is not None:
+            active_partitions = frozenset(active_partitions)
+            if not active_partitions:
+                return {}
+        records = await super()._getmany(active_partitions, timeout)
+        for tp, batch in records.items():
+            if batch and self._tracks(tp.topic):
+                self.ledger.fetched(tp, (record.offset for record in batch))
+        return records
 
     def done(self, message: Any) -> None:
         """The agent has finished ``message``: its outputs are on the broker."""
@@ -220,14 +294,18 @@ class LedgerConsumer(_faust_aiokafka.Consumer):
 
     async def on_partitions_revoked(self, revoked: set[Any]) -> None:
         self._rebalancing = True
+        self._held.clear()
         self.ledger.forget(list(self.ledger.partitions()))
         await super().on_partitions_revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
         # Anything tracked since the revocation was delivered while flow was suspended, so the stream
         # skipped it and it will be fetched again from the committed offset. Nothing of the new
-        # generation has been fetched yet: fetching resumes after this callback.
+        # generation has been fetched yet: fetching resumes after this callback. Its stream partitions
+        # fetch only once they are sought to their committed offsets (resume_partitions).
         self.ledger.forget(list(self.ledger.partitions()))
+        self._held.clear()
+        self._seek_pending = True
         try:
             await super().on_partitions_assigned(assigned, generation_id)
         finally:
