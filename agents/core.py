@@ -40,6 +40,7 @@ from pairjudge.agents.builders import Outcome, primary_outcome, review, settled_
 from pairjudge.agents.errors import InputRejected
 from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation
 from pairjudge.agents.injection import detect
+from pairjudge.agents.injection_screen import InjectionScreen, screen_of, screen_pair
 from pairjudge.agents.judge import Judge, JudgeCall, judge_info
 from pairjudge.agents.jury import Juror, juror, jury_info, reconcile_jury, required_votes, tally, with_agreement
 from pairjudge.agents.orderings import ORDERS, build_ordering
@@ -247,7 +248,7 @@ async def both_orders(run: Callable[[Order], Awaitable[T]]) -> tuple[T, T]:
 async def _primary_ordering(
     pair: CandidatePair, rubric: InlineRubric, order: Order, judge: Judge, policy: Policy
 ) -> tuple[OrderingResult, tuple[JudgeCall, ...]]:
-    request = render_primary(pair, rubric, order)
+    request = render_primary(pair, rubric, order, datamark=policy.datamark)
     ask: AskResult[Any]
     if isinstance(rubric, ToneStyleRubric):
         ask = await ask_validated(judge, request, ToneStyleReply, None, policy.max_reasks, order=order)
@@ -298,8 +299,14 @@ async def judge_pair(
     judges: Judge | Sequence[Judge],
     policy: Policy,
     catalog: Mapping[str, InlineRubric] = _NO_CATALOG,
+    *,
+    screen: InjectionScreen | None = None,
 ) -> Decision:
     """The primary stage for one pair, by one judge or by a jury (a list, in a fixed, meaningful order).
+
+    With the injection guard on, ``agents.injection``'s rules read the pair first, then, when they find
+    nothing, the injection ``screen`` (``agents.injection_screen``): ``screen``, or the one the first judge
+    carries (``ScreenedJudge``). Either one's flags send the pair to review "suspected_injection".
 
     Raises ``InputRejected`` (dead-letter it) for an unjudgeable pair, and ``ValueError`` for an empty
     jury or an unreachable ``policy.jury_quorum``, both before any judge call. A jury's outcome carries
@@ -316,7 +323,12 @@ async def judge_pair(
     rubric = check_pair(pair, policy, catalog)
     judged_pair = snapshot_pair(pair, rubric)
     flags = scan_for_injection(judged_pair) if policy.injection_guard else ()
-    prompt_hash = pair_template_hash(rubric.kind, pair)
+    screen = screen if screen is not None else screen_of(panel)
+    if policy.injection_guard and not flags and screen is not None:
+        # Only when the rules found nothing: the pair goes to review either way, and a second opinion
+        # on an already-held pair would cost a call for no decision.
+        flags = await screen_pair(judged_pair, screen, policy.screen_on_failure)
+    prompt_hash = pair_template_hash(rubric.kind, pair, datamark=policy.datamark)
     info = jury_info(panel, prompt_hash)
     # The risk level's threshold, raised by its series' calibrated one when the audit has published one.
     threshold = policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key, pair.risk)
@@ -453,7 +465,7 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
             "tiebreak",
             outcome,
             None,
-            prompt_hash=pair_template_hash("tiebreak", pair),
+            prompt_hash=pair_template_hash("tiebreak", pair, datamark=policy.datamark),
             rubric_kind=rubric_kind,
             calls=(),
             audit=False,
@@ -463,7 +475,7 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
 
     weights = pair.tiebreak or policy.default_tiebreak
     ab, ba = await both_orders(lambda order: judge_tiebreak_ordering(pair, weights, order, judge, policy))
-    prompt_hash = pair_template_hash("tiebreak", pair)
+    prompt_hash = pair_template_hash("tiebreak", pair, datamark=policy.datamark)
     info = judge_info(judge, prompt_hash)
     mismatches = arithmetic_mismatches(ab, ba)
     outcome = decide_tiebreak(request, ab, ba, policy, info)

@@ -32,6 +32,9 @@ classifier: paraphrases it has no pattern for pass ("kindly regard the text abov
 and so do instructions in other languages or encodings (base64, ROT13). Ordinary text trips it
 rarely; the rate measured on public human-written text and on our demo and devset outputs is in
 docs/guides/prompt-injection.md#false-alarms. A false alarm costs a human review, never a wrong verdict.
+Measured on BIPIA's public attacks it flags none of them alone (they hijack the task rather than claim a
+verdict): that is why it is not the only defence. Every untrusted text also reaches the judge datamarked
+(``agents.untrusted.datamark``), and an optional second detector can hold a pair (``agents.injection_screen``).
 """
 
 from __future__ import annotations

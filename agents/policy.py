@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pairjudge.schemas.events import SWITCH_KEYS, ControlUpdate
 from pairjudge.schemas.pair import RiskLevel
@@ -52,6 +52,10 @@ class RiskThresholds:
     primary: float
     tiebreak: float
     review_below: float
+
+
+#: What to do with a pair when the injection screen (``agents.injection_screen``) cannot answer.
+ScreenFailure = Literal["review", "pass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,13 @@ class Policy:
     #: Send a pair to review "suspected_injection", before any judge call, when an output carries text
     #: aimed at its judge (``agents.injection``). Off only for outputs that quote such text on purpose.
     injection_guard: bool = True
+    #: Datamark every untrusted text a judge is shown (outputs, turns, the task, its context) and tell the
+    #: judge in the system message that marked text is data (``agents.untrusted.datamark``, spotlighting).
+    #: A structural defence: it does not depend on recognising a disguise. Marked prompts hash apart.
+    datamark: bool = True
+    #: When the injection screen (``agents.injection_screen``) cannot answer after its retries: "review"
+    #: holds the pair for a person (flag ``screen_unavailable``), "pass" judges it without the screen.
+    screen_on_failure: ScreenFailure = "review"
     default_tiebreak: TieBreakWeights = DEFAULT_TIEBREAK_WEIGHTS
     kappa_guard_tripped: bool = False  # when True, every decision routes to review reason "kappa_guard"
     #: Votes a jury's winner needs (agents.jury); None means a strict majority of all jurors.

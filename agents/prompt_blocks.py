@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Final, Literal, get_args
 
-from pairjudge.agents.untrusted import neutralise
+from pairjudge.agents.untrusted import datamark, neutralise
 from pairjudge.schemas.pair import ChatRole, RiskLevel
 
 __all__ = [
@@ -77,32 +77,34 @@ TRANSCRIPT_NOTE: Final = (
 RISK_LINE: Final = "Risk level: {level} (how much this decision matters: low, normal or high)."
 
 
-def delimited(tag: str, text: str, nonce: str) -> str:
-    """``text`` (neutralised) between ``<tag id="NONCE">`` and ``</tag id="NONCE">``."""
-    return f'<{tag} id="{nonce}">\n{neutralise(text)}\n</{tag} id="{nonce}">'
+def delimited(tag: str, text: str, nonce: str, mark: bool = False) -> str:
+    """``text`` (neutralised, then datamarked when ``mark``) between ``<tag id="NONCE">`` and ``</tag id="NONCE">``.
+    Marking comes after escaping, so the escapes are marked like the rest and no tag can hide from either."""
+    shown = neutralise(text)
+    return f'<{tag} id="{nonce}">\n{datamark(shown) if mark else shown}\n</{tag} id="{nonce}">'
 
 
 def turn_tag(role: ChatRole) -> str:
     return f"{role}_turn"
 
 
-def turns_block(turns: Sequence[Turn], nonce: str) -> str:
+def turns_block(turns: Sequence[Turn], nonce: str, mark: bool = False) -> str:
     """Each turn delimited with its role's tag, in order, one a line."""
-    return "\n".join(delimited(turn_tag(role), text, nonce) for role, text in turns)
+    return "\n".join(delimited(turn_tag(role), text, nonce, mark) for role, text in turns)
 
 
-def transcript_slot(tag: str, turns: Sequence[Turn], nonce: str) -> str:
+def transcript_slot(tag: str, turns: Sequence[Turn], nonce: str, mark: bool = False) -> str:
     """A whole conversation in an output's slot: the transcript note, then its turns inside the output's tags."""
-    return f'{TRANSCRIPT_NOTE}\n<{tag} id="{nonce}">\n{turns_block(turns, nonce)}\n</{tag} id="{nonce}">'
+    return f'{TRANSCRIPT_NOTE}\n<{tag} id="{nonce}">\n{turns_block(turns, nonce, mark)}\n</{tag} id="{nonce}">'
 
 
-def conversation_lead(form: PromptForm, history: Sequence[Turn], nonce: str) -> str:
+def conversation_lead(form: PromptForm, history: Sequence[Turn], nonce: str, mark: bool = False) -> str:
     """What a conversation shows before its task block: the conversation so far and the question's intro
     (a reply comparison), or the transcript intro; nothing for a single prompt."""
     if form == "transcript":
         return TRANSCRIPT_INTRO
     if form == "reply":
-        return f"{HISTORY_INTRO}{turns_block(history, nonce)}\n\n{QUESTION_INTRO}"
+        return f"{HISTORY_INTRO}{turns_block(history, nonce, mark)}\n\n{QUESTION_INTRO}"
     return ""
 
 

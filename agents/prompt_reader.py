@@ -11,6 +11,11 @@ A conversation's turns are read the same way: each is found by its delimiter tag
 (``agents.prompt_blocks``); a transcript is read out of each output's slot, and its last reply is the
 output (the offline judge compares the replies to the last user turn).
 
+A datamarked prompt (its system message carries the datamarking note) has each delimited section
+unmarked first (``agents.untrusted.unmark``, section by section, so a mark at a section's edge is never
+taken for the template's own line break), so the slots read back hold the texts as written, never the
+marked ones: the offline judge scores the same text with marking on or off.
+
 It never guesses: a prompt it cannot read exactly raises :class:`PromptUnreadable`. Rubric texts are
 operator configuration, not delimited, so one that repeats the template's own fixed text where the
 reader splits (a heading such as ``## TARGET AUDIENCE``) is refused rather than read one way or
@@ -19,6 +24,7 @@ the other.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -60,7 +66,9 @@ from pairjudge.agents.prompts import (
     TONE_STYLE_TEMPLATE,
     render,
     restore,
+    system_prompt,
 )
+from pairjudge.agents.untrusted import unmark
 from pairjudge.schemas.pair import ChatRole, RiskLevel
 from pairjudge.schemas.rubric import (
     Criterion,
@@ -81,13 +89,30 @@ def read_prompt(request: JudgeRequest) -> PromptSlots:
     """The slots ``request``'s first ask shows (re-asks only append messages after it)."""
     if len(request.messages) < 2 or request.messages[1].role != "user":
         raise PromptUnreadable("expected a system and a user message")
+    marked = request.messages[0].content == system_prompt(datamark=True)
+    content = request.messages[1].content
     try:
-        slots = _READERS[request.template](request.messages[1].content)
+        slots = _READERS[request.template](_unmarked(content) if marked else content)
     except ValidationError as exc:
         raise PromptUnreadable(f"the prompt's rubric does not validate: {exc.error_count()} error(s)") from exc
+    if marked:
+        slots = dataclasses.replace(slots, datamark=True)
     if render(request.template, slots).messages != request.messages[:2]:
         raise PromptUnreadable("what was read does not render back to the same messages")
     return slots
+
+
+_SECTION_TAGS: Final = r"(?:output_[ab]|response_[ab]|task|context|(?:user|assistant|system)_turn)"
+# An innermost delimited section: its content opens no section of ours (it cannot: it was neutralised),
+# so a transcript's output tags, which hold turn sections, are left to their turns.
+_SECTION: Final = re.compile(
+    rf'(<({_SECTION_TAGS}) id="([0-9a-f]{{16}})">\n)((?:(?!<{_SECTION_TAGS} id=")[\s\S])*?)(\n</\2 id="\3">)'
+)
+
+
+def _unmarked(text: str) -> str:
+    """``text`` with the content of every delimited section unmarked, and nothing else touched."""
+    return _SECTION.sub(lambda m: m.group(1) + unmark(m.group(4)) + m.group(5), text)
 
 
 # --- splitting at the template's fixed text ---------------------------------------------------

@@ -62,6 +62,9 @@ class PromptSlots:
     replies_a: tuple[str, ...] = ()
     replies_b: tuple[str, ...] = ()
     risk_level: RiskLevel | None = None
+    #: Datamark every untrusted text the prompt shows (``agents.untrusted.datamark``; ``Policy.datamark``):
+    #: outputs, turns, the task and its context, with the system note that says what the mark means.
+    datamark: bool = False
 
     @property
     def form(self) -> PromptForm:
@@ -82,6 +85,8 @@ def slots_for(
     order: Order,
     rubric: InlineRubric | None,
     tiebreak: TieBreakWeights | None = None,
+    *,
+    datamark: bool = False,
 ) -> PromptSlots:
     """What the judge may see of ``pair`` in ``order`` (placed by ``agents.orderings.shown``): texts and
     rubric only, no metadata."""
@@ -100,6 +105,7 @@ def slots_for(
         replies_a=a.turns,
         replies_b=b.turns,
         risk_level=pair.risk_level,
+        datamark=datamark,
     )
 
 

@@ -109,6 +109,15 @@ def _template_file(name: str) -> str:
 
 #: The harness note sent as the system message with every template.
 SYSTEM_PROMPT: Final = _template_file("system.txt")
+#: Added to the system message when the prompt's untrusted texts are datamarked (``Policy.datamark``):
+#: what the mark is and that marked text is data (spotlighting, Hines et al. 2024).
+DATAMARK_NOTE: Final = _template_file("datamark.txt")
+
+
+def system_prompt(datamark: bool = False) -> str:
+    """The system message: the harness note, and the datamarking note after it when the texts are marked."""
+    return f"{SYSTEM_PROMPT}\n{DATAMARK_NOTE}" if datamark else SYSTEM_PROMPT
+
 
 # The seed templates, verbatim (seed 002 plus its documented confidence line: see templates/README.md).
 TONE_STYLE_TEMPLATE: Final = _template_file("tone_style.txt")  # seed 000
@@ -137,9 +146,9 @@ TEMPLATES: Final[Mapping[TemplateKind, str]] = MappingProxyType(
 MAX_ECHO_CHARS: Final = 8_000
 
 
-def template_text(kind: TemplateKind) -> str:
+def template_text(kind: TemplateKind, datamark: bool = False) -> str:
     """The raw, unfilled text sent for ``kind`` on a first ask: the system note, a blank line, the seed template."""
-    return f"{SYSTEM_PROMPT}\n\n{TEMPLATES[kind]}"
+    return f"{system_prompt(datamark)}\n\n{TEMPLATES[kind]}"
 
 
 #: The fixed texts each conversation form adds (``agents.prompt_blocks``), hashed only for that form.
@@ -150,13 +159,16 @@ FORM_FILLINGS: Final[Mapping[PromptForm, tuple[str, ...]]] = MappingProxyType(
 RISK_KINDS: Final = frozenset({"tone_style", "head_to_head", "pairwise"})
 
 
-def template_parts(kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False) -> tuple[str, ...]:
+def template_parts(
+    kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False, datamark: bool = False
+) -> tuple[str, ...]:
     """Every fixed text a judge can be shown for ``kind``: the first ask (:func:`template_text`), the
     fillings put around inserted text, the re-ask instruction and, for the tie-break, the
     forced-choice instruction (only it sends one). A conversation ``form`` adds its fillings, and
     ``risk`` the risk line (for the kinds that show it), after these: a single prompt without a risk
-    level hashes exactly as before schema version 2."""
-    parts: tuple[str, ...] = (template_text(kind), *FILLINGS, REASK_INSTRUCTION)
+    level hashes exactly as before schema version 2. ``datamark`` puts the datamarking note in the first
+    ask's system message (and so in the hash): marked prompts are their own drift series."""
+    parts: tuple[str, ...] = (template_text(kind, datamark), *FILLINGS, REASK_INSTRUCTION)
     if kind == "tiebreak":
         parts = (*parts, FORCED_CHOICE_INSTRUCTION)
     parts = (*parts, *FORM_FILLINGS[form])
@@ -171,17 +183,19 @@ def prompt_form(pair: CandidatePair) -> PromptForm:
     return "reply" if pair.task.history else "prompt"
 
 
-def pair_template_hash(kind: TemplateKind, pair: CandidatePair) -> str:
-    """:func:`template_hash` of what ``pair``'s prompts of ``kind`` can show (its form, its risk line)."""
-    return template_hash(kind, prompt_form(pair), risk=pair.risk_level is not None)
+def pair_template_hash(kind: TemplateKind, pair: CandidatePair, *, datamark: bool = False) -> str:
+    """:func:`template_hash` of what ``pair``'s prompts of ``kind`` can show (its form, its risk line, the marking)."""
+    return template_hash(kind, prompt_form(pair), risk=pair.risk_level is not None, datamark=datamark)
 
 
-def template_hash(kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False) -> str:
+def template_hash(
+    kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False, datamark: bool = False
+) -> str:
     """First 16 hex chars of sha256 over :func:`template_parts`, each length-prefixed. Carried on every
     verdict, so any change to what the judge can be told, re-asks included, opens a new drift series
     (and each conversation form, and a prompt that states the risk level, is its own series)."""
     digest = hashlib.sha256()
-    for part in template_parts(kind, form, risk=risk):
+    for part in template_parts(kind, form, risk=risk, datamark=datamark):
         data = part.encode("utf-8")
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)
@@ -198,18 +212,19 @@ DATA_NOTE: Final = (
 )
 
 
-def output_slot(tag: str, text: str, nonce: str) -> str:
-    """An output as every template shows it: the data note, then the delimited text."""
-    return f"{DATA_NOTE}\n{delimited(tag, text, nonce)}"
+def output_slot(tag: str, text: str, nonce: str, mark: bool = False) -> str:
+    """An output as every template shows it: the data note, then the delimited (and maybe datamarked) text."""
+    return f"{DATA_NOTE}\n{delimited(tag, text, nonce, mark)}"
 
 
 def output_slots(tag_a: str, tag_b: str, slots: PromptSlots, nonce: str) -> tuple[str, str]:
     """Both output slots: the two outputs, or in a transcript comparison the two whole conversations
     (the transcript note, then each turn delimited inside the output's tags)."""
+    mark = slots.datamark
     if not slots.transcript:
-        return output_slot(tag_a, slots.output_a, nonce), output_slot(tag_b, slots.output_b, nonce)
+        return output_slot(tag_a, slots.output_a, nonce, mark), output_slot(tag_b, slots.output_b, nonce, mark)
     a, b = slots.transcripts()
-    return transcript_slot(tag_a, a, nonce), transcript_slot(tag_b, b, nonce)
+    return transcript_slot(tag_a, a, nonce, mark), transcript_slot(tag_b, b, nonce, mark)
 
 
 def _substitute(template: str, replacements: Mapping[str, str]) -> str:
@@ -231,19 +246,19 @@ TASK_INTRO: Final = "\n\nBoth outputs respond to this task:\n"
 RUBRIC_INTRO: Final = "\n\nThe rubric of the primary comparison (JSON):\n"
 
 
-def task_block(prompt: str, context: str | None, nonce: str) -> str:
-    """The task, delimited like seed 003 does: an end user's prompt is untrusted too."""
-    block = delimited("task", prompt, nonce)
-    return block + "\n" + delimited("context", context, nonce) if context else block
+def task_block(prompt: str, context: str | None, nonce: str, mark: bool = False) -> str:
+    """The task, delimited like seed 003 does: an end user's prompt is untrusted too (and marked like an output)."""
+    block = delimited("task", prompt, nonce, mark)
+    return block + "\n" + delimited("context", context, nonce, mark) if context else block
 
 
 def task_section(slots: PromptSlots, nonce: str) -> str:
     """The task after seed 001's criteria (and, for a conversation, after seed 000's audience): the
     single prompt as before, or the conversation's lead, then the task block."""
-    task = task_block(slots.task_prompt, slots.task_context, nonce)
+    task = task_block(slots.task_prompt, slots.task_context, nonce, slots.datamark)
     if slots.form == "prompt":
         return TASK_INTRO + task
-    return "\n\n" + conversation_lead(slots.form, slots.history, nonce) + task
+    return "\n\n" + conversation_lead(slots.form, slots.history, nonce, slots.datamark) + task
 
 
 def rubric_json(rubric: InlineRubric) -> str:
@@ -351,7 +366,9 @@ def _render_pairwise(slots: PromptSlots) -> str:
     nonce = slots_nonce(slots)
     names = [neutralise(c) for c in rubric.criteria]
     context = (
-        f"## Additional Context\n\n{delimited('context', slots.task_context, nonce)}\n\n" if slots.task_context else ""
+        f"## Additional Context\n\n{delimited('context', slots.task_context, nonce, slots.datamark)}\n\n"
+        if slots.task_context
+        else ""
     )
     compare = "\n".join(
         f"**{n}:**\n- Response A: [assessment]\n- Response B: [assessment]\n- Winner for this criterion: [A / B / TIE]"
@@ -363,7 +380,8 @@ def _render_pairwise(slots: PromptSlots) -> str:
     )
     # The risk line closes the task section (after the context), before "## Response A".
     risk = risk_suffix(slots.risk_level)[2:] + "\n\n" if slots.risk_level is not None else ""
-    task = conversation_lead(slots.form, slots.history, nonce) + delimited("task", slots.task_prompt, nonce)
+    mark = slots.datamark
+    task = conversation_lead(slots.form, slots.history, nonce, mark) + delimited("task", slots.task_prompt, nonce, mark)
     response_a, response_b = output_slots("response_a", "response_b", slots, nonce)
     return _substitute(
         PAIRWISE_TEMPLATE,
@@ -393,8 +411,8 @@ def _render_tiebreak(slots: PromptSlots) -> str:
         raise TypeError("tiebreak needs TieBreakWeights in the slots")
     nonce = slots_nonce(slots)
     # Seed 002 states no stakes, so no risk line; a conversation shows its lead before the task.
-    task = conversation_lead(slots.form, slots.history, nonce) + task_block(
-        slots.task_prompt, slots.task_context, nonce
+    task = conversation_lead(slots.form, slots.history, nonce, slots.datamark) + task_block(
+        slots.task_prompt, slots.task_context, nonce, slots.datamark
     )
     if slots.rubric is not None:
         # What the primary judge compared against (style guide, audience, constraints): the resolver's
@@ -436,22 +454,25 @@ def render(kind: TemplateKind, slots: PromptSlots, order: Order = "AB") -> Judge
     slots = visible_slots(slots)
     return JudgeRequest(
         template=kind,
-        messages=(ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", _RENDERERS[kind](slots))),
+        messages=(ChatMessage("system", system_prompt(slots.datamark)), ChatMessage("user", _RENDERERS[kind](slots))),
         response_schema=response_schema(kind, slots),
         schema_name=SCHEMA_NAMES[kind],
         order=order,
     )
 
 
-def render_primary(pair: CandidatePair, rubric: InlineRubric, order: Order) -> JudgeRequest:
-    """The primary-stage request for ``pair`` in ``order``, with the rubric's own seed template."""
-    return render(rubric.kind, slots_for(pair, order, rubric), order)
+def render_primary(pair: CandidatePair, rubric: InlineRubric, order: Order, *, datamark: bool = False) -> JudgeRequest:
+    """The primary-stage request for ``pair`` in ``order``, with the rubric's own seed template (its untrusted
+    texts datamarked when ``datamark``: ``agents.core`` passes ``Policy.datamark``)."""
+    return render(rubric.kind, slots_for(pair, order, rubric, datamark=datamark), order)
 
 
-def render_tiebreak(pair: CandidatePair, weights: TieBreakWeights, order: Order) -> JudgeRequest:
-    """The seed 002 tie-break request for ``pair`` in ``order``."""
+def render_tiebreak(
+    pair: CandidatePair, weights: TieBreakWeights, order: Order, *, datamark: bool = False
+) -> JudgeRequest:
+    """The seed 002 tie-break request for ``pair`` in ``order`` (datamarked like :func:`render_primary`)."""
     rubric = None if isinstance(pair.rubric, RubricRef) else pair.rubric
-    return render("tiebreak", slots_for(pair, order, rubric, weights), order)
+    return render("tiebreak", slots_for(pair, order, rubric, weights, datamark=datamark), order)
 
 
 def _echo(previous_reply: str) -> str:

@@ -192,7 +192,7 @@ async def judge_tiebreak_ordering(
     policy: Policy,
 ) -> TieBreakOrdering:
     """Judge one ordering with the tie-break template, with at most one forced-choice re-ask."""
-    request = render_tiebreak(pair, weights, order)
+    request = render_tiebreak(pair, weights, order, datamark=policy.datamark)
     check = check_tiebreak(weights)
     threshold = policy.tiebreak_threshold_for(pair.risk)
     first = await ask_validated(judge, request, TieBreakReply, check, policy.max_reasks, order=order)

@@ -25,6 +25,17 @@ prompt (``agents.prompts``) it goes through :func:`neutralise`, in two steps:
 
 An ``&`` already written before such an escape is escaped too (``&amp;``), which is what makes
 ``restore(neutralise(t)) == strip_hidden(t)`` hold for every text.
+
+**Datamarking** (:func:`datamark`, Hines et al. 2024, "Defending Against Indirect Prompt Injection
+Attacks With Spotlighting") is a third, optional step, applied after :func:`neutralise` where the
+policy asks for it (``Policy.datamark``): :data:`MARK` (U+02C6 ˆ) is put at every gap between words, so
+the whole untrusted text carries a mark the system note names, and no sentence of it can read like the
+prompt's own unmarked text. Every whitespace character counts as a gap (a no-break space or a tab
+too), and so do the blank-looking characters that are not whitespace to Python (:data:`_BLANKS`):
+otherwise an output could join its words with one of them and reach the judge unmarked. A mark
+already in the text is escaped first (``&#x2C6;``, with the ``&amp;`` rule above), so an output
+cannot place a mark of its own, and :func:`unmark` undoes it exactly:
+``unmark(datamark(t)) == t`` for every text.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ import re
 import unicodedata
 from typing import Final
 
-__all__ = ["fold", "has_tag_text", "neutralise", "restore", "reveal_tags", "strip_hidden"]
+__all__ = ["MARK", "datamark", "fold", "has_tag_text", "neutralise", "restore", "reveal_tags", "strip_hidden", "unmark"]
 
 # --- hidden characters ------------------------------------------------------------------------
 
@@ -175,3 +186,38 @@ def restore(text: str) -> str:
         return text
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+# --- datamarking --------------------------------------------------------------------------------
+
+#: The datamark (U+02C6 MODIFIER LETTER CIRCUMFLEX ACCENT, the paper's own choice): rare in ordinary text,
+#: one token-ish character, and not ASCII, so it cannot come from a keyboard's "^" by accident.
+MARK: Final = "\u02c6"
+# Characters that show as blank yet are not whitespace to Python's ``\s``: Braille blank, Hangul fillers,
+# the Mongolian vowel separator. strip_hidden removes the zero-width ones; these stay, so they are marked.
+_BLANKS: Final = "\u115f\u1160\u180e\u2800\u3164\uffa0"
+_GAP: Final = re.compile(f"[\\s{_BLANKS}]")
+_MARK_ESCAPE: Final = "&#x2C6;"
+# An "&" before an escape-shaped run ("&#x2C6;", "&amp;#x2C6;" ...) already in the text, so unmark
+# cannot mistake it for an escaped mark.
+_MARK_AMPERSAND: Final = re.compile(r"&(?=(?:amp;)*#x2C6;)")
+_MARK_ESCAPES: Final = re.compile(r"&amp;(?=(?:amp;)*#x2C6;)|&#x2C6;")
+_MARKED_GAP: Final = re.compile(f"{MARK}([\\s{_BLANKS}]?)")
+
+
+def datamark(text: str) -> str:
+    """``text`` with :data:`MARK` at every gap between words: a space becomes the mark, any other blank
+    character (a newline, a tab, a no-break space) keeps its place after one, so lines stay lines.
+    Marks already in ``text`` are escaped first (``&#x2C6;``), so every mark shown is one this function put."""
+    if MARK in text or "&" in text:
+        text = _MARK_AMPERSAND.sub("&amp;", text).replace(MARK, _MARK_ESCAPE)
+    return _GAP.sub(lambda m: MARK if m.group(0) == " " else MARK + m.group(0), text)
+
+
+def unmark(text: str) -> str:
+    """The inverse of :func:`datamark`: ``unmark(datamark(t)) == t``."""
+    if MARK in text:
+        text = _MARKED_GAP.sub(lambda m: m.group(1) or " ", text)
+    if "&" not in text:
+        return text
+    return _MARK_ESCAPES.sub(lambda m: "&" if m.group(0).startswith("&amp;") else MARK, text)

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pairjudge.agents import InputRejected, Judge, check_pair
 from pairjudge.agents.core import scan_for_injection
+from pairjudge.agents.injection_screen import screen_of, screen_pair
 from pairjudge.agents.judge import judge_info
 from pairjudge.agents.prompts import template_hash
 from pairjudge.schemas import (
@@ -148,9 +149,13 @@ async def tie_break(
     weights = criteria_from(criteria_weights) if criteria_weights is not None else evaluator.policy.default_tiebreak
     pair = tiebreak_pair(output_a, output_b, context, weights, rubric)
     check_pair(pair, evaluator.policy, evaluator.catalog)  # InputRejected, before any judge call
-    hash_ = template_hash("tiebreak")
+    hash_ = template_hash("tiebreak", datamark=evaluator.policy.datamark)
     judge_of = judge_info(evaluator.panel.tiebreak, hash_)
     flags = scan_for_injection(pair) if evaluator.policy.injection_guard else ()
+    screen = screen_of(evaluator.panel.primary)
+    if evaluator.policy.injection_guard and not flags and screen is not None:
+        # The same second opinion the primary stage asks (agents.core.judge_pair), with the same failure rule.
+        flags = await screen_pair(pair, screen, evaluator.policy.screen_on_failure)
     if flags:
         # As the primary stage does: a judge that obeys the text would obey it in both orders.
         event = ReviewRequest(

@@ -37,6 +37,7 @@ from pairjudge.streams.config.oversight import (
 from pairjudge.streams.config.sections import (
     ControlSettings,
     HealthSettings,
+    InjectionScreenSettings,
     JudgeSettings,
     KafkaSettings,
     PolicySettings,
@@ -61,6 +62,8 @@ class Settings(BaseSettings):
     worker: WorkerSettings = WorkerSettings()
     judge: JudgeSettings = JudgeSettings()
     policy: PolicySettings = PolicySettings()
+    #: The optional second injection detector, a classifier over HTTP (``[injection_screen]``).
+    injection_screen: InjectionScreenSettings = InjectionScreenSettings()
     audit: AuditSettings = AuditSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     review: ReviewSettings = ReviewSettings()

@@ -33,6 +33,7 @@ from pairjudge.streams.judges.breaker import BreakerJudge, Check, CircuitBreaker
 from pairjudge.streams.judges.cache import CachingJudge, ResponseCache
 from pairjudge.streams.judges.cost import PricedJudge, PriceTable
 from pairjudge.streams.judges.http import EndpointJudge, ProbeResult
+from pairjudge.streams.judges.injection_screen import HttpInjectionScreen
 from pairjudge.streams.judges.wire import RETRIABLE_STATUSES, public_url
 
 
@@ -92,12 +93,16 @@ class JudgeStack:
     cache: ResponseCache | None
     #: The caching wrapper, for its hit/miss statistics.
     caching: CachingJudge | None
+    #: The injection screen's HTTP client, when one is configured (``streams.judges.panel.build_panel``).
+    screen: HttpInjectionScreen | None = None
 
     async def aclose(self) -> None:
-        """Close the adapter's HTTP client (when it has one) and the cache's database connection."""
+        """Close the adapter's HTTP client (when it has one), the screen's, and the cache's database connection."""
         close = getattr(self.inner, "aclose", None)
         if close is not None:
             await close()
+        if self.screen is not None:
+            await self.screen.aclose()
         if self.cache is not None:
             await anyio.to_thread.run_sync(self.cache.close)
 

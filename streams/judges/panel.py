@@ -12,10 +12,12 @@ import tomllib
 
 from pydantic import TypeAdapter
 
+from pairjudge.agents.injection_screen import ScreenedJudge
 from pairjudge.agents.policy import Policy
 from pairjudge.schemas import InlineRubric
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
+from pairjudge.streams.judges.injection_screen import HttpInjectionScreen
 from pairjudge.streams.worker.pipeline import JudgePanel
 
 
@@ -30,12 +32,19 @@ def load_catalog(settings: Settings) -> dict[str, InlineRubric]:
 
 
 def build_panel(settings: Settings) -> tuple[JudgePanel, tuple[JudgeStack, ...]]:
-    """The configured judge, or jury, each wrapped for cost, resilience and caching."""
+    """The configured judge, or jury, each wrapped for cost, resilience and caching; with an injection screen
+    configured, the primary judges carry it (``agents.injection_screen.ScreenedJudge``), and the main stack
+    closes its client."""
     main = build_judge_stack(settings.judge)
     jurors = tuple(build_judge_stack(juror) for juror in settings.jury)
+    primary = tuple(s.judge for s in jurors) or (main.judge,)
+    if settings.injection_screen.url is not None:
+        screen = HttpInjectionScreen.from_settings(settings.injection_screen)
+        main = dataclasses.replace(main, screen=screen)
+        primary = tuple(ScreenedJudge(judge, screen) for judge in primary)
     stacks = (main, *jurors)
     panel = JudgePanel(
-        primary=tuple(s.judge for s in jurors) or (main.judge,),
+        primary=primary,
         tiebreak=main.judge,
         breakers=tuple(s.breaker for s in stacks if s.breaker is not None),
     )
@@ -44,7 +53,7 @@ def build_panel(settings: Settings) -> tuple[JudgePanel, tuple[JudgeStack, ...]]
 
 def build_policy(settings: Settings) -> Policy:
     """The configured policy; ``jury_quorum``, when set, overrides the policy's own."""
-    policy = settings.policy.to_policy()
+    policy = dataclasses.replace(settings.policy.to_policy(), screen_on_failure=settings.injection_screen.on_failure)
     if settings.jury_quorum is not None:
         policy = dataclasses.replace(policy, jury_quorum=settings.jury_quorum)
     return policy

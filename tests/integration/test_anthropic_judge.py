@@ -24,6 +24,7 @@ from pairjudge.agents.errors import InvalidReply, JudgeRejected, JudgeUnavailabl
 from pairjudge.agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import REASK_INSTRUCTION, SYSTEM_PROMPT, render_primary
+from pairjudge.agents.untrusted import unmark
 from pairjudge.agents.validation import parse_reply
 from pairjudge.schemas.events import PairVerdict, ReviewRequest
 from pairjudge.schemas.replies import ToneStyleReply
@@ -563,7 +564,7 @@ def ordering_of(request: RecordedRequest) -> str:
     first_user = request.json()["messages"][0]["content"]
     found = _OUTPUT_A.search(first_user)
     assert found is not None, "no <output_a> block in the prompt"
-    return "AB" if found["text"] == FIRST_OUTPUT else "BA"
+    return "AB" if unmark(found["text"]) == FIRST_OUTPUT else "BA"  # shown datamarked (Policy.datamark)
 
 
 async def test_core_judges_a_pair_end_to_end(

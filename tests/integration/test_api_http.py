@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from pairjudge.agents.untrusted import unmark
 from pairjudge.api import EvaluationFailed, tie_break
 from pairjudge.schemas import KnownLabel, TieBreakWeights
 from pairjudge.streams.config.settings import Settings
@@ -39,7 +40,8 @@ __all__ = ["fake_judge_server"]  # a fixture, imported for pytest
 
 
 def _prompt_of(request: RecordedRequest) -> str:
-    return "\n".join(m["content"] for m in request.json()["messages"] if isinstance(m.get("content"), str))
+    # Unmarked: the outputs reach the judge datamarked (Policy.datamark), and these judges look for them as written.
+    return unmark("\n".join(m["content"] for m in request.json()["messages"] if isinstance(m.get("content"), str)))
 
 
 def _http_settings(server: FakeJudgeServer) -> Settings:

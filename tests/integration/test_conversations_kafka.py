@@ -18,6 +18,7 @@ import pytest
 from pairjudge.agents.judge import ChatMessage, JudgeRequest
 from pairjudge.agents.offline import judge_reply
 from pairjudge.agents.prompts import SCHEMA_NAMES
+from pairjudge.agents.untrusted import unmark
 from pairjudge.schemas import Message
 from pairjudge.streams.kafka.codecs import encode
 from pairjudge.streams.kafka.collector import collect_outcomes
@@ -57,7 +58,8 @@ def _settings_judge(server: FakeJudgeServer) -> dict[str, object]:
 
 def _prompts(server: FakeJudgeServer, marker: str) -> list[str]:
     """The first-ask user prompts that show ``marker``."""
-    prompts = [r.json()["messages"][1]["content"] for r in server.requests]
+    # Unmarked: every turn reaches the judge datamarked (Policy.datamark); these checks read it as written.
+    prompts = [unmark(r.json()["messages"][1]["content"]) for r in server.requests]
     return [p for p in prompts if marker in p]
 
 
@@ -132,6 +134,8 @@ async def test_the_mt_bench_sample_is_judged_end_to_end(
             continue
         second_turn = pair.task.user_turns[1]
         shown = [
-            p for p in (r.json()["messages"][1]["content"] for r in fake_judge_server.requests) if second_turn in p
+            p
+            for p in (unmark(r.json()["messages"][1]["content"]) for r in fake_judge_server.requests)
+            if second_turn in p
         ]
         assert shown, pair.pair_id

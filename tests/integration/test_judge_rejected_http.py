@@ -17,6 +17,7 @@ from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
 from pairjudge.agents.outcomes import rejected_detail, rejected_status
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
+from pairjudge.agents.untrusted import unmark
 from pairjudge.schemas import PairVerdict, ReviewRequest
 from pairjudge.schemas.rubric import ToneStyleRubric
 from pairjudge.streams.config.settings import JudgeSettings
@@ -58,7 +59,7 @@ async def stack(fake_judge_server: FakeJudgeServer, tmp_path: Path) -> AsyncIter
 
 
 def consistent(request: RecordedRequest) -> Action:
-    user = request.json()["messages"][-1]["content"]
+    user = unmark(request.json()["messages"][-1]["content"])  # the outputs are datamarked (Policy.datamark)
     return reply(tone_reply("A" if user.index(FIRST_OUTPUT) < user.index(SECOND_OUTPUT) else "B"))
 
 

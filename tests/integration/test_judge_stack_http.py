@@ -16,6 +16,7 @@ from pairjudge.agents.core import judge_pair
 from pairjudge.agents.errors import JudgeUnavailable
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
+from pairjudge.agents.untrusted import unmark
 from pairjudge.schemas import PairVerdict, ReviewRequest, RubricRef
 from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.breaker import CircuitOpen
@@ -62,7 +63,7 @@ async def test_replies_are_priced_from_reported_usage_and_served_again_from_the_
 
     def per_order(request: RecordedRequest) -> Action:
         # Both orders prefer the pair's first candidate, wherever it sits: a consistent verdict.
-        user = request.json()["messages"][-1]["content"]
+        user = unmark(request.json()["messages"][-1]["content"])  # the outputs are datamarked (Policy.datamark)
         first_shown_first = user.index(FIRST_OUTPUT) < user.index(SECOND_OUTPUT)
         return reply(tone_reply("A" if first_shown_first else "B"), prompt_tokens=1000, completion_tokens=250)
 

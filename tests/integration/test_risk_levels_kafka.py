@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pairjudge.agents.prompts import template_hash
+from pairjudge.agents.untrusted import unmark
 from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.schemas.pair import RiskLevel
 from pairjudge.streams.config.settings import Settings
@@ -32,7 +33,7 @@ CONFIDENCE = 0.78
 
 def _prefers_the_first_candidate(request: RecordedRequest) -> Action:
     # Whatever the order, name the position the first candidate's output was shown in: a consistent pick.
-    prompt = "\n".join(m["content"] for m in request.json()["messages"])
+    prompt = unmark("\n".join(m["content"] for m in request.json()["messages"]))  # outputs come datamarked
     first_is_a = prompt.index(FIRST_OUTPUT) < prompt.index(SECOND_OUTPUT)
     return reply(tone_reply("A" if first_is_a else "B", CONFIDENCE))
 
@@ -100,7 +101,9 @@ async def test_a_high_risk_pair_goes_to_a_person_where_a_normal_one_is_decided(
     assert high_parts[-1] == "risk=high"
     assert high_parts[0] == normal_parts[0]
     assert high_parts[2:-1] == normal_parts[2:]
-    assert (normal_parts[1], high_parts[1]) == (template_hash("tone_style"), template_hash("tone_style", risk=True))
+    # The worker datamarks by default (Policy.datamark), so both are the datamarked template's hashes.
+    marked = (template_hash("tone_style", datamark=True), template_hash("tone_style", risk=True, datamark=True))
+    assert (normal_parts[1], high_parts[1]) == marked
     assert records[f"{prefix}-high-0"].series.risk_level == "high"
     assert "risk=" not in normal_key
     assert (records[f"{prefix}-high-0"].outcome, records[f"{prefix}-high-0"].reason) == ("review", "risk_review")

@@ -85,7 +85,7 @@ async def test_a_verdict_records_its_winner_positions_and_series() -> None:
     assert rec.longer == "first"
     assert rec.series.rubric == "tone_style"
     assert rec.series.experiment_id == "exp-tone-42"
-    assert rec.series.prompt_template_hash == template_hash("tone_style")
+    assert rec.series.prompt_template_hash == template_hash("tone_style", datamark=True)  # Policy.datamark
     assert rec.series.judge_model == judge.identity.model
 
 

@@ -131,7 +131,7 @@ async def test_consistent_confident_orders_give_a_primary_verdict() -> None:
     )
     assert out.confidence == pytest.approx(0.85)
     assert out.judge.model == "judge-m"
-    assert out.judge.prompt_template_hash == template_hash("tone_style")
+    assert out.judge.prompt_template_hash == template_hash("tone_style", datamark=True)
     ab, ba = out.orderings
     assert (ab.order_shown, ab.shown_as_a, ab.mapped_winner) == ("AB", X, X)
     assert (ba.order_shown, ba.shown_as_a, ba.raw_winner, ba.mapped_winner) == ("BA", Y, "B", X)
@@ -146,7 +146,7 @@ async def test_consistent_confident_orders_give_a_primary_verdict() -> None:
         decided_by="primary",
         consistent=True,
         flip=False,
-        prompt_hash=template_hash("tone_style"),
+        prompt_hash=template_hash("tone_style", datamark=True),
         rubric_kind="tone_style",
         audit_sample=False,
         calls=2,

@@ -88,7 +88,7 @@ async def test_unanimous_jury_gives_a_primary_verdict() -> None:
     assert (out.winner, out.loser, out.decided_by, out.consistent) == (X, Y, "primary", True)
     assert out.confidence == pytest.approx((0.85 + 0.7 + 1.0) / 3)
     assert out.judge == JudgeInfo(
-        provider=JUROR_PROVIDER, model="m1+m2+m3", prompt_template_hash=template_hash("head_to_head")
+        provider=JUROR_PROVIDER, model="m1+m2+m3", prompt_template_hash=template_hash("head_to_head", datamark=True)
     )
     assert [(o.answered_by_model, o.order_shown) for o in out.orderings] == [
         ("m1", "AB"),

@@ -286,6 +286,20 @@ def test_template_hash_is_stable_distinct_and_pinned() -> None:
     assert len(set(hashes.values())) == len(KINDS)
     # Pinned: changing what a judge is told must be deliberate, because it opens new drift series.
     assert hashes == PINNED_HASHES
+    marked = {kind: template_hash(kind, datamark=True) for kind in KINDS}
+    assert marked == PINNED_DATAMARKED_HASHES
+    assert not set(marked.values()) & set(hashes.values())
+
+
+#: Issue 26: prompts whose untrusted texts are datamarked (``Policy.datamark``, on by default) add the
+#: datamarking note to the system message, so each template's marked prompts are a drift series of their
+#: own; an unmarked prompt hashes exactly as before (``PINNED_HASHES``).
+PINNED_DATAMARKED_HASHES = {
+    "tone_style": "7e0945bc9b57c410",
+    "head_to_head": "bfb2d892b383bf5f",
+    "pairwise": "60031c0048a1fda9",
+    "tiebreak": "09c73086ce50d925",
+}
 
 
 #: Moved in issue 7, when the hash began to cover the fillings and the re-ask and forced-choice texts
@@ -313,6 +327,8 @@ TEXT_SHA256 = {
     # Reworded in issue 7: the forced choice no longer says "do not escalate", since seed 002 sends
     # exactly equal weighted scores to a human.
     "FORCED_CHOICE_INSTRUCTION": "85bb85632c62582636a2199574a1b4a65168aab905adce83e19bfce638730d85",
+    # Added in issue 26: the datamarking note, sent only with datamarked prompts.
+    "DATAMARK_NOTE": "0df30e6b82ffe77ec55471790c1dfc070019b1daa5a8161464e51e23e99817bd",
 }
 
 

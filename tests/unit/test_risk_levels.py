@@ -271,9 +271,11 @@ async def test_a_calibrated_threshold_counts_only_for_its_own_level() -> None:
     # The series of each pair as the core computes it: a pair with a risk level also shows the judge its
     # risk line, so its template hash (and series) differs beyond the "|risk=" suffix.
     normal_key = AuditSeries.for_pair(
-        judge_info(ScriptedJudge([]), pair_template_hash("tone_style", normal)), normal
+        judge_info(ScriptedJudge([]), pair_template_hash("tone_style", normal, datamark=True)), normal
     ).key
-    high_key = AuditSeries.for_pair(judge_info(ScriptedJudge([]), pair_template_hash("tone_style", high)), high).key
+    high_key = AuditSeries.for_pair(
+        judge_info(ScriptedJudge([]), pair_template_hash("tone_style", high, datamark=True)), high
+    ).key
     assert normal_key != high_key
     raised_normal = Policy(series_thresholds={normal_key: 0.95})
     assert _routed((await judge_pair(high, _consistent(high, 0.9), raised_normal)).outcome) == ("verdict", None)
