@@ -57,7 +57,15 @@ from pairjudge.streams.security.redaction_hook import EventRedactor
 from pairjudge.streams.telemetry.tracing import Telemetry, inject_headers
 from pairjudge.streams.worker.delivery import Consume, Publish
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, dead_letter
-from pairjudge.streams.worker.tables import current_entries, forget, owned_partitions, store
+from pairjudge.streams.worker.tables import (
+    current_entries,
+    entries,
+    forget,
+    owned_partitions,
+    read,
+    store,
+    table_options,
+)
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +111,7 @@ class Audit:
             key_type=bytes,
             value_type=bytes,
             partitions=partitions,
+            options=table_options(app),
             help="Per pair id: its final decision record and first human label (the drift audit's join).",
         )
         self.windows_table = app.Table(
@@ -111,6 +120,7 @@ class Audit:
             key_type=bytes,
             value_type=bytes,
             partitions=partitions,
+            options=table_options(app),
             help="Per series and tumbling window: the drift audit's sums.",
         )
         #: Windows changed since their last running snapshot (this worker's only; rebuilt as events come).
@@ -131,7 +141,7 @@ class Audit:
             await self._publish([self._dead_letter(exc.reason, exc.detail, raw, origin)])
             return
         key = item.pair_id.encode("utf-8")
-        stored = self.join_table.data.get(key)
+        stored = read(self.join_table.data, key)
         entry = JoinEntry.from_bytes(_split_partition(stored)[1] if stored else None)
         now = time.time()
         if isinstance(item, HumanLabel):
@@ -181,7 +191,7 @@ class Audit:
         offset = origin.offset if origin.offset is not None else -1
         start = window_start(observation.observed_at, self.settings.window_s)
         key = window_key(observation.series.key, start)
-        stored = self.windows_table.data.get(key)
+        stored = read(self.windows_table.data, key)
         window = (
             SeriesWindow.from_bytes(stored)
             if stored
@@ -268,7 +278,7 @@ class Audit:
         now = time.time() if now is None else now
         owned = self._owned("observations")
         published = 0
-        for key, stored in list(self.windows_table.data.items()):
+        for key, stored in list(entries(self.windows_table.data)):
             if not stored or key.endswith(CALIBRATION_SUFFIX):
                 continue
             window = SeriesWindow.from_bytes(stored)
@@ -319,7 +329,7 @@ class Audit:
         await store(self.windows_table, partition, calibration_key(series_key), value)
 
     def _histogram(self, series_key: str) -> ConfidenceHistogram:
-        stored = self.windows_table.data.get(calibration_key(series_key))
+        stored = read(self.windows_table.data, calibration_key(series_key))
         return ConfidenceHistogram.from_bytes(_split_partition(stored)[1] if stored else None)
 
     def _threshold(self, series_key: str, risk: RiskLevel = "normal") -> ThresholdSnapshot:

@@ -81,10 +81,17 @@ def _tag_run(raw: bytes, run_id: str) -> bytes:
 
 
 def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
+    """A ``pairjudge worker`` process logging to ``log_path``, with a data directory of its own: the one
+    named after its log under ``settings.worker.data_dir``. Workers started together from one ``settings``
+    (tests, benchmarks) must not share one: with the RocksDB table store each holds its databases' locks,
+    and a second worker on them blocks its rebalance for 30 s per partition, then crashes. A worker
+    started again with the same log finds its tables there, as a restarted pod finds its volume."""
+    private_dir(settings.worker.data_dir)
+    own = settings.worker.model_copy(update={"data_dir": settings.worker.data_dir / log_path.stem})
     log = open_private_append(log_path, what="worker log")
     return subprocess.Popen(
         [sys.executable, "-m", "pairjudge.streams.cli", "worker", "--no-create-topics"],
-        env=environ_for(settings),
+        env=environ_for(settings.model_copy(update={"worker": own})),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

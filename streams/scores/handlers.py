@@ -61,7 +61,7 @@ from pairjudge.streams.security.redaction_hook import EventRedactor
 from pairjudge.streams.telemetry.tracing import Telemetry, inject_headers
 from pairjudge.streams.worker.delivery import Consume, Publish
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, dead_letter
-from pairjudge.streams.worker.tables import owned_partitions, store
+from pairjudge.streams.worker.tables import owned_partitions, read, store, table_options
 
 log = logging.getLogger(__name__)
 
@@ -337,6 +337,7 @@ class Scores:
             key_type=bytes,
             value_type=bytes,
             partitions=partitions,
+            options=table_options(app),
             help="Per experiment: the champion-challenger scoreboard.",
         )
         self._dirty: set[bytes] = set()
@@ -353,7 +354,7 @@ class Scores:
         partition = origin.partition or 0
         offset = origin.offset if origin.offset is not None else -1
         key = event.experiment.encode()
-        stored = self.table.data.get(key)
+        stored = read(self.table.data, key)
         entry = Entry.from_bytes(stored) if stored else Entry(Scoreboard(), partition)
         if 0 <= offset <= entry.last_offset:
             return  # redelivered after a crash or rebalance: already counted
@@ -372,11 +373,11 @@ class Scores:
             del self.gauges[gone]  # moved to another worker in a rebalance: it shows them now
         published = 0
         for key in sorted(self._dirty):
-            stored = self.table.data.get(key)
+            stored = read(self.table.data, key)
             self._dirty.discard(key)
             if not stored:
                 continue
-            entry = Entry.from_bytes(stored, self.table.data.get(history_key(key)))
+            entry = Entry.from_bytes(stored, read(self.table.data, history_key(key)))
             if entry.partition not in owned:
                 continue
             experiment = key.decode()

@@ -8,6 +8,7 @@ import faust
 
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.faust_compat.offsets import install_commit_ledger
+from pairjudge.streams.faust_compat.runtime import check_runtime
 from pairjudge.streams.faust_compat.shutdown import GracefulApp
 from pairjudge.streams.judges.breaker import CircuitBreaker
 from pairjudge.streams.kafka.topics import KINDS
@@ -22,6 +23,9 @@ def _broker_url(bootstrap_servers: str) -> str:
 def build_faust_app(settings: Settings, *, breakers: Sequence[CircuitBreaker]) -> GracefulApp:
     """The configured ``faust.App``, committing through the offset ledger; nothing is declared on it yet."""
     kafka = settings.kafka
+    # Every path to a Faust app comes here (the worker, the demo's worker, the benches' workers): the overrides
+    # installed below are only known to be called on the verified versions (streams.faust_compat.runtime).
+    check_runtime(allow=settings.worker.allow_unverified_runtime)
     # A faust.App whose shutdown on SIGTERM is bounded by the grace (streams.worker.shutdown).
     app = GracefulApp(
         settings.worker.app_id,
@@ -30,6 +34,8 @@ def build_faust_app(settings: Settings, *, breakers: Sequence[CircuitBreaker]) -
         # (streams.faust_compat.offsets' subclass too), producer and every other client it creates.
         broker_credentials=faust_credentials(kafka),
         datadir=str(settings.worker.data_dir),
+        # The tables' store (streams.worker.tables): RocksDB under datadir, or Faust's dict.
+        store=f"{settings.worker.table_store}://",
         # Topics are created explicitly (streams.kafka.topics); faust must not declare anything itself,
         # and the leader topic is not used.
         topic_allow_declare=False,

@@ -1,14 +1,47 @@
-"""What the worker's Faust tables share: which partitions this worker owns, writing an entry here and on
-its changelog, and walking a large table without stalling the agents."""
+"""What the worker's Faust tables share: which partitions this worker owns, reading and writing an entry
+here and on its changelog, and walking a large table without stalling the agents, on either table store.
+
+Two stores (``PAIRJUDGE_WORKER__TABLE_STORE``, docs/operations/sizing.md#memory):
+
+* ``memory``: Faust's dict. Every entry in memory, the whole changelog re-read at every start.
+* ``rocksdb``: Faust's RocksDB store (``rocksdict``), one database per table and partition under the data
+  directory. Faust's own mapping interface on it assumes it is called from inside a stream: a write goes to
+  the partition of the *current event* (an ``assert`` outside one, as in our timers), a read looks only
+  there, and iteration covers only the active partitions, but through a full list where our sweeps
+  would read days of entries into memory. So this module reads and writes the databases of an explicit
+  partition (the one the caller owns, as with the changelog record) and walks them with a RocksDB
+  iterator, a page at a time.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
+
+from faust.stores.rocksdb import Store as RocksDBStore
 
 #: A sweep lets other tasks run after this many entries.
 SWEEP_YIELD_EVERY = 1000
+
+#: The RocksDB options of every table. Faust's defaults are for one big table on a dedicated host: a 2 GiB
+#: block cache and up to 3 x 64 MiB of memtables *per database*, and a worker opens one database per table
+#: and partition it holds, active or standby (5 tables x 8 partitions is 40). These bound each database to
+#: 16 MiB: a cache this small still holds the blocks a redelivery reads back soon after its pair, and the
+#: rest of the data is in the kernel's page cache (reclaimable, not the worker's RSS). ``bench/table_store.py``
+#: measured the worker's RSS at 179-274 MB from 10k to 1M pairs kept (docs/operations/sizing.md#memory).
+ROCKSDB_OPTIONS: dict[str, int] = {
+    "block_cache_size": 8 * 1024**2,
+    "write_buffer_size": 4 * 1024**2,
+    "max_write_buffer_number": 2,
+    "target_file_size_base": 64 * 1024**2,
+}
+
+
+def table_options(app: Any) -> dict[str, int] | None:
+    """The ``options`` of every ``app.Table`` on the app's store (``Settings.worker.table_store``)."""
+    # A fresh dict per table: Faust's RocksDB store pops its own keys out of the one it is given.
+    return dict(ROCKSDB_OPTIONS) if app.conf.store.scheme == "rocksdb" else None
 
 
 def owned_partitions(app: Any, topic: str | None = None) -> set[int]:
@@ -22,11 +55,77 @@ def owned_partitions(app: Any, topic: str | None = None) -> set[int]:
 async def store(table: Any, partition: int, key: bytes, value: bytes) -> None:
     """Write ``key`` in ``table`` and wait until the broker has its changelog record (in ``partition``).
 
-    The in-memory write happens before the first await: the handler's read-modify-write (no await
+    The local write happens before the first await: the handler's read-modify-write (no await
     between its read and this call) cannot lose another's update.
     """
-    table.data[key] = value
+    put(table.data, partition, key, value)
     await table.send_changelog(partition, key, value)
+
+
+def read(data: Any, key: bytes) -> bytes | None:
+    """The value of ``key`` in a table's store (``table.data``), whichever partition holds it, or None."""
+    if isinstance(data, RocksDBStore):
+        # Every open database (owned and standby partitions, as the memory store holds both), the one the
+        # key was last seen in first; a bloom filter answers "not here" for the others.
+        found = data._get_bucket_for_key(key)
+        return None if found is None else bytes(found.value)
+    value = data.get(key)
+    return None if value is None else bytes(value)
+
+
+def put(data: Any, partition: int, key: bytes, value: bytes) -> None:
+    """Write ``key`` in ``partition``'s share of a table's store (the changelog partition it is sent to)."""
+    if isinstance(data, RocksDBStore):
+        data._db_for_partition(partition).put(key, value)
+        data._key_index[key] = partition
+    else:
+        data[key] = value
+
+
+def drop(data: Any, key: bytes) -> None:
+    """Remove ``key`` from a table's store, wherever it is; nothing if it is not there."""
+    if isinstance(data, RocksDBStore):
+        data._del(key)  # the database the key was last seen in, else every open one (a delete of nothing is cheap)
+    else:
+        data.pop(key, None)
+
+
+def entries(data: Any) -> Iterator[tuple[bytes, bytes]]:
+    """Every entry of a table's store as it is read, owned and standby partitions alike.
+
+    On RocksDB a page of ``SWEEP_YIELD_EVERY`` entries at a time, each from a fresh iterator that is closed
+    before the page is handed out: the caller may await between entries, and a database handle still held
+    then (an iterator keeps its database open) would keep the partition's lock past a rebalance that
+    revokes it, so that reopening it (the partition assigned again) fails on the lock for up to 30 s. A
+    partition revoked meanwhile is left. Entries written meanwhile may or may not be seen. On the memory
+    store a copy of the items (a dict cannot change size under its iterator).
+    """
+    if not isinstance(data, RocksDBStore):
+        yield from list(data.items())
+        return
+    for partition in list(data._dbs):
+        after: bytes | None = None
+        while True:
+            page = _page(data, partition, after)
+            if not page:
+                break
+            yield from page
+            after = page[-1][0]
+
+
+def _page(data: Any, partition: int, after: bytes | None) -> list[tuple[bytes, bytes]]:
+    """Up to ``SWEEP_YIELD_EVERY`` entries of ``partition``'s database after the key ``after``."""
+    db = data._dbs.get(partition)
+    if db is None:
+        return []
+    page: list[tuple[bytes, bytes]] = []
+    for key, value in db.items(from_key=after):
+        if key == after or key == data.offset_key:  # Faust keeps the changelog offset it applied in the table
+            continue
+        page.append((bytes(key), bytes(value)))
+        if len(page) == SWEEP_YIELD_EVERY:
+            break
+    return page
 
 
 async def forget(
@@ -40,7 +139,7 @@ async def forget(
     the entry's expiry means is published before the tombstone, so a crash in between repeats it on
     restart, never loses it.
     """
-    table.data.pop(key, None)
+    drop(table.data, key)
     if partition is None:
         return
     if before_tombstone is not None:
@@ -48,16 +147,17 @@ async def forget(
     await table.send_changelog(partition, key, None)
 
 
-async def current_entries(data: Mapping[bytes, bytes]) -> AsyncIterator[tuple[bytes, bytes]]:
-    """Every non-empty entry of ``data`` as it stands when its turn comes, for a sweep that may expire it.
+async def current_entries(data: Any) -> AsyncIterator[tuple[bytes, bytes]]:
+    """Every non-empty entry of a table's store (``table.data``) as it stands when its turn comes, for a
+    sweep that may expire it.
 
     Tables hold days of pairs, so the walk yields to the event loop every ``SWEEP_YIELD_EVERY`` entries
-    instead of stalling the agents. It walks a snapshot of the items, and an entry whose value changed
-    or went away meanwhile (an agent stored it again while the sweep yielded or awaited) is skipped:
-    it is judged on its new value by the next sweep, never expired on a stale one.
+    instead of stalling the agents. It walks the ``entries`` (a snapshot, or a RocksDB iterator), and an
+    entry whose value changed or went away meanwhile (an agent stored it again while the sweep yielded or
+    awaited) is skipped: it is judged on its new value by the next sweep, never expired on a stale one.
     """
-    for seen, (key, stored) in enumerate(list(data.items()), 1):
+    for seen, (key, stored) in enumerate(entries(data), 1):
         if seen % SWEEP_YIELD_EVERY == 0:
             await asyncio.sleep(0)
-        if stored and data.get(key) == stored:
+        if stored and read(data, key) == stored:
             yield key, stored

@@ -111,3 +111,22 @@ def test_bench_scaleout_reports_loss(kafka_bootstrap: str) -> None:
     assert "BENCH FAILED" in output, output[-6000:]
     assert "2 pairs LOST" in output, output[-6000:]
     assert scaleout_summary(output)["lost"] == 2, output[-6000:]
+
+
+def test_bench_table_store_tiny(kafka_bootstrap: str) -> None:
+    """Both stores at two sizes: full starts at the first, the shortened run (RocksDB seeded) at the second."""
+    output = run_bench(
+        ["bench.table_store", "--bootstrap", kafka_bootstrap, "--sizes", "1000,2000", "--full-starts-up-to", "1500"],
+        timeout=600,
+    )
+    runs = {
+        (m["store"], int(m["pairs"])): {k: float(v) for k, v in re.findall(r"(\w+_(?:mb|s))=([\d.]+|nan)", m[0])}
+        for m in re.finditer(r"^TABLESTORE store=(?P<store>\w+) pairs=(?P<pairs>\d+) .*$", output, re.MULTILINE)
+    }
+    assert set(runs) == {("memory", 1000), ("rocksdb", 1000), ("memory", 2000), ("rocksdb", 2000)}, output[-3000:]
+    for (store, pairs), figures in runs.items():
+        assert figures["restart_s"] > 0, (store, pairs)
+        assert figures["restart_rss_mb"] > 50, (store, pairs)
+        # A worker on RocksDB keeps its tables on disk: about 6.5 KB a pair of the outcome tables.
+        if store == "rocksdb":
+            assert figures["disk_mb"] * 2**20 > 3_000 * pairs, (pairs, figures)

@@ -29,6 +29,7 @@ from pairjudge.streams.scores.gate_reader import EXIT_CODES, human_text
 from pairjudge.streams.scores.handlers import Entry, ExperimentGauges, count, observe_scores, snapshot
 from pairjudge.streams.worker.health_server import PrometheusMetrics
 from pairjudge.streams.worker.pipeline import Outgoing
+from pairjudge.streams.worker.tables import put
 from tests.unit.factories import FIRST_ID, SECOND_ID, tone_reply
 
 CHAMPION, CHALLENGER = FIRST_ID, SECOND_ID
@@ -366,7 +367,7 @@ async def test_the_join_sweep_publishes_an_expired_event_for_an_audit_sample_wit
         "c": JoinEntry(final=record(pair_id="c", audit_sample=False), updated_at=old),
     }
     for key, entry in entries.items():
-        audit.join_table.data[key.encode()] = _with_partition(0, entry.to_bytes())
+        put(audit.join_table.data, 0, key.encode(), _with_partition(0, entry.to_bytes()))
     assert await audit.sweep_join() == 3
     assert sorted(tombstoned) == [b"a", b"b", b"c"]
     assert [(m.kind, m.key) for m in published] == [("score-events", b"exp-1")]
