@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from pairjudge.streams.cli.demo import start_worker, stop_process
 from pairjudge.streams.config.settings import Settings
@@ -83,4 +84,41 @@ async def wait_for_log(path: Path, text: str, timeout: float) -> str:
         log = await asyncio.to_thread(read_log, path)
         if text in log or time.monotonic() > deadline:
             return log
+        await asyncio.sleep(0.5)
+
+
+async def committed_offsets(settings: Settings, kind: str = "pairs") -> dict[int, int]:
+    """The workers' group's committed offset on each partition of the ``kind`` topic (absent: none yet)."""
+    admin = AIOKafkaAdminClient(**client_config(settings.kafka).kwargs())
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(settings.worker.app_id)
+    finally:
+        await admin.close()
+    topic = settings.topics.name(kind)
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic and meta.offset >= 0}
+
+
+async def end_offsets(settings: Settings, kind: str = "pairs") -> dict[int, int]:
+    """The end offset of each partition of the ``kind`` topic."""
+    consumer = AIOKafkaConsumer(**client_config(settings.kafka).kwargs())
+    await consumer.start()
+    try:
+        tps = [TopicPartition(settings.topics.name(kind), p) for p in range(settings.kafka.partitions)]
+        return {tp.partition: offset for tp, offset in (await consumer.end_offsets(tps)).items()}
+    finally:
+        await consumer.stop()
+
+
+async def wait_until_committed(settings: Settings, timeout: float, kind: str = "pairs") -> bool:
+    """Whether the workers' group committed every record of the ``kind`` topic (as it ends now) within
+    ``timeout`` seconds: every input read and done, including those whose outcome was already published."""
+    ends = {p: end for p, end in (await end_offsets(settings, kind)).items() if end > 0}
+    deadline = time.monotonic() + timeout
+    while True:
+        committed = await committed_offsets(settings, kind)
+        if all(committed.get(p, 0) >= end for p, end in ends.items()):
+            return True
+        if time.monotonic() > deadline:
+            return False
         await asyncio.sleep(0.5)

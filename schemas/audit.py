@@ -328,6 +328,7 @@ AlertKind = Literal[
     "canary_accuracy_low",
     "judge_unavailable",
     "judge_rejected",
+    "internal_error",
 ]
 
 

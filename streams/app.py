@@ -38,6 +38,7 @@ from pairjudge.streams.security.redaction_hook import EventRedactor, build_redac
 from pairjudge.streams.telemetry.alerts import AlertWebhook
 from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker.delivery import Delivery, wire_stages
+from pairjudge.streams.worker.error_budget import ErrorBudget
 from pairjudge.streams.worker.faust_app import build_faust_app, raw_topics
 from pairjudge.streams.worker.health_server import PrometheusMetrics, WorkerHealth
 from pairjudge.streams.worker.pipeline import JudgePanel, Pipeline
@@ -67,6 +68,8 @@ class PairjudgeApp:
     health: WorkerHealth | None = None
     #: The Prometheus reader behind /metrics; None when the health server is off (no-op instruments).
     metrics: PrometheusMetrics | None = None
+    #: The at-least-once path; ``delivery.stopped`` says why the worker stopped itself, once it has.
+    delivery: Delivery | None = None
 
     async def aclose(self) -> None:
         for stack in self.stacks:
@@ -105,13 +108,22 @@ def create_app(
         catalog=catalog if catalog is not None else load_catalog(settings),
         max_event_bytes=settings.max_event_bytes,
         redactor=redactor,
+        errors=ErrorBudget(settings.worker.internal_error_limit, settings.worker.internal_error_window_s),
     )
     app = build_faust_app(settings, breakers=panel.breakers)
     health = _worker_health(app, holder, pipeline, metrics)
     outcomes = OutcomeTables(app, partitions=settings.kafka.partitions, retention_s=settings.worker.outcome_retention_s)
     pipeline.outcomes = outcomes
     topics = raw_topics(app, settings)
-    delivery = Delivery(app, topics=topics, pipeline=pipeline, outcomes=outcomes, inflight=app.inflight)
+    delivery = Delivery(
+        app,
+        topics=topics,
+        pipeline=pipeline,
+        outcomes=outcomes,
+        inflight=app.inflight,
+        crash_loop_limit=settings.worker.crash_loop_limit,
+        on_stop=health.mark_broken,
+    )
     judge_agent, tiebreak_agent = wire_stages(app, delivery, topics, concurrency=settings.worker.concurrency)
 
     webhook = _alert_webhook(settings, pipeline)
@@ -147,6 +159,7 @@ def create_app(
         webhook=webhook,
         health=health,
         metrics=metrics,
+        delivery=delivery,
     )
 
 

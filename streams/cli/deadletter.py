@@ -234,11 +234,11 @@ def deadletter_replay(
     """Re-publish the original bytes of the dead letters the filters select to the topic each came from.
 
     Each pair is replayed once, from its latest letter, keyed by its pair id (so it lands beside its
-    recorded outcome). A pair decided meanwhile re-emits its recorded outcome, unjudged, as any
-    redelivery does: replaying twice never makes two outcomes.
+    recorded outcome). A pair decided meanwhile is read and committed unjudged, with nothing sent again,
+    as any redelivery of a published outcome: replaying twice never makes two outcomes.
 
     Without --reason, only letters whose cause lies outside the event are replayed: judge_rejected,
-    internal_error, outcome_undeliverable, unsupported_schema_version and unknown_rubric. Any other
+    internal_error, crashed_worker, outcome_undeliverable, unsupported_schema_version and unknown_rubric. Any other
     reason (malformed_json, oversized_output...) is replayed only when named with --reason. A letter
     whose original was truncated or redacted, or no longer matches its SHA-256, is never replayed.
 

@@ -4,18 +4,41 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from pairjudge.streams.cli.base import (
     Bootstrap,
     app,
+    console,
     settings_for,
 )
 from pairjudge.streams.cli.topics import ensure_topics
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.faust_compat.runtime import UnverifiedRuntime, check_runtime
 
 log = logging.getLogger("pairjudge.streams.cli")
+
+#: The exit status of a worker that refuses an unverified Faust, mode or aiokafka: a start-up refusal, like a
+#: broker or topic problem (``ensure_topics``), which a supervisor must not restart into a loop of.
+EXIT_UNVERIFIED_RUNTIME = 2
+#: The exit status of a worker whose data directory another live worker holds: a start-up refusal too.
+EXIT_DATA_DIR_IN_USE = 2
+
+
+def refuse_unverified_runtime(settings: Settings) -> None:
+    """Exit with status 2 and the reason when the stream runtime is not the verified one (and not allowed).
+
+    First thing, before the broker is contacted or Faust is imported: the overrides in
+    streams.faust_compat are only known to be called on the verified versions."""
+    try:
+        check_runtime(allow=settings.worker.allow_unverified_runtime)
+    except UnverifiedRuntime as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(code=EXIT_UNVERIFIED_RUNTIME) from None
 
 
 @app.command()
@@ -29,10 +52,13 @@ def worker(
     from pairjudge.streams.faust_compat.worker import QuietWorker
     from pairjudge.streams.security.files import private_dir
     from pairjudge.streams.telemetry.logs import install_quiet_logging
+    from pairjudge.streams.worker.data_dir import DataDirInUse, lock_data_dir
+    from pairjudge.streams.worker.error_budget import BROKEN_DEPLOY_EXIT
     from pairjudge.streams.worker.health_server import HealthServer
 
     settings = settings_for(bootstrap)
     logging.basicConfig(level=settings.worker.log_level)
+    refuse_unverified_runtime(settings)
     # A broker outage makes aiokafka and Faust log the same errors hundreds of times a second:
     # repeats collapse to one line per message per window, with counts (streams/telemetry/logs.py).
     install_quiet_logging()
@@ -42,6 +68,12 @@ def worker(
     ensure_topics(settings, create=create_topics, what="worker start-up")
     # Faust keeps its tables (pairs' outcomes, the audit's join) under the data directory: owner-only.
     private_dir(settings.worker.data_dir)
+    # One worker per data directory: a second one would wait on the table databases' locks and crash.
+    try:
+        data_dir_lock = lock_data_dir(settings.worker.data_dir)
+    except DataDirInUse as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(code=EXIT_DATA_DIR_IN_USE) from None
     wired = create_app(settings)
     health_server = (
         HealthServer(settings.health, wired.health, wired.metrics)
@@ -93,8 +125,14 @@ def worker(
     except SystemExit:
         if watch is not None and watch.stalled is not None:
             raise SystemExit(EXIT_RECOVERY_STALLED) from None
+        if wired.delivery is not None and wired.delivery.stopped is not None:
+            # Stopped over an input (a run of bugs: a broken deploy): a status of its own for supervisors and
+            # alerts, never 0, whatever Faust's own exit made of the crash.
+            log.critical("worker stopped: %s", wired.delivery.stopped)
+            raise SystemExit(BROKEN_DEPLOY_EXIT) from None
         raise
     finally:
         for task in watch_task:
             task.cancel()
         wired.telemetry.shutdown()
+        os.close(data_dir_lock)

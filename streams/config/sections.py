@@ -122,6 +122,11 @@ class WorkerSettings(_Section):
     concurrency: int = Field(default=16, ge=1, le=1024)
     #: Faust's data directory (its tables' local state), made owner-only (0700) when the worker starts.
     data_dir: Path = Path(".pairjudge-data")
+    #: Where the worker's tables live: ``rocksdb`` (on disk under ``data_dir``, one RocksDB database per table and
+    #: partition: memory stays flat whatever the retention, and a restart reads only the changelog written since
+    #: the data was last there) or ``memory`` (every entry in memory, about 10 KB a pair kept, and every start
+    #: re-reads the whole changelog). With ``rocksdb`` every worker needs a ``data_dir`` of its own.
+    table_store: Literal["rocksdb", "memory"] = "rocksdb"
     #: Run Faust's own web server. Off, the worker binds nothing for Faust; probes and metrics are ``health``'s.
     web_enabled: bool = False
     #: Where Faust's web server binds, when on. Faust binds every interface by default; we never do unless told to.
@@ -139,6 +144,20 @@ class WorkerSettings(_Section):
     #: On SIGTERM, how long pairs already being judged may take to finish (and be committed) before
     #: the rest are handed back uncommitted (streams.worker.shutdown). An orchestrator's own grace must exceed it.
     shutdown_grace_s: float = Field(default=30.0, ge=0, le=3600)
+    #: Unexpected errors (bugs, not bad input) tolerated within ``internal_error_window_s``: each one dead-letters
+    #: its pair as ``internal_error`` with an alert; the next one stops the worker without committing, exit status
+    #: 4, because a run of them is a broken deploy, not bad input (streams.worker.error_budget).
+    internal_error_limit: int = Field(default=5, ge=0, le=100_000)
+    #: The window, in seconds, over which ``internal_error_limit`` counts unexpected errors.
+    internal_error_window_s: float = Field(default=60.0, gt=0)
+    #: A pair whose input offset has stopped a worker this many times is dead-lettered as ``crashed_worker``
+    #: instead of being handled again, so one poison pill cannot stop its partition for ever.
+    crash_loop_limit: int = Field(default=3, ge=1, le=100)
+    #: Start even when faust-streaming, mode-streaming or aiokafka is not the version the Faust overrides were
+    #: verified on (``streams.faust_compat.VERIFIED_VERSIONS``); a warning names them. Off, such a worker
+    #: refuses to start (exit status 2): under another version an override may never be called and pairs can
+    #: be lost. Turn on only after the hook tests pass on that runtime (docs/design.md §10).
+    allow_unverified_runtime: bool = False
 
 
 class HealthSettings(_Section):
@@ -297,6 +316,10 @@ class PolicySettings(_Section):
     max_prompt_chars: int = Field(default=20_000, ge=1)
     #: Pairs whose outputs carry text aimed at the judge go to review "suspected_injection" (agents.injection).
     injection_guard: bool = True
+    #: ``PAIRJUDGE_POLICY__DATAMARK``: datamark the untrusted texts every judge prompt shows (outputs, turns, the
+    #: task and its context: "ˆ" between words) and say in the system message that marked text is data, never
+    #: instructions (spotlighting; docs/guides/prompt-injection.md). Marked prompts are their own drift series.
+    datamark: bool = True
 
     def to_policy(self) -> Policy:
         return Policy(
@@ -320,4 +343,26 @@ class PolicySettings(_Section):
             max_output_chars=self.max_output_chars,
             max_prompt_chars=self.max_prompt_chars,
             injection_guard=self.injection_guard,
+            datamark=self.datamark,
         )
+
+
+class InjectionScreenSettings(_Section):
+    """The second injection detector, a classifier over HTTP (docs/guides/prompt-injection.md#the-screen)."""
+
+    #: ``PAIRJUDGE_INJECTION_SCREEN__URL``: where each untrusted text is POSTed as ``{"text": ...}``, answered
+    #: ``{"flagged": bool, "score": 0-1, "label": str}``; a flagged text sends its pair to review
+    #: "suspected_injection". Unset: no screen, the pattern rules alone.
+    url: str | None = None
+    #: Sent as ``Authorization: Bearer <key>``, to ``url``'s origin only (never over plain HTTP off this machine).
+    api_key: SecretStr | None = None
+    #: Seconds one attempt may take, connecting included.
+    timeout_s: float = Field(default=5.0, gt=0, le=120)
+    #: Retries after a timeout, a connection error or a 5xx, before the screen counts as unavailable.
+    max_retries: int = Field(default=2, ge=0, le=10)
+    #: An answer without ``flagged`` is flagged when its ``score`` is at least this.
+    threshold: float = Field(default=0.5, ge=0, le=1)
+    #: ``PAIRJUDGE_INJECTION_SCREEN__ON_FAILURE``: still no answer after the retries: ``review`` (fail closed: the
+    #: pair goes to review "suspected_injection" with flag ``screen_unavailable``) or ``pass`` (judged without
+    #: the screen; every failure is logged as a warning).
+    on_failure: Literal["review", "pass"] = "review"

@@ -37,7 +37,14 @@ log = logging.getLogger(__name__)
 #: upgraded to a schema version, a rubric added to the catalog). Any other reason must be given with
 #: ``--reason`` to be replayed.
 REPLAYABLE_REASONS: Final = frozenset(
-    {"judge_rejected", "internal_error", "outcome_undeliverable", "unsupported_schema_version", "unknown_rubric"}
+    {
+        "judge_rejected",
+        "internal_error",
+        "crashed_worker",
+        "outcome_undeliverable",
+        "unsupported_schema_version",
+        "unknown_rubric",
+    }
 )
 #: Header on every replayed record: the dead letter it came from (``topic[partition]@offset``), for tracing
 #: a replay back. The worker reads only trace context from headers, so it changes nothing there.

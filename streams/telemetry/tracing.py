@@ -225,6 +225,7 @@ class Instruments:
     dead_letters: metrics.Counter
     replays: metrics.Counter
     alerts: metrics.Counter
+    internal_errors: metrics.Counter
 
     @classmethod
     def create(cls, meter: metrics.Meter) -> Instruments:
@@ -247,6 +248,9 @@ class Instruments:
                 "pairjudge.replays", description="Redelivered inputs answered with their recorded outcome, unjudged"
             ),
             alerts=meter.create_counter("pairjudge.alerts", description="Drift-audit alerts raised, by kind"),
+            internal_errors=meter.create_counter(
+                "pairjudge.internal_errors", description="Unexpected errors (bugs, not bad input) by stage"
+            ),
         )
 
 

@@ -3,9 +3,14 @@
 ``Delivery`` is what every agent's loop goes through. ``consume`` acks an input only after its handler
 returned, which for a stage means ``deliver`` has recorded the outcome (``streams.worker.published``) and
 the broker has acknowledged every output (``publish``). A handler that raises stops the worker without
-acking (``app.crash``): the commit ledger (``streams.faust_compat.offsets``) keeps the group's offset
+acking (``stop``): the commit ledger (``streams.faust_compat.offsets``) keeps the group's offset
 below the input, and a restart judges it again. A pair the shutdown cut off (``HandedBack``) is acked for
 Faust's bookkeeping but never marked done, so its partition's next owner judges it.
+
+An input's outputs appear all or none: ``publish`` checks every record against the producer's size limit
+before the first send, so a too-large review request never leaves its decision record already sent.
+A judging input that stops a worker is marked (``OutcomeTables.mark_crash``) before the worker stops;
+after ``crash_loop_limit`` marks it is dead-lettered as ``crashed_worker`` instead of being handled again.
 
 The audit and the scoreboard publish through ``publish`` and consume through ``consume`` too; the two
 judging stages' handler is ``processor(stage)``. Built by the composition root (``streams.app``).
@@ -20,8 +25,10 @@ from typing import Any
 
 import faust
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from pairjudge.streams.faust_compat.offsets import mark_done
+from pairjudge.streams.worker.error_budget import WorkerBroken
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, Pipeline, Stage, StageResult
 from pairjudge.streams.worker.published import OutcomeTables
 from pairjudge.streams.worker.shutdown import HandedBack, InFlight
@@ -35,6 +42,19 @@ Process = Callable[[Any, Origin], Awaitable[None]]
 #: An agent's loop over a stream: yields once per input done (``Delivery.consume``).
 Consume = Callable[[Any, str, Process], AsyncIterator[None]]
 
+#: How long a crash mark may take to reach the broker before the worker stops without it.
+CRASH_MARK_TIMEOUT_S = 10.0
+
+
+class RecordTooLarge(Exception):
+    """An output would be refused by the producer: nothing of the input's outputs was sent."""
+
+
+def record_bytes(message: Outgoing) -> int:
+    """The most bytes ``message`` takes as a record batch of its own, uncompressed (aiokafka's upper bound,
+    headers included: the producer's own check leaves them out, the broker's does not)."""
+    return int(DefaultRecordBatchBuilder.estimate_size_in_bytes(message.key, message.value, list(message.headers)))
+
 
 class Delivery:
     """Publish, record, ack: the at-least-once path from an agent's input to the broker."""
@@ -47,14 +67,36 @@ class Delivery:
         pipeline: Pipeline,
         outcomes: OutcomeTables,
         inflight: InFlight,
+        crash_loop_limit: int = 3,
+        on_stop: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self._app = app
         self._topics = topics
         self._pipeline = pipeline
         self._outcomes = outcomes
         self._inflight = inflight
+        self.crash_loop_limit = crash_loop_limit
+        #: Told why, when an input stops the worker (the health server's readiness, the CLI's exit status).
+        self.on_stop = on_stop
+        #: The producer refuses records over this (Faust's ``producer_max_request_size``).
+        self.max_record_bytes: int = int(app.conf.producer_max_request_size)
+        #: Why this worker stopped itself, once it has.
+        self.stopped: str | None = None
+
+    def check_sizes(self, messages: list[Outgoing]) -> None:
+        """Raise ``RecordTooLarge`` when any of ``messages`` is over the producer's limit: before anything is sent."""
+        for m in messages:
+            size = record_bytes(m)
+            if size > self.max_record_bytes:
+                raise RecordTooLarge(
+                    f"the {m.kind} record would be {size} bytes, over the producer's limit of "
+                    f"{self.max_record_bytes} (producer_max_request_size); none of the input's outputs was sent"
+                )
 
     async def publish(self, messages: list[Outgoing]) -> None:
+        # All or none: a record the producer would refuse is found before the first send, not after the
+        # earlier ones are already on their way (a verdict and a dead letter for one pair).
+        self.check_sizes(messages)
         # Wait for the broker's ack of every output before the input may count as done: at-least-once.
         # All of an input's outputs are handed to the producer first and their acks awaited together,
         # so they share produce requests instead of costing one broker round trip each. Every future
@@ -75,15 +117,18 @@ class Delivery:
         """
         partition = origin.partition or 0
         if result.pair_id is not None and not result.replayed:
-            if result.outgoing and all(m.kind == "deadletter" for m in result.outgoing):
+            if _is_outcome(result.outgoing):
+                await self._outcomes.record(stage, result.pair_id, partition, result.outgoing)
+            else:
                 # A dead letter is not the pair's outcome: recorded, it would be re-emitted for every
                 # `pairjudge deadletter replay` of the pair within the retention, and the fixed judge never asked.
                 self._outcomes.release(stage, result.pair_id)
-            else:
-                await self._outcomes.record(stage, result.pair_id, partition, result.outgoing)
         try:
             await self.publish(result.outgoing + result.alerts)
-        except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
+            if result.pair_id is not None and _is_outcome(result.outgoing):
+                # On the broker, all of it: a redelivery from now on sends nothing (streams.worker.published).
+                self._outcomes.mark_published(stage, result.pair_id, partition)
+        except (RecordTooLarge, MessageSizeTooLargeError, RecordTooLargeError) as exc:
             detail = f"the broker refused the {stage} outcome ({type(exc).__name__}: {exc})"
             # Not recorded: a redelivery replays the recorded outcome, which is refused (and
             # dead-lettered) again, or delivered once the topic accepts it.
@@ -94,7 +139,11 @@ class Delivery:
         if result.pair_id is not None and not result.replayed:
             self._outcomes.release(stage, result.pair_id)
 
-    async def consume(self, stream: Any, what: str, process: Process) -> AsyncIterator[None]:
+    async def consume(
+        self, stream: Any, what: str, process: Process, *, stage: Stage | None = None
+    ) -> AsyncIterator[None]:
+        """Handle every event of ``stream`` and ack it once done; ``stage`` names a judging stage, whose inputs
+        get a crash mark when they stop the worker."""
         # Manual acks: Faust acks in a ``finally`` when the body raises, which would make an input
         # committable with no outcome. Here an input is acked only after its outputs are on the broker.
         async for event in stream.noack().events():
@@ -107,35 +156,58 @@ class Delivery:
                 # marked done, so the offset ledger keeps the commit below it and its next owner judges it.
                 await stream.ack(event)
                 continue
-            except Exception as exc:
-                log.critical(
-                    "could not deliver the %s outcome for %s[%s]@%s; stopping without committing it",
-                    what,
-                    msg.topic,
-                    msg.partition,
-                    msg.offset,
-                    exc_info=True,
-                )
-                await self._app.crash(exc)
+            except Exception as exc:  # noqa: BLE001  # logged, with its traceback, by stop
+                await self.stop(what, origin, exc, stage=stage)
                 return
             mark_done(self._app, msg)
             await stream.ack(event)
             yield None
+
+    async def stop(self, what: str, origin: Origin, exc: Exception, *, stage: Stage | None) -> None:
+        """Stop the worker over ``exc``, raised handling the input at ``origin``, without committing it.
+
+        A judging input is marked first, so that after ``crash_loop_limit`` stops it is dead-lettered
+        (``processor``) instead of stopping every worker that reads it.
+        """
+        at = f"{origin.topic}[{origin.partition}]@{origin.offset}"
+        marks = None
+        if stage is not None:
+            try:
+                marks = await asyncio.wait_for(self._outcomes.mark_crash(stage, origin), CRASH_MARK_TIMEOUT_S)
+            except Exception:
+                log.exception("could not record that %s stopped the worker", at)
+        broken = isinstance(exc, WorkerBroken)
+        why = str(exc) if broken else f"could not deliver the {what} outcome ({type(exc).__name__}: {exc})"
+        counted = f"; it has stopped a worker {marks} time(s) of {self.crash_loop_limit}" if marks else ""
+        reason = f"{why}; stopping without committing {at}{counted}"
+        if self.stopped is None:
+            self.stopped = reason
+            self.on_stop(reason)
+        log.critical("%s", reason, exc_info=None if broken else exc)
+        await self._app.crash(exc)
 
     def processor(self, stage: Stage) -> Process:
         """The handler of a judging stage's events, for ``consume``."""
 
         async def process(event: Any, origin: Origin) -> None:
             with self._inflight.pair():
-                await self._decide_and_deliver(stage, event, origin)
+                marks = self._outcomes.crashes(stage, origin)
+                if marks >= self.crash_loop_limit:
+                    # A poison pill: it stopped a worker every time it was read. Set aside, with its bytes.
+                    detail = f"this input stopped a worker {marks} times (crash_loop_limit {self.crash_loop_limit})"
+                    letter = self._pipeline.crashed_worker(stage, event.value, origin, detail)
+                    await self.deliver(stage, StageResult([letter]), event.value, origin)
+                    return
+                await self._decide_and_deliver(stage, event, origin, after_crash=marks > 0)
 
         return process
 
-    async def _decide_and_deliver(self, stage: Stage, event: Any, origin: Origin) -> None:
+    async def _decide_and_deliver(self, stage: Stage, event: Any, origin: Origin, *, after_crash: bool) -> None:
         result: StageResult | None = None
         try:
             # Only the judging may be cut off by the shutdown (HandedBack); a delivery, once begun, finishes.
-            result = await self._inflight.judging(self._pipeline.handle(stage, event.value, event.headers, origin))
+            handled = self._pipeline.handle(stage, event.value, event.headers, origin, after_crash=after_crash)
+            result = await self._inflight.judging(handled)
             if event.message.generation_id != self._app.consumer_generation_id:
                 # The partition was reassigned while this input was judged. Its new owner judges
                 # it again (or replays what was recorded); publishing now could race that.
@@ -149,6 +221,11 @@ class Delivery:
             raise
 
 
+def _is_outcome(outgoing: list[Outgoing]) -> bool:
+    """Whether ``outgoing`` is an outcome to record (and mark published): anything but dead letters alone."""
+    return bool(outgoing) and not all(m.kind == "deadletter" for m in outgoing)
+
+
 def wire_stages(
     app: faust.App, delivery: Delivery, topics: dict[str, faust.TopicT], *, concurrency: int
 ) -> tuple[Any, Any]:
@@ -156,12 +233,12 @@ def wire_stages(
 
     @app.agent(topics["pairs"], name="pairjudge.judge", concurrency=concurrency)
     async def judge_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in delivery.consume(stream, "primary", delivery.processor("primary")):
+        async for _ in delivery.consume(stream, "primary", delivery.processor("primary"), stage="primary"):
             yield None
 
     @app.agent(topics["tiebreak"], name="pairjudge.tiebreak", concurrency=concurrency)
     async def tiebreak_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in delivery.consume(stream, "tiebreak", delivery.processor("tiebreak")):
+        async for _ in delivery.consume(stream, "tiebreak", delivery.processor("tiebreak"), stage="tiebreak"):
             yield None
 
     return judge_agent, tiebreak_agent

@@ -57,6 +57,8 @@ class WorkerHealth:
     recovering: Callable[[], int | None] = lambda: None
     #: Why the worker gave up on a stalled table recovery (streams.faust_compat.recovery_watch): not live from then on.
     stalled: str | None = None
+    #: Why the worker stopped itself over an input (a run of bugs, an undeliverable outcome: streams.worker.delivery).
+    broken: str | None = None
 
     def mark_stopping(self) -> None:
         """The worker is shutting down: not ready from now on."""
@@ -66,9 +68,15 @@ class WorkerHealth:
         """Table recovery stopped making progress: ``/livez`` fails, for an orchestrator to restart it."""
         self.stalled = reason
 
+    def mark_broken(self, reason: str) -> None:
+        """The worker is stopping itself over an input it could not handle: not ready, and says why."""
+        self.broken = reason
+
     def reasons(self) -> list[str]:
         """Why the worker is not ready; empty when it is."""
         reasons = []
+        if self.broken is not None:
+            reasons.append(f"stopped: {self.broken}")
         if self.stopping:
             reasons.append("shutting down")
         left = self.recovering()

@@ -2,7 +2,8 @@
 
 The Faust agents (``streams.worker.delivery``) are thin loops around these, so the same handlers serve the
 worker, ``agent.test_context()`` tests, and anything else that moves bytes. Every input ends in at
-least one outgoing message: a verdict, a tie-break request, a review request or a dead letter.
+least one outgoing message: a verdict, a tie-break request, a review request or a dead letter; a
+redelivered one whose outcome the broker already has ends in none.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from pairjudge.agents import (
     resolve_tiebreak,
 )
 from pairjudge.agents.audit import record_for
-from pairjudge.schemas import Alert, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.judges.breaker import CircuitBreaker
 from pairjudge.streams.kafka.codecs import decode, encode
 from pairjudge.streams.kafka.dead_letters import build_dead_letter
 from pairjudge.streams.security.redaction_hook import EventRedactor
 from pairjudge.streams.telemetry.tracing import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
+from pairjudge.streams.worker.error_budget import ErrorBudget, WorkerBroken
 
 log = logging.getLogger(__name__)
 
@@ -143,14 +145,19 @@ class Pipeline:
         max_event_bytes: int,
         outcomes: OutcomeStore | None = None,
         redactor: EventRedactor | None = None,
+        errors: ErrorBudget | None = None,
     ) -> None:
         self.outcomes = outcomes
+        #: Unexpected errors tolerated before the worker stops (``streams.worker.error_budget``); None: never stop
+        #: (the in-process API, whose every failure is an outcome).
+        self.errors = errors
         #: Redacts dead letters and review requests before they are published (``streams.security.redaction_hook``).
         self.redactor = redactor
         #: Set once every judge's credentials were checked at start-up (``streams.judges.preflight``).
         self.judges_checked = asyncio.Event()
         self.judges_checked.set()  # create_app clears it while a worker checks its judges' keys
-        self._rejections: dict[str, tuple[int, float]] = {}
+        #: (alert kind, series) -> (count since the last alert, when it was raised): alerts are throttled.
+        self._alerted: dict[tuple[str, str], tuple[int, float]] = {}
         #: Also told of every alert the stages raise (the alert webhook), without waiting.
         self.alert_sink: Callable[[Alert], None] | None = None
         #: Told of every freshly decided outcome before it is published (never of a replay): the audit
@@ -186,13 +193,21 @@ class Pipeline:
                 retries_left -= 1
             log.warning("judge unavailable while judging %s; judging it again when the judge is back", pair_id)
 
-    async def handle(self, stage: Stage, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
-        """One input of ``stage`` ("primary": a candidate pair; "tiebreak": a tie-break request)."""
+    async def handle(
+        self, stage: Stage, raw: bytes | None, headers: HeadersIn, origin: Origin, *, after_crash: bool = False
+    ) -> StageResult:
+        """One input of ``stage`` ("primary": a candidate pair; "tiebreak": a tie-break request).
+
+        ``after_crash``: this input already stopped a worker once; an unexpected error on it stops this one
+        too (``WorkerBroken``) instead of counting as an isolated bug.
+        """
         if stage == "primary":
-            return await self._stage("primary", CandidatePair, self.max_event_bytes, self._judge, raw, headers, origin)
+            return await self._stage(
+                "primary", CandidatePair, self.max_event_bytes, self._judge, raw, headers, origin, after_crash
+            )
         # A tie-break request carries the pair and both primary orderings, so it may be larger.
         return await self._stage(
-            "tiebreak", TieBreakRequest, self.max_event_bytes * 4, self._resolve, raw, headers, origin
+            "tiebreak", TieBreakRequest, self.max_event_bytes * 4, self._resolve, raw, headers, origin, after_crash
         )
 
     async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
@@ -221,11 +236,13 @@ class Pipeline:
         raw: bytes | None,
         headers: HeadersIn,
         origin: Origin,
+        after_crash: bool,
     ) -> StageResult:
         """One stage, the same for both: decode, replay a recorded outcome, or decide and publish.
 
-        Never raises for a bad input or a failing judge: those end in a dead letter. Anything else
-        (a bug) propagates, and the edge stops the worker without committing the input.
+        Never raises for a bad input or a failing judge: those end in a dead letter. An unexpected error
+        (a bug) on one pair dead-letters it as ``internal_error`` with an alert; in a run, it raises
+        ``WorkerBroken`` and the edge stops the worker without committing the input.
         """
         letter_stage: DeadLetterStage = "decode" if stage == "primary" else "tiebreak"
         #: Where a pair that decoded but could not be judged is dead-lettered.
@@ -240,16 +257,34 @@ class Pipeline:
                 item = decode(model, raw, max_bytes=max_bytes)
             except InputRejected as exc:
                 return StageResult([self._dead_letter(span, letter_stage, exc.reason, exc.detail, raw, origin)])
+            # Blind on purpose: whatever a bug raises is counted and logged in _unexpected (the error budget).
+            except Exception as exc:  # noqa: BLE001
+                return self._unexpected(stage, span, exc, raw, origin, None, after_crash)
             pair_id = item.pair_id
             span.set_attribute("pairjudge.pair_id", pair_id)
             recorded = await self.outcomes.claim(stage, pair_id) if self.outcomes is not None else None
             if recorded is not None:
-                # Redelivered (a rebalance, a crash, a producer retry): the same outcome again, unjudged.
-                span.set_attributes({"pairjudge.outcome": "replayed", "pairjudge.replayed": True})
+                # Redelivered (a rebalance, a crash, a producer retry): the same outcome again, unjudged; or
+                # nothing at all when the broker already has it all (streams.worker.published).
+                span.set_attributes(
+                    {
+                        "pairjudge.outcome": "replayed",
+                        "pairjudge.replayed": True,
+                        "pairjudge.already_published": not recorded,
+                    }
+                )
                 self.telemetry.instruments.replays.add(1, {"pairjudge.stage": stage})
                 return StageResult(recorded, pair_id=pair_id, replayed=True)
             try:
                 decision = await decide(item)
+                if is_judge_rejected(decision):
+                    # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
+                    # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery),
+                    # until `pairjudge deadletter replay` re-publishes it once the cause is fixed.
+                    detail = rejected_detail(decision) or "the judge refused the request"
+                    letter = self._dead_letter(span, where, "judge_rejected", detail, raw, origin)
+                    return StageResult([letter], pair_id=pair_id, alerts=self._rejection_alert(decision, detail))
+                return StageResult(self._publish(span, decision, item), pair_id=pair_id)
             except asyncio.CancelledError:
                 if self.outcomes is not None:
                     self.outcomes.release(stage, pair_id)
@@ -257,49 +292,85 @@ class Pipeline:
             except InputRejected as exc:
                 letter = self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)
                 return StageResult([letter], pair_id=pair_id)
-            except Exception as exc:
-                log.exception("%s stage failed on pair %s", stage, pair_id)
-                span.record_exception(exc)
-                detail = f"{type(exc).__name__}: {exc}"
-                return StageResult([self._dead_letter(span, where, "internal_error", detail, raw, origin)], pair_id)
-            if is_judge_rejected(decision):
-                # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
-                # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery), until
-                # `pairjudge deadletter replay` re-publishes it once the cause is fixed.
-                detail = rejected_detail(decision) or "the judge refused the request"
-                letter = self._dead_letter(span, where, "judge_rejected", detail, raw, origin)
-                return StageResult([letter], pair_id=pair_id, alerts=self._rejection_alert(decision, detail))
-            return StageResult(self._publish(span, decision, item), pair_id=pair_id)
+            except Exception as exc:  # noqa: BLE001  # a bug: counted and logged in _unexpected
+                try:
+                    return self._unexpected(stage, span, exc, raw, origin, pair_id, after_crash)
+                except WorkerBroken:
+                    if self.outcomes is not None:
+                        self.outcomes.release(stage, pair_id)
+                    raise
+
+    def _unexpected(
+        self,
+        stage: Stage,
+        span: Span,
+        exc: Exception,
+        raw: bytes | None,
+        origin: Origin,
+        pair_id: str | None,
+        after_crash: bool,
+    ) -> StageResult:
+        """A bug met on one input: its ``internal_error`` dead letter and an alert, or ``WorkerBroken`` when
+        the error budget is spent or this input already stopped a worker."""
+        span.record_exception(exc)
+        what = describe_error(exc)
+        at = f"{origin.topic}[{origin.partition}]@{origin.offset}"
+        self.telemetry.instruments.internal_errors.add(1, {"pairjudge.stage": stage})
+        if after_crash:
+            raise WorkerBroken(f"{at} stopped a worker before and raised again ({what})") from exc
+        if self.errors is not None and not self.errors.charge(what):
+            raise WorkerBroken(f"a run of unexpected errors: {self.errors.spent}") from exc
+        log.error(
+            "%s stage failed on %s (%s); dead-lettered as internal_error", stage, pair_id or at, what, exc_info=exc
+        )
+        where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
+        letter = self._dead_letter(span, where, "internal_error", what, raw, origin)
+        alert = self._alert("internal_error", f"worker:{stage}", f"unexpected error(s) in the {stage} stage", what)
+        return StageResult([letter], pair_id=pair_id, alerts=alert)
 
     def _rejection_alert(self, decision: Decision, detail: str) -> list[Outgoing]:
         """An ``Alert`` for a refused judge request, at most one per judge per ``ALERT_EVERY_S``."""
         judge = decision.outcome.judge if isinstance(decision.outcome, ReviewRequest) else None
         series = f"{judge.provider}:{judge.model}:{judge.version}" if judge is not None else "judge"
-        now = time.monotonic()
-        count = self._rejections.get(series, (0, 0.0))[0] + 1
-        last = self._rejections.get(series, (0, -ALERT_EVERY_S))[1]
-        if now - last < ALERT_EVERY_S:
-            self._rejections[series] = (count, last)
-            return []
-        self._rejections[series] = (0, now)
         latest = f"latest{_status_note(decision)}: {detail}"
+        alerts = self._alert("judge_rejected", series, "request(s) refused by the judge", latest)
+        if alerts:
+            log.error("judge %s refused a request: %s", series, detail)
+        return alerts
+
+    def _alert(self, kind: AlertKind, series: str, counted: str, latest: str) -> list[Outgoing]:
+        """An ``Alert`` of ``kind`` for ``series``, at most one per ``ALERT_EVERY_S``: how many ``counted`` since
+        the last one, and the ``latest``."""
+        now = time.monotonic()
+        count, last = self._alerted.get((kind, series), (0, -ALERT_EVERY_S))
+        count += 1
+        if now - last < ALERT_EVERY_S:
+            self._alerted[(kind, series)] = (count, last)
+            return []
+        self._alerted[(kind, series)] = (0, now)
         alert = Alert(
-            kind="judge_rejected",
+            kind=kind,
             series=series,
-            message=f"{count} request(s) refused by the judge since the last alert; {latest}"[:2_000],
+            message=f"{count} {counted} since the last alert; {latest}"[:2_000],
             value=float(count),
             threshold=0.0,
         )
-        log.error("judge %s refused a request: %s", series, detail)
         if self.alert_sink is not None:
             self.alert_sink(alert)
         return [Outgoing("audit", series.encode(), encode(alert), inject_headers())]
 
     def undeliverable(self, stage: Stage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
         """A dead letter for an input whose outcome the broker refused (too large, say)."""
-        with self.telemetry.tracer.start_as_current_span(f"pairjudge.{stage}.undeliverable") as span:
+        return self._edge_letter(stage, "outcome_undeliverable", raw, origin, detail)
+
+    def crashed_worker(self, stage: Stage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
+        """A dead letter for an input that stopped a worker ``crash_loop_limit`` times (a poison pill)."""
+        return self._edge_letter(stage, "crashed_worker", raw, origin, detail)
+
+    def _edge_letter(self, stage: Stage, reason: str, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
+        with self.telemetry.tracer.start_as_current_span(f"pairjudge.{stage}.{reason}") as span:
             where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
-            return self._dead_letter(span, where, "outcome_undeliverable", detail, raw, origin)
+            return self._dead_letter(span, where, reason, detail, raw, origin)
 
     def _publish(self, span: Span, decision: Decision, judged: CandidatePair | TieBreakRequest) -> list[Outgoing]:
         """The outcome, its audit copy if sampled, and the decision's record for the drift audit.
@@ -371,6 +442,24 @@ def dead_letter(
     )
     log.warning("dead-lettered %s at %s from %s: %s", letter.pair_id or "an event", stage, origin.topic, reason)
     return Outgoing("deadletter", letter.key, letter.value, inject_headers())
+
+
+def describe_error(exc: BaseException) -> str:
+    """``KeyError: 'x'``: the error an operator needs, also from inside the task group that judges both orders
+    (whose own message only says it had sub-exceptions)."""
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for inner in e.exceptions:
+                walk(inner)
+        else:
+            leaves.append(e)
+
+    walk(exc)
+    first = leaves[0] if leaves else exc
+    more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
+    return f"{type(first).__name__}: {first}{more}"
 
 
 def _kind_of(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> TopicKind:

@@ -10,9 +10,15 @@ no crash can leave an outcome published but not recorded. The changelog record l
 partition number as the input, which is how Faust co-partitions a table with its source: the worker
 that owns ``pairs``/3 also holds the outcomes recorded for it.
 
+Once the broker has acknowledged every message of the outcome, the entry is replaced by a mark that
+says so (``mark_published``), and a redelivery finds the mark and sends nothing: the messages are on
+their topics already, and a copy would be a duplicate every consumer has to drop. Only a redelivery
+between the send and the mark (a crash there, or a rebalance whose new owner restored the table before
+the mark reached the changelog) re-sends the recorded bytes. The mark is also what a retained pair
+costs: tens of bytes, not the 1-3 KB of its compressed outcome.
+
 Entries expire after ``retention_s`` (a tombstone on the changelog): redeliveries come within
-minutes, producer retries within hours. Memory on a worker is about (pairs per second on its
-partitions) x (retention) x (compressed outcome size, typically 1-3 KB).
+minutes, producer retries within hours.
 """
 
 from __future__ import annotations
@@ -27,8 +33,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from pairjudge.streams.kafka.topics import STAGES, outcome_table_name
-from pairjudge.streams.worker.pipeline import Outgoing, Stage, TopicKind
-from pairjudge.streams.worker.tables import current_entries, forget, owned_partitions, store
+from pairjudge.streams.worker.pipeline import Origin, Outgoing, Stage, TopicKind
+from pairjudge.streams.worker.tables import (
+    current_entries,
+    forget,
+    owned_partitions,
+    put,
+    read,
+    store,
+    table_options,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +86,22 @@ def unpack(stored: bytes) -> list[Outgoing]:
     ]
 
 
+#: The payload that replaces a recorded outcome once the broker has all of it (never a zlib stream: those
+#: start with 0x78).
+PUBLISHED = b"!published"
+
+
+def crash_key(origin: Origin) -> bytes:
+    """The crash mark's key for the input at ``origin``; never a pair id (those have no NUL)."""
+    return f"\x00crash:{origin.topic}:{origin.partition}:{origin.offset}".encode()
+
+
+def _log_failed_mark(sent: Any) -> None:
+    # Retrieved so that asyncio does not report it unawaited; the next redelivery re-sends the outcome.
+    if not sent.cancelled() and sent.exception() is not None:
+        log.warning("a published mark did not reach the changelog: %s", sent.exception())
+
+
 def _topic_kind(kind: str) -> TopicKind:
     if kind not in ("verdicts", "tiebreak", "review", "deadletter", "decisions"):
         raise ValueError(f"stored outcome has an unknown topic kind {kind!r}")
@@ -93,6 +123,7 @@ class OutcomeTables:
                 key_type=bytes,
                 value_type=bytes,
                 partitions=partitions,
+                options=table_options(app),
                 help=f"What the {stage} stage published, per pair id (idempotent redelivery).",
             )
             for stage in STAGES
@@ -123,13 +154,28 @@ class OutcomeTables:
 
     def recall(self, stage: Stage, pair_id: str) -> list[Outgoing] | None:
         """The messages recorded for this pair at this stage, if any and not expired."""
-        stored = self._tables[stage].data.get(pair_id.encode("utf-8"))
+        stored = read(self._tables[stage].data, pair_id.encode("utf-8"))
         if not stored:
             return None
         stored_at, _ = header(stored)
         if time.time() - stored_at > self.retention_s:
             return None
+        if stored.split(b":", 2)[2] == PUBLISHED:
+            return []  # on the broker already: nothing to send again
         return unpack(stored)
+
+    def mark_published(self, stage: Stage, pair_id: str, partition: int) -> None:
+        """The broker has every message of this pair's outcome: keep only that, so a redelivery sends nothing.
+
+        The changelog record is not waited for: lost in a crash, it costs one duplicate of the outcome
+        (the recorded bytes, re-sent), never an outcome.
+        """
+        table = self._tables[stage]
+        key = pair_id.encode("utf-8")
+        value = f"{int(time.time())}:{partition}:".encode("ascii") + PUBLISHED
+        put(table.data, partition, key, value)
+        sent = table.send_changelog(partition, key, value)
+        sent.add_done_callback(_log_failed_mark)
 
     async def record(self, stage: Stage, pair_id: str, partition: int, outgoing: list[Outgoing]) -> None:
         """Record, and wait until the broker has the changelog record."""
@@ -140,6 +186,29 @@ class OutcomeTables:
             await store(table, partition, key, value)
         finally:
             self.release(stage, pair_id)
+
+    # --- crash marks: how often an input stopped a worker (streams.worker.delivery) ---------------------
+    # Kept in the stage's table, co-partitioned with the input, so the partition's next owner has them.
+    # The key cannot collide with a pair id (those match ``^[A-Za-z0-9_.:-]+$``); the value has the outcome
+    # header, so the sweep expires marks like outcomes.
+
+    def crashes(self, stage: Stage, origin: Origin) -> int:
+        """How many times the input at ``origin`` stopped a worker (0 without a mark, or an expired one)."""
+        stored = read(self._tables[stage].data, crash_key(origin))
+        if not stored:
+            return 0
+        stored_at, _ = header(stored)
+        if time.time() - stored_at > self.retention_s:
+            return 0
+        return int(stored.split(b":", 2)[2])
+
+    async def mark_crash(self, stage: Stage, origin: Origin) -> int:
+        """Count one more stop on the input at ``origin``, and wait until the broker has it. Returns the count."""
+        count = self.crashes(stage, origin) + 1
+        partition = origin.partition or 0
+        value = f"{int(time.time())}:{partition}:{count}".encode("ascii")
+        await store(self._tables[stage], partition, crash_key(origin), value)
+        return count
 
     async def sweep(self) -> int:
         """Expire old entries: drop them here and tombstone them on the changelog. Returns how many."""

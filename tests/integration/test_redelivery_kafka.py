@@ -3,8 +3,9 @@
 A first worker judges pairs with a judge server, then stops. The group's offsets are rewound to the
 start, as after a crash before a commit, and a second worker, on another host (its own data dir),
 meets every pair again. Its judge is a *different* server that answers at random, like an LLM
-sampling at temperature > 0. The second worker must rebuild the outcome tables from their changelog
-and re-publish the recorded outcomes byte for byte, without a single call to its judge.
+sampling at temperature > 0. The second worker must rebuild the outcome tables from their changelog,
+find every outcome marked published, and commit every pair without a single call to its judge and
+without a second copy of any outcome (issue 26: duplicates cut at the source).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pairjudge.streams.kafka.producer import send_events
 from pairjudge.streams.kafka.topics import FINAL_KINDS
 from pairjudge_dev.pairgen import many_pairs
 from pairjudge_dev.slow_judge_server import Behaviour, JudgeServer
-from pairjudge_dev.workers import kafka_run, running_worker
+from pairjudge_dev.workers import kafka_run, running_worker, wait_until_committed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -108,20 +109,19 @@ async def test_a_redelivered_pair_gets_its_recorded_outcome_from_another_worker(
         await _rewind_group(settings)
         log2 = tmp_path / "w2.log"
         with running_worker(_on_host(settings, tmp_path, "host-2", fickle_judge.base_url), log2) as worker:
-            # Wait until every pair has been published twice (the rewound redelivery re-publishes).
-            for _ in range(120):
-                published = await _published(settings)
-                if all(len(published.get(pid, [])) >= 2 for pid in expected):
-                    break
-                assert worker.poll() is None, log2.read_text(errors="replace")[-3000:]
-                await asyncio.sleep(1)
+            # Wait until the second worker has met and committed every pair again.
+            caught_up = await wait_until_committed(settings, timeout=120)
+            assert worker.poll() is None, log2.read_text(errors="replace")[-3000:]
+            await asyncio.sleep(2)  # anything it would still send
         tail = log2.read_text(errors="replace")[-3000:]
-        assert all(len(published.get(pid, [])) >= 2 for pid in expected), f"not every pair was redelivered\n{tail}"
+        assert caught_up, f"not every pair was redelivered\n{tail}"
         assert fickle_judge.stats().requests == 0, "the second worker judged redelivered pairs again"
-        for pair_id in expected:
-            assert len(set(published[pair_id])) == 1, f"{pair_id} was published with different outcomes"
+        published = await _published(settings)
+        copies = {pid: len(published.get(pid, [])) for pid in expected}
+        assert set(copies.values()) == {1}, f"outcomes published again: {[p for p, n in copies.items() if n != 1]}"
         again = await collect_outcomes(settings, expected, timeout=30, settle=1)
         assert again.conflicting == {}
+        assert again.duplicates == 0
     finally:
         first_judge.stop()
         fickle_judge.stop()

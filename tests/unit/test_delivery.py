@@ -12,12 +12,14 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, RecordTooLargeError
 
 from pairjudge.streams.worker.delivery import Delivery
+from pairjudge.streams.worker.error_budget import WorkerBroken
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, Stage, StageResult
 from pairjudge.streams.worker.shutdown import InFlight
 from pairjudge.streams.worker.tables import forget, store
@@ -78,6 +80,7 @@ class App:
         self.consumer = Consumer(log)
         self.consumer_generation_id = GENERATION
         self.crashed: list[BaseException] = []
+        self.conf = SimpleNamespace(producer_max_request_size=1_000_000)
 
     async def crash(self, reason: BaseException) -> None:
         self.log.append(("crash", type(reason).__name__))
@@ -87,12 +90,25 @@ class App:
 class Outcomes:
     def __init__(self, log: list[Any]) -> None:
         self.log = log
+        #: (stage, offset) -> how many times it stopped a worker.
+        self.marks: dict[tuple[Stage, int | None], int] = {}
 
     async def record(self, stage: Stage, pair_id: str, partition: int, outgoing: list[Outgoing]) -> None:
         self.log.append(("record", stage, pair_id, partition, [m.kind for m in outgoing]))
 
     def release(self, stage: Stage, pair_id: str) -> None:
         self.log.append(("release", stage, pair_id))
+
+    def mark_published(self, stage: Stage, pair_id: str, partition: int) -> None:
+        self.log.append(("mark_published", stage, pair_id))
+
+    def crashes(self, stage: Stage, origin: Origin) -> int:
+        return self.marks.get((stage, origin.offset), 0)
+
+    async def mark_crash(self, stage: Stage, origin: Origin) -> int:
+        count = self.marks[(stage, origin.offset)] = self.crashes(stage, origin) + 1
+        self.log.append(("mark_crash", stage, origin.offset, count))
+        return count
 
 
 class Pipeline:
@@ -103,9 +119,17 @@ class Pipeline:
         self.result = result or StageResult(outgoing=[out("verdicts")], pair_id="pair-1")
         self.judging: asyncio.Event | None = None
         self.while_judging: Callable[[], None] = lambda: None
+        #: Raised by ``handle`` when set (a bug escaping the stage, or ``WorkerBroken``).
+        self.raises: BaseException | None = None
 
-    async def handle(self, stage: Stage, raw: bytes | None, headers: Any, origin: Origin) -> StageResult:
-        self.log.append(("handle", stage, origin.offset))
+    async def handle(
+        self, stage: Stage, raw: bytes | None, headers: Any, origin: Origin, *, after_crash: bool = False
+    ) -> StageResult:
+        self.log.append(
+            ("handle", stage, origin.offset, after_crash) if after_crash else ("handle", stage, origin.offset)
+        )
+        if isinstance(self.raises, BaseException):
+            raise self.raises
         self.while_judging()
         if self.judging is not None:
             await self.judging.wait()
@@ -113,6 +137,10 @@ class Pipeline:
 
     def undeliverable(self, stage: Stage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
         self.log.append(("undeliverable", stage, raw, origin.offset, detail))
+        return out("deadletter")
+
+    def crashed_worker(self, stage: Stage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
+        self.log.append(("crashed_worker", stage, raw, origin.offset, detail))
         return out("deadletter")
 
 
@@ -166,10 +194,18 @@ def rig(*, ack_at_once: bool = True, result: StageResult | None = None) -> Rig:
 ORIGIN = Origin(topic="p.pairs", partition=2, offset=7, key=b"pair-1")
 
 
-async def drain(delivery: Delivery, events: list[Event], log: list[Any], process: Any, what: str = "primary") -> int:
+async def drain(
+    delivery: Delivery,
+    events: list[Event],
+    log: list[Any],
+    process: Any,
+    what: str = "primary",
+    *,
+    stage: Stage | None = None,
+) -> int:
     """Run ``consume`` over ``events`` to its end; returns how many inputs it yielded (finished)."""
     finished = 0
-    async for _ in delivery.consume(Stream(events, log), what, process):
+    async for _ in delivery.consume(Stream(events, log), what, process, stage=stage):
         finished += 1
     return finished
 
@@ -217,7 +253,7 @@ async def test_publishing_nothing_sends_nothing() -> None:
 # --- deliver and release ------------------------------------------------------------------------------
 
 
-async def test_an_outcome_is_recorded_before_it_is_published_and_its_alerts_go_with_it_unrecorded() -> None:
+async def test_an_outcome_is_recorded_before_it_is_published_and_marked_published_after() -> None:
     result = StageResult(outgoing=[out("verdicts"), out("decisions")], pair_id="pair-1", alerts=[out("alerts")])
     r = rig(result=result)
     await r.delivery.deliver("primary", result, b"raw", ORIGIN)
@@ -225,8 +261,31 @@ async def test_an_outcome_is_recorded_before_it_is_published_and_its_alerts_go_w
         ("record", "primary", "pair-1", 2, ["verdicts", "decisions"]),
         ("send", "verdicts", b"pair-1"),
         ("send", "decisions", b"pair-1"),
-        ("send", "alerts", b"pair-1"),
+        ("send", "alerts", b"pair-1"),  # alerts go with it, unrecorded
+        ("mark_published", "primary", "pair-1"),
     ]
+
+
+async def test_no_published_mark_until_every_output_is_acknowledged() -> None:
+    result = StageResult(outgoing=[out("verdicts"), out("decisions")], pair_id="pair-1")
+    r = rig(result=result, ack_at_once=False)
+    delivering = asyncio.ensure_future(r.delivery.deliver("primary", result, b"raw", ORIGIN))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    r.topics["verdicts"].futures[0].set_result(None)
+    await asyncio.sleep(0)
+    assert "mark_published" not in [entry[0] for entry in r.log]
+    r.topics["decisions"].futures[0].set_exception(KafkaTimeoutError("the broker went away"))
+    with pytest.raises(KafkaTimeoutError):
+        await delivering
+    assert "mark_published" not in [entry[0] for entry in r.log]  # the redelivery re-sends it all
+
+
+async def test_a_redelivered_pair_already_on_the_broker_sends_nothing() -> None:
+    result = StageResult(outgoing=[], pair_id="pair-1", replayed=True)
+    r = rig(result=result)
+    assert await drain(r.delivery, [Event()], r.log, r.delivery.processor("primary")) == 1
+    assert r.log == [("handle", "primary", 7), ("done", 7), ("ack", 7)]
 
 
 @pytest.mark.parametrize(
@@ -243,7 +302,8 @@ async def test_a_replayed_or_undecodable_outcome_is_published_but_never_recorded
     r = rig(result=result)
     await r.delivery.deliver("tiebreak", result, b"raw", Origin(partition=None))
     r.delivery.release("tiebreak", result)
-    assert [entry[0] for entry in r.log] == ["send"]
+    # A re-sent recorded outcome is then marked published, so the next redelivery sends nothing.
+    assert [entry[0] for entry in r.log] == (["send", "mark_published"] if result.replayed else ["send"])
 
 
 async def test_an_input_without_a_partition_is_recorded_in_partition_zero() -> None:
@@ -337,7 +397,44 @@ async def test_a_failed_delivery_crashes_the_app_and_stops_without_acking(caplog
         assert await drain(r.delivery, events, r.log, process, "audit join") == 0
     # Nothing after the failure either: the worker stops, the commit stays below the input.
     assert r.log == [("crash", "KafkaTimeoutError")]
-    assert "could not deliver the audit join outcome for p.pairs[2]@7; stopping without committing it" in caplog.text
+    assert "could not deliver the audit join outcome (KafkaTimeoutError: " in caplog.text
+    assert "stopping without committing p.pairs[2]@7" in caplog.text
+    assert r.delivery.stopped is not None
+    assert "p.pairs[2]@7" in r.delivery.stopped
+
+
+async def test_a_judging_input_that_stops_the_worker_is_marked_first_and_says_how_often() -> None:
+    r = rig()
+    stops: list[str] = []
+    r.delivery.on_stop = stops.append
+    r.pipeline.raises = WorkerBroken("a run of unexpected errors: 6 unexpected errors within 60 s")
+    events = [Event(message=Message(offset=7)), Event(message=Message(offset=8))]
+    assert await drain(r.delivery, events, r.log, r.delivery.processor("primary"), stage="primary") == 0
+    assert r.log == [("handle", "primary", 7), ("mark_crash", "primary", 7, 1), ("crash", "WorkerBroken")]
+    assert len(stops) == 1
+    assert stops[0].startswith("a run of unexpected errors")
+    assert "it has stopped a worker 1 time(s) of 3" in stops[0]
+
+
+async def test_an_input_that_stopped_a_worker_before_is_handled_strictly() -> None:
+    r = rig()
+    await r.delivery.processor("primary")(Event(message=Message(offset=7)), ORIGIN)
+    r.log.clear()
+    outcomes: Any = r.delivery._outcomes
+    outcomes.marks[("primary", 7)] = 1
+    await r.delivery.processor("primary")(Event(message=Message(offset=7)), ORIGIN)
+    assert r.log[0] == ("handle", "primary", 7, True)
+
+
+async def test_an_input_at_the_crash_loop_limit_is_dead_lettered_unhandled() -> None:
+    r = rig()
+    outcomes: Any = r.delivery._outcomes
+    outcomes.marks[("tiebreak", 7)] = r.delivery.crash_loop_limit
+    await r.delivery.processor("tiebreak")(Event(value=b"poison", message=Message(offset=7)), ORIGIN)
+    assert r.log == [
+        ("crashed_worker", "tiebreak", b"poison", 7, "this input stopped a worker 3 times (crash_loop_limit 3)"),
+        ("send", "deadletter", b"pair-1"),
+    ]
 
 
 # --- the stages' processor ----------------------------------------------------------------------------
@@ -354,6 +451,7 @@ async def test_a_stage_input_is_judged_counted_in_flight_and_delivered() -> None
         ("handle", "tiebreak", 7),
         ("record", "tiebreak", "pair-1", 2, ["verdicts"]),
         ("send", "verdicts", b"pair-1"),
+        ("mark_published", "tiebreak", "pair-1"),
         ("done", 7),
         ("ack", 7),
     ]

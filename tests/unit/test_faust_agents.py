@@ -22,6 +22,7 @@ from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, DeadLetter, PairVerdict,
 from pairjudge.streams.app import PairjudgeApp, create_app
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.telemetry.tracing import Telemetry, make_tracer_provider
+from pairjudge.streams.worker.tables import put
 from tests.unit.factories import make_pair, tiebreak_reply, tone_reply
 
 
@@ -143,9 +144,10 @@ async def test_a_judge_that_stays_invalid_sends_the_pair_to_review_not_a_tie(tmp
     assert all(o.retries == 2 for o in reviews[0].orderings)
 
 
-async def test_a_redelivered_pair_replays_its_recorded_outcome_without_judging_it_again(tmp_path: Path) -> None:
-    """docs/design.md §2.12: a second delivery of a pair (a rebalance, a crash, a producer retry) gets the same
-    outcome, byte for byte, even from a judge that would now answer differently."""
+async def test_a_redelivered_pair_is_neither_judged_nor_published_again(tmp_path: Path) -> None:
+    """docs/design.md §2.12: a second delivery of a pair (a rebalance, a crash, a producer retry) whose outcome
+    the broker has sends nothing, even with a judge that would now answer differently; one that comes before
+    the published mark (a crash in between) re-sends the recorded outcome, byte for byte."""
     pair = make_pair()
     calls: list[str] = []
 
@@ -162,18 +164,27 @@ async def test_a_redelivered_pair_replays_its_recorded_outcome_without_judging_i
     async with wired.judge_agent.test_context() as agent:
         await agent.put(raw, key=pair.pair_id.encode())
         await agent.put(raw, key=pair.pair_id.encode())
+    # Recorded once, on the primary stage's changelog, before it was published; the decision's audit record
+    # travels with the verdict; then marked published, and the redelivery sends nothing.
+    kinds = [kind for kind, _, _, _ in captured.sent]
+    assert kinds == ["changelog-primary", "verdicts", "decisions", "changelog-primary"]
+    recorded, mark = (value for kind, _, value, _ in captured.sent if kind == "changelog-primary")
+    assert mark.endswith(b":!published")
+    assert len(mark) < len(recorded)
+    assert len(calls) == 2, f"the judge was asked again on redelivery: {calls}"
+
+    # The mark lost (a crash between the send and the mark): the recorded bytes are sent again, unjudged.
+    first_verdict = next(value for kind, _, value, _ in captured.sent if kind == "verdicts")
+    put(wired.outcomes.tables["primary"].data, 0, pair.pair_id.encode(), recorded)
+    async with wired.judge_agent.test_context() as agent:
+        await agent.put(raw, key=pair.pair_id.encode())
     verdicts = [value for kind, _, value, _ in captured.sent if kind == "verdicts"]
-    assert len(verdicts) == 2
-    assert verdicts[0] == verdicts[1], "the redelivery published a different outcome"
+    assert verdicts == [first_verdict, first_verdict], "the redelivery published a different outcome"
     assert PairVerdict.model_validate_json(verdicts[0]).winner == pair.candidates[0].candidate_id
     assert len(calls) == 2, f"the judge was asked again on redelivery: {calls}"
-    # Recorded once, on the primary stage's changelog, before it was published; the decision's audit
-    # record travels with the verdict and is replayed with it (the audit join counts it once).
-    kinds = [kind for kind, _, _, _ in captured.sent]
-    assert kinds == ["changelog-primary", "verdicts", "decisions", "verdicts", "decisions"]
     wired.telemetry.tracer_provider.force_flush()
     replayed = [s for s in exporter.get_finished_spans() if (s.attributes or {}).get("pairjudge.replayed")]
-    assert len(replayed) == 1
+    assert [(s.attributes or {}).get("pairjudge.already_published") for s in replayed] == [True, False]
 
 
 async def test_an_input_whose_delivery_fails_is_never_acked(tmp_path: Path) -> None:
