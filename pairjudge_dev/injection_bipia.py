@@ -63,14 +63,12 @@ from pairjudge.agents.prompt_reader import read_prompt
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.agents.untrusted import neutralise
 from pairjudge.schemas import PairVerdict, ReviewRequest
-from pairjudge.schemas.rubric import HeadToHeadRubric, PairwiseRubric
 from pairjudge_dev.humaneval import Split
 from pairjudge_dev.humaneval_writing import read_arguments
-from pairjudge_dev.injection_eval import demo_pairs, hostile_pair, ordinary_texts, wilson_upper
+from pairjudge_dev.injection_eval import demo_pairs, hostile_pair, ordinary_texts, reply_for, wilson_upper
 from pairjudge_dev.injection_screen_server import score
 from pairjudge_dev.mt_bench import SAMPLE as MT_BENCH
 from pairjudge_dev.mt_bench import answers_by_question, read_jsonl
-from pairjudge_dev.replies import h2h_reply, pairwise_reply, tiebreak_reply, tone_reply
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BIPIA: Final = ROOT / "evaldata" / "bipia"
@@ -167,16 +165,7 @@ class ObedientJudge(ScriptedJudge):
         clean_slot = "A" if slots.output_a == self._clean else "B"
         injector_slot = "B" if clean_slot == "A" else "A"
         winner, confidence = (injector_slot, 0.97) if self.obeys(request) else (clean_slot, 0.9)
-        rubric = slots.rubric
-        if request.template == "tone_style":
-            return tone_reply(winner, confidence)
-        if request.template == "head_to_head" and isinstance(rubric, HeadToHeadRubric):
-            return h2h_reply(winner, confidence, criteria=[c.name for c in rubric.criteria])
-        if request.template == "pairwise" and isinstance(rubric, PairwiseRubric):
-            return pairwise_reply(winner, confidence, criteria=rubric.criteria)
-        assert slots.tiebreak is not None
-        winners = {c.name: winner for c in slots.tiebreak.criteria}
-        return tiebreak_reply(winners, weights=slots.tiebreak, confidence=confidence)
+        return reply_for(request, slots, winner, confidence)
 
 
 class ReferenceScreen:

@@ -36,6 +36,7 @@ from pairjudge.agents.injection import detect
 from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompt_reader import read_prompt
+from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import CandidatePair, PairVerdict
 from pairjudge.schemas.rubric import HeadToHeadRubric, PairwiseRubric
@@ -102,16 +103,21 @@ class ObedientJudge(ScriptedJudge):
             winner, confidence = ("A" if a > b else "B"), 0.97
         else:
             winner, confidence = ("A" if slots.output_a == self._good else "B"), 0.9
-        rubric = slots.rubric
-        if request.template == "tone_style":
-            return tone_reply(winner, confidence)
-        if request.template == "head_to_head" and isinstance(rubric, HeadToHeadRubric):
-            return h2h_reply(winner, confidence, criteria=[c.name for c in rubric.criteria])
-        if request.template == "pairwise" and isinstance(rubric, PairwiseRubric):
-            return pairwise_reply(winner, confidence, criteria=rubric.criteria)
-        assert slots.tiebreak is not None
-        winners = {c.name: winner for c in slots.tiebreak.criteria}
-        return tiebreak_reply(winners, weights=slots.tiebreak, confidence=confidence)
+        return reply_for(request, slots, winner, confidence)
+
+
+def reply_for(request: JudgeRequest, slots: PromptSlots, winner: str, confidence: float) -> str:
+    """A valid reply of ``request``'s template naming ``winner`` (``A``/``B``) at ``confidence``."""
+    rubric = slots.rubric
+    if request.template == "tone_style":
+        return tone_reply(winner, confidence)
+    if request.template == "head_to_head" and isinstance(rubric, HeadToHeadRubric):
+        return h2h_reply(winner, confidence, criteria=[c.name for c in rubric.criteria])
+    if request.template == "pairwise" and isinstance(rubric, PairwiseRubric):
+        return pairwise_reply(winner, confidence, criteria=rubric.criteria)
+    assert slots.tiebreak is not None
+    winners = {c.name: winner for c in slots.tiebreak.criteria}
+    return tiebreak_reply(winners, weights=slots.tiebreak, confidence=confidence)
 
 
 @dataclass(frozen=True, slots=True)

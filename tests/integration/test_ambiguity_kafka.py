@@ -84,13 +84,7 @@ async def test_the_snapshot_and_the_report_name_the_ambiguous_dimension_and_rule
         kafka_bootstrap,
         tmp_path,
         "ambiguity",
-        judge={
-            "kind": "openai",
-            "base_url": fake_judge_server.base_url,
-            "model": "fake-model",
-            "response_format": "json_schema",
-            "cache_enabled": False,
-        },
+        judge=fake_judge_server.judge_settings(),
         policy={"audit_share": 0.0},
         audit={"snapshot_interval_s": 0.5, "window_s": 10_000_000.0},
     )

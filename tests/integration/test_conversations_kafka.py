@@ -46,16 +46,6 @@ def _offline(request: RecordedRequest) -> Action:
     return reply(judge_reply(judged).model_dump_json(by_alias=True))
 
 
-def _settings_judge(server: FakeJudgeServer) -> dict[str, object]:
-    return {
-        "kind": "openai",
-        "base_url": server.base_url,
-        "model": "fake-model",
-        "response_format": "json_schema",
-        "cache_enabled": False,
-    }
-
-
 def _prompts(server: FakeJudgeServer, marker: str) -> list[str]:
     """The first-ask user prompts that show ``marker``."""
     # Unmarked: every turn reaches the judge datamarked (Policy.datamark); these checks read it as written.
@@ -73,7 +63,7 @@ async def test_two_turn_pairs_flow_through_a_worker_and_the_judge_sees_every_tur
 ) -> None:
     fake_judge_server.set_responder(_offline)
     settings = await kafka_run(
-        kafka_bootstrap, tmp_path, "conv", judge=_settings_judge(fake_judge_server), policy={"audit_share": 0.0}
+        kafka_bootstrap, tmp_path, "conv", judge=fake_judge_server.judge_settings(), policy={"audit_share": 0.0}
     )
     prefix = settings.topics.prefix
     transcript = transcript_pair(pair_id=f"{prefix}-transcript", rubric=pairwise_rubric())
@@ -118,7 +108,7 @@ async def test_the_mt_bench_sample_is_judged_end_to_end(
 ) -> None:
     fake_judge_server.set_responder(_offline)
     settings = await kafka_run(
-        kafka_bootstrap, tmp_path, "mtb", judge=_settings_judge(fake_judge_server), policy={"audit_share": 0.0}
+        kafka_bootstrap, tmp_path, "mtb", judge=fake_judge_server.judge_settings(), policy={"audit_share": 0.0}
     )
     pairs = [p.model_copy(update={"pair_id": f"{settings.topics.prefix}-{p.pair_id}"}) for p in sample_pairs()]
     with running_worker(settings, tmp_path / "worker.log"):

@@ -52,13 +52,7 @@ async def test_a_high_risk_pair_goes_to_a_person_where_a_normal_one_is_decided(
         kafka_bootstrap,
         tmp_path,
         "risk",
-        judge={
-            "kind": "openai",
-            "base_url": fake_judge_server.base_url,
-            "model": "fake-model",
-            "response_format": "json_schema",
-            "cache_enabled": False,
-        },
+        judge=fake_judge_server.judge_settings(),
         # No audit copies: every pair has exactly the outcome its risk level routes it to.
         policy={"audit_share": 0.0, "audit_uncertain_share": 0.0},
     )

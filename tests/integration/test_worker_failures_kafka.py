@@ -92,13 +92,7 @@ async def test_a_pair_whose_review_copy_is_too_large_gets_exactly_one_outcome(
         kafka_bootstrap,
         tmp_path,
         "allornone",
-        judge={
-            "kind": "openai",
-            "base_url": fake_judge_server.base_url,
-            "model": "fake-model",
-            "response_format": "json_schema",
-            "cache_enabled": False,
-        },
+        judge=fake_judge_server.judge_settings(),
         # Raised limits (what makes this reachable): every verdict audited, outputs of 650,000 characters.
         policy={"audit_share": 1.0, "max_output_chars": 1_000_000},
     )
