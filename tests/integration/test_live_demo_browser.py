@@ -179,7 +179,9 @@ async def test_the_live_demo_from_the_readme_to_ctrl_c(demo: Demo, browser: Brow
     await audit_page.goto(audit)
     before = await _steady_label_count(audit_page)
     assert await audit_page.locator("#audit-series tbody tr").count() >= 1
-    assert "n/a" not in await audit_page.locator("#audit-series td.agreement").first.inner_text()
+    # Some series has agreement from the head start's labels (which one sorts first depends on the template hashes).
+    agreements = await audit_page.locator("#audit-series td.agreement").all_inner_texts()
+    assert any("n/a" not in a for a in agreements), agreements
 
     # Three audit samples, labelled by keyboard.
     await page.goto(samples)
