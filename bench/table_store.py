@@ -57,7 +57,7 @@ from pairjudge.streams.kafka.topics import changelog_topic, outcome_table_name, 
 from pairjudge.streams.security.kafka_clients import client_config
 from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Outgoing, Pipeline
-from pairjudge.streams.worker.published import PUBLISHED, pack
+from pairjudge.streams.worker.published import pack, published_mark
 from pairjudge.streams.worker.tables import ROCKSDB_OPTIONS
 from pairjudge_dev.bench import add_broker_args, bench_broker, console, fail, quiet_kafka_client, run_settings, work_dir
 from pairjudge_dev.pairgen import many_pairs
@@ -161,7 +161,7 @@ def records(
             if messages is None:
                 continue
             if published:
-                value = f"{int(stored_at)}:{partition}:".encode("ascii") + PUBLISHED
+                value = published_mark(partition, stored_at)
             else:
                 value = pack(
                     renamed(messages, shape.pair_id.encode(), pair_id), partition=partition, stored_at=stored_at

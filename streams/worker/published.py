@@ -63,7 +63,17 @@ def pack(outgoing: Iterable[Outgoing], *, partition: int, stored_at: float) -> b
         for m in outgoing
     ]
     payload = zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), level=1)
-    return f"{int(stored_at)}:{partition}:".encode("ascii") + payload
+    return entry_header(partition, stored_at) + payload
+
+
+def entry_header(partition: int, stored_at: float) -> bytes:
+    """The ``<stored_at>:<partition>:`` every stored value starts with: outcomes, published and crash marks."""
+    return f"{int(stored_at)}:{partition}:".encode("ascii")
+
+
+def published_mark(partition: int, stored_at: float) -> bytes:
+    """What a recorded outcome becomes once the broker has all of it."""
+    return entry_header(partition, stored_at) + PUBLISHED
 
 
 def header(stored: bytes) -> tuple[float, int]:
@@ -72,8 +82,8 @@ def header(stored: bytes) -> tuple[float, int]:
     return float(stored_at), int(partition)
 
 
-def unpack(stored: bytes) -> list[Outgoing]:
-    _, _, payload = stored.split(b":", 2)
+def unpack(payload: bytes) -> list[Outgoing]:
+    """The messages of a packed value's payload (what follows its header)."""
     body = json.loads(zlib.decompress(payload))
     return [
         Outgoing(
@@ -154,15 +164,22 @@ class OutcomeTables:
 
     def recall(self, stage: Stage, pair_id: str) -> list[Outgoing] | None:
         """The messages recorded for this pair at this stage, if any and not expired."""
-        stored = read(self._tables[stage].data, pair_id.encode("utf-8"))
+        payload = self._payload(stage, pair_id.encode("utf-8"))
+        if payload is None:
+            return None
+        if payload == PUBLISHED:
+            return []  # on the broker already: nothing to send again
+        return unpack(payload)
+
+    def _payload(self, stage: Stage, key: bytes) -> bytes | None:
+        """What is stored under ``key`` after its header, or None when nothing is or it has expired."""
+        stored = read(self._tables[stage].data, key)
         if not stored:
             return None
         stored_at, _ = header(stored)
         if time.time() - stored_at > self.retention_s:
             return None
-        if stored.split(b":", 2)[2] == PUBLISHED:
-            return []  # on the broker already: nothing to send again
-        return unpack(stored)
+        return stored.split(b":", 2)[2]
 
     def mark_published(self, stage: Stage, pair_id: str, partition: int) -> None:
         """The broker has every message of this pair's outcome: keep only that, so a redelivery sends nothing.
@@ -172,7 +189,7 @@ class OutcomeTables:
         """
         table = self._tables[stage]
         key = pair_id.encode("utf-8")
-        value = f"{int(time.time())}:{partition}:".encode("ascii") + PUBLISHED
+        value = published_mark(partition, time.time())
         put(table.data, partition, key, value)
         sent = table.send_changelog(partition, key, value)
         sent.add_done_callback(_log_failed_mark)
@@ -194,19 +211,14 @@ class OutcomeTables:
 
     def crashes(self, stage: Stage, origin: Origin) -> int:
         """How many times the input at ``origin`` stopped a worker (0 without a mark, or an expired one)."""
-        stored = read(self._tables[stage].data, crash_key(origin))
-        if not stored:
-            return 0
-        stored_at, _ = header(stored)
-        if time.time() - stored_at > self.retention_s:
-            return 0
-        return int(stored.split(b":", 2)[2])
+        payload = self._payload(stage, crash_key(origin))
+        return 0 if payload is None else int(payload)
 
     async def mark_crash(self, stage: Stage, origin: Origin) -> int:
         """Count one more stop on the input at ``origin``, and wait until the broker has it. Returns the count."""
         count = self.crashes(stage, origin) + 1
         partition = origin.partition or 0
-        value = f"{int(time.time())}:{partition}:{count}".encode("ascii")
+        value = entry_header(partition, time.time()) + str(count).encode("ascii")
         await store(self._tables[stage], partition, crash_key(origin), value)
         return count
 
