@@ -29,6 +29,7 @@ Idempotency: for a given pair, policy and deterministic judge, the decision is t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -39,7 +40,7 @@ import anyio
 from pairjudge.agents.builders import Outcome, primary_outcome, review, settled_verdict
 from pairjudge.agents.errors import InputRejected
 from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation
-from pairjudge.agents.injection import detect
+from pairjudge.agents.injection import Finding, detect
 from pairjudge.agents.injection_screen import InjectionScreen, screen_of, screen_pair
 from pairjudge.agents.judge import Judge, JudgeCall, judge_info
 from pairjudge.agents.jury import Juror, juror, jury_info, reconcile_jury, required_votes, tally, with_agreement
@@ -188,7 +189,8 @@ def snapshot_pair(pair: CandidatePair, rubric: InlineRubric) -> CandidatePair:
     A pair that named a catalog rubric is forwarded to tie-break and review with the rubric itself, so
     later stages and human reviewers see what the judge saw even if the catalog changes meanwhile.
     """
-    return pair if pair.rubric == rubric else pair.model_copy(update={"rubric": rubric})
+    # ``is`` first: an inline rubric is the pair's own object, and comparing models field by field is not free.
+    return pair if pair.rubric is rubric or pair.rubric == rubric else pair.model_copy(update={"rubric": rubric})
 
 
 def scan_for_injection(pair: CandidatePair) -> tuple[InjectionFlag, ...]:
@@ -196,17 +198,26 @@ def scan_for_injection(pair: CandidatePair) -> tuple[InjectionFlag, ...]:
     task's conversation before its last user turn: text aimed at the judge. A hostile instruction in a
     turn of the conversation is the indirect case: the judge is shown every turn. The last user turn is
     the question, read like a single prompt (which is not scanned)."""
+    scanned: dict[str, tuple[Finding, ...]] = {}
+
+    def findings(text: str) -> tuple[Finding, ...]:
+        # A text met twice in one pair (identical outputs, a turn repeated) is read once.
+        found = scanned.get(text)
+        if found is None:
+            found = scanned[text] = detect(text)
+        return found
+
     flags = [
         InjectionFlag(candidate_id=None, rule=f.rule, excerpt=f.excerpt, where=f"task turn {number} ({m.role})")
         for number, m in enumerate(pair.task.history, start=1)
-        for f in detect(m.content)
+        for f in findings(m.content)
     ]
     for c in pair.candidates:
         texts = [*((f"turn {n}", t) for n, t in enumerate(c.turns, start=1)), ("output", c.output)]
         flags += (
             InjectionFlag(candidate_id=c.candidate_id, rule=f.rule, excerpt=f.excerpt, where=where)
             for where, text in texts
-            for f in detect(text)
+            for f in findings(text)
         )
     return tuple(flags)
 
@@ -226,14 +237,31 @@ async def gather_in_order(jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]
         results[index] = await job()
 
     try:
-        async with anyio.create_task_group() as tg:
-            for index, job in enumerate(jobs):
-                tg.start_soon(one, index, job)
+        if _on_asyncio():
+            # asyncio's own task group where it runs (the worker, the CLI, the tests): the same contract as
+            # anyio's (the others cancelled when one raises, errors in an exception group) at about a
+            # quarter of its cost, which was a tenth of a pair's own CPU with an instant judge.
+            async with asyncio.TaskGroup() as tasks:
+                for index, job in enumerate(jobs):
+                    tasks.create_task(one(index, job))
+        else:
+            async with anyio.create_task_group() as tg:
+                for index, job in enumerate(jobs):
+                    tg.start_soon(one, index, job)
     except BaseExceptionGroup as group:
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
     return [results[index] for index in range(len(jobs))]
+
+
+def _on_asyncio() -> bool:
+    """True inside a running asyncio event loop (anyio's other backend, trio, runs none)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def both_orders(run: Callable[[Order], Awaitable[T]]) -> tuple[T, T]:
@@ -338,8 +366,9 @@ async def judge_pair(
     if settled is not None:
         return _settled_decision(judged_pair, rubric, settled, info, prompt_hash)
     jurors = await _judge_jurors(judged_pair, rubric, panel, policy, prompt_hash, threshold)
-    # Agreement is with the majority candidate, even when low confidence keeps it from deciding.
-    votes = with_agreement([j.vote for j in jurors], tally([j.vote for j in jurors], needed))
+    # Agreement is with the majority candidate, even when low confidence keeps it from deciding. Only a
+    # jury's events carry votes: one judge's are not worked out.
+    votes = with_agreement([j.vote for j in jurors], tally([j.vote for j in jurors], needed)) if is_jury else ()
     raw = reconcile_jury(jurors, needed, threshold)
     rec = apply_policy(raw, policy, pair.risk)
     orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
@@ -352,14 +381,14 @@ async def judge_pair(
         info,
         orderings=orderings,
         judged=majority,
-        votes=votes if is_jury else (),
+        votes=votes,
     )
     sampling_class = verdict_class(
         stage="primary",
         mean_confidence=rec.mean_confidence,
         threshold=threshold,
         margin=policy.audit_uncertain_margin,
-        votes=votes if is_jury else (),
+        votes=votes,
         winner=rec.winner,
     )
     sampled, copy = audit(outcome, judged_pair, "primary", policy, sampling_class)

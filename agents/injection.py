@@ -39,9 +39,10 @@ verdict): that is why it is not the only defence. Every untrusted text also reac
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from pairjudge.agents.untrusted import fold, has_tag_text, reveal_tags, strip_hidden
 
@@ -66,14 +67,25 @@ class Finding:
     excerpt: str
 
 
-_SPACES: Final = re.compile(r"[^\S\n]+")
-_NEWLINES: Final = re.compile(r"\s*\n\s*")
-
-
 def normalise(text: str) -> str:
     """The view the rules read: hidden characters out, look-alikes folded, lower case, single spaces, and
-    one newline where lines break (role markers are recognised at the start of a line)."""
-    return _NEWLINES.sub("\n", _SPACES.sub(" ", fold(strip_hidden(text)).lower()))
+    one newline where lines break (role markers are recognised at the start of a line).
+
+    Every run of whitespace becomes one newline if it holds one, else one space: what substituting
+    ``[^\\S\\n]+`` by a space and then ``\\s*\\n\\s*`` by a newline gives, by splitting rather than by two
+    regex passes over every character (``str.split`` splits on exactly the characters ``\\s`` matches).
+    """
+    view = fold(strip_hidden(text)).lower()
+    lines = [" ".join(words) for line in view.split("\n") if (words := line.split())]
+    if not lines:  # nothing but whitespace
+        return "" if not view else "\n" if "\n" in view else " "
+    shown = "\n".join(lines)
+    # A run at either end has no word beyond it: it stays, as one newline or one space.
+    if view[0].isspace():
+        shown = ("\n" if "\n" in view[: len(view) - len(view.lstrip())] else " ") + shown
+    if view[-1].isspace():
+        shown += "\n" if "\n" in view[len(view.rstrip()) :] else " "
+    return shown
 
 
 # Words, as alternations, shared by the rules.
@@ -189,6 +201,112 @@ _ALTERNATIVES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
 
 RULES: Final[tuple[Rule, ...]] = tuple(Rule(name, re.compile("|".join(alts))) for name, alts in _ALTERNATIVES)
 
+# --- a cheaper way to find nothing ------------------------------------------------------------------
+#
+# Most text matches no rule, and the rules' searches were most of a scan's time: every alternative is
+# tried at every position. Yet every match of a rule contains one of a few plain strings ("ignore",
+# "evaluator", "<|" ...), and a substring test is far cheaper than a search. The strings are read off
+# each rule's own pattern (its syntax tree, ``re._parser``), so they cannot drift from it, and a rule is
+# searched, exactly as before, only when the view holds one of them. Two sets per rule: a short one of
+# plain words tested on every view at once (``_ALL_NEEDLES``), and, for a rule that passes it, a longer
+# one of phrases ("other" becomes "the other ", "system" "system prompt", "output" "output_a" ...) that
+# spares most searches of long texts, where the plain words turn up by chance.
+
+_sre_parser: Any = importlib.import_module("re._parser")  # the syntax tree re.compile builds (private)
+# Words that say little about a rule: a needle is worth what is left of it without them.
+_COMMON: Final = re.compile(
+    r"\b(?:the|to|for|a|an|of|is|as|this|that|it|in|on|and|or|be|you|i|my|our|any|all|with|these|was)\b|\s"
+)
+
+_Strings = frozenset[str]
+
+
+def _best(candidates: list[_Strings | None]) -> _Strings | None:
+    """The strings most worth testing, of sets one of whose strings a match must contain: the longest
+    shortest string once common words are left out, then the longest shortest string, then the fewest."""
+    usable = [c for c in candidates if c and "" not in c]
+    if not usable:
+        return None
+    best = max(usable, key=lambda c: (min(len(_COMMON.sub("", s)) for s in c), min(map(len, c)), -len(c)))
+    # A string that contains another of the set is found whenever that one is: test only the shorter.
+    return frozenset(s for s in best if not any(o != s and o in s for o in best))
+
+
+def _sequence(items: Any, limit: int) -> tuple[_Strings | None, _Strings | None]:
+    """For the parsed sequence ``items``: every string it can match when there are at most ``limit`` of them
+    (else None), and strings one of which its every match contains (None when none are known). Sound by
+    construction: every case below claims no more than the pattern guarantees."""
+    candidates: list[_Strings | None] = []
+    exact: _Strings | None = frozenset({""})  # every string the items so far match together
+    whole = True
+    for op, av in items:
+        item_exact, item_needles = _item(op.name, av, limit)
+        candidates.append(item_needles)
+        if exact is not None and item_exact is not None and len(exact) * len(item_exact) <= limit:
+            exact = frozenset(a + b for a in exact for b in item_exact)
+        else:
+            candidates.append(exact)  # a match holds one of the strings of the items up to here
+            whole, exact = False, item_exact
+    candidates.append(exact)
+    return (exact if whole else None), _best(candidates)
+
+
+def _item(name: str, av: Any, limit: int) -> tuple[_Strings | None, _Strings | None]:
+    """``_sequence``'s answer for one parsed item (``name``, ``av``: re._parser's opcode and argument)."""
+    if name == "LITERAL":
+        return frozenset({chr(av)}), None
+    if name in ("AT", "ASSERT", "ASSERT_NOT"):  # zero-width: it matches no characters
+        return frozenset({""}), None
+    if name == "SUBPATTERN" and not av[1] & re.IGNORECASE:
+        return _sequence(av[3], limit)
+    if name == "BRANCH":  # one alternative matched: the union of theirs
+        each = [_sequence(branch, limit) for branch in av[1]]
+        union = frozenset().union(*(e for e, _ in each if e is not None))
+        exact = union if all(e is not None for e, _ in each) and len(union) <= limit else None
+        picked = [_best([needles, e]) for e, needles in each]
+        return exact, None if any(p is None for p in picked) else frozenset().union(*(p for p in picked if p))
+    if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+        low, high, sub = av
+        exact, needles = _sequence(sub, limit)
+        if (low, high) == (1, 1):
+            return exact, needles
+        if (low, high) == (0, 1) and exact is not None and len(exact) < limit:
+            return exact | {""}, None
+        return None, _best([needles, exact]) if low >= 1 else None
+    if name == "IN" and all(kind.name == "LITERAL" for kind, _ in av):
+        chars = frozenset(chr(code) for _, code in av)
+        return (chars if len(chars) <= limit else None), chars
+    return None, None  # any character of a class, or anything else: no string known
+
+
+def _needles(pattern: re.Pattern[str], limit: int) -> _Strings | None:
+    """Strings one of which every match of ``pattern`` contains (None: always search), built from runs of
+    at most ``limit`` exact strings."""
+    if pattern.flags & re.IGNORECASE:
+        return None
+    return _sequence(_sre_parser.parse(pattern.pattern, pattern.flags), limit)[1]
+
+
+def _screens() -> tuple[tuple[Rule, _Strings | None, _Strings | None], ...]:
+    """Each rule with its plain words and its phrases, one of each of which its every match contains (None:
+    none known, always searched). A word that holds another rule's word (``response_``, ``response``) is
+    replaced by it: one test fewer for every view, and still a string every match contains."""
+    words = {rule: _needles(rule.pattern, 1) for rule in RULES}
+    every = frozenset().union(*(w for w in words.values() if w is not None))
+    shortest = {w: frozenset(o for o in every if o in w and not any(p != o and p in o for p in every)) for w in every}
+    return tuple(
+        (
+            rule,
+            None if words[rule] is None else frozenset().union(*(shortest[w] for w in words[rule] or ())),
+            _needles(rule.pattern, 16),
+        )
+        for rule in RULES
+    )
+
+
+_SCREENED: Final = _screens()
+_ALL_NEEDLES: Final = tuple(sorted(frozenset().union(*(words for _, words, _ in _SCREENED if words is not None))))
+
 _OVERRIDES: Final = re.compile("[\u202d\u202e]")
 _EXCERPT: Final = 80
 
@@ -197,8 +315,14 @@ def detect(text: str) -> tuple[Finding, ...]:
     """Every rule that matches ``text`` (once each, in :data:`RULES` order, then ``hidden_text``)."""
     # Text hidden in tag characters is read where it stands, as a model that decodes it would.
     view = normalise(reveal_tags(text))
+    present = {needle for needle in _ALL_NEEDLES if needle in view}
     findings = []
-    for rule in RULES:
+    for rule, words, phrases in _SCREENED:
+        # Without one of the strings every match contains, the search would find nothing.
+        if words is not None and present.isdisjoint(words):
+            continue
+        if phrases is not None and not any(phrase in view for phrase in phrases):
+            continue
         match = rule.pattern.search(view)
         if match is not None:
             findings.append(Finding(rule.name, match.group(0)[:_EXCERPT]))

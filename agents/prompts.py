@@ -57,6 +57,7 @@ conversation blocks (``agents.prompt_blocks``) are hashed here via :data:`FORM_F
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -194,8 +195,15 @@ def template_hash(
     """First 16 hex chars of sha256 over :func:`template_parts`, each length-prefixed. Carried on every
     verdict, so any change to what the judge can be told, re-asks included, opens a new drift series
     (and each conversation form, and a prompt that states the risk level, is its own series)."""
+    return _parts_hash(template_parts(kind, form, risk=risk, datamark=datamark))
+
+
+# Keyed by the texts themselves, not by the arguments: a few dozen combinations of fixed texts, each
+# hashed once, and a text changed at run time (as the tests do) is a new key, never a stale hash.
+@functools.lru_cache(maxsize=64)
+def _parts_hash(parts: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
-    for part in template_parts(kind, form, risk=risk, datamark=datamark):
+    for part in parts:
         data = part.encode("utf-8")
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)
@@ -229,11 +237,20 @@ def output_slots(tag_a: str, tag_b: str, slots: PromptSlots, nonce: str) -> tupl
 
 def _substitute(template: str, replacements: Mapping[str, str]) -> str:
     """Replace literal substrings of ``template`` in one pass: inserted text is never re-scanned."""
-    for key in replacements:
+    pieces = _pieces(template, tuple(replacements))
+    # Even pieces are the template's own text, odd ones the placeholders found between them.
+    return "".join(replacements[piece] if i % 2 else piece for i, piece in enumerate(pieces))
+
+
+@functools.lru_cache(maxsize=32)  # one per renderer: the templates and their placeholders are fixed texts
+def _pieces(template: str, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``template`` split at every occurrence of any of ``keys`` (the longest first where two start at one
+    place), the placeholders kept: the single pass a substitution makes, made once per template."""
+    for key in keys:
         if key not in template:
             raise RuntimeError(f"template has no {key!r}; the template and its renderer disagree")
-    pattern = re.compile("|".join(re.escape(k) for k in sorted(replacements, key=len, reverse=True)))
-    return pattern.sub(lambda m: replacements[m.group(0)], template)
+    pattern = re.compile("(" + "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True)) + ")")
+    return tuple(pattern.split(template))
 
 
 # --- renderers, one per seed ------------------------------------------------------------------
@@ -261,6 +278,7 @@ def task_section(slots: PromptSlots, nonce: str) -> str:
     return "\n\n" + conversation_lead(slots.form, slots.history, nonce, slots.datamark) + task
 
 
+@functools.lru_cache(maxsize=128)  # keyed by the (frozen, hashable) rubric itself: every field counts
 def rubric_json(rubric: InlineRubric) -> str:
     """A rubric as one line of JSON, with every "<" escaped (``\\u003c``) so no tag can appear in it."""
     text = json.dumps(rubric.model_dump(mode="json"), ensure_ascii=False, separators=(", ", ": "))
@@ -273,28 +291,41 @@ def weight_text(weight: float) -> str:
     return short if float(short) == weight else repr(weight)
 
 
+# A deployment judges many pairs against a few rubrics: what a renderer makes of a rubric's own texts is
+# kept, keyed by exactly the texts it is made of (so it cannot go stale). The pair's texts are not kept.
+@functools.lru_cache(maxsize=256)
+def _rubric_text(text: str) -> str:
+    """A rubric's text as shown (neutralised)."""
+    return neutralise(text)
+
+
+@functools.lru_cache(maxsize=128)
+def _style_guide(style_guide: str, forbidden: tuple[str, ...], required: tuple[str, ...]) -> str:
+    """Seed 000's [STYLE_GUIDE]: the guide, then its term lists (seed 000: "forbidden terms" are part of
+    it; listed after the guide's own text so a judge sees them even if the prose omits them)."""
+    guide = [style_guide]
+    if forbidden:
+        guide.append(FORBIDDEN_TERMS + ", ".join(json.dumps(t, ensure_ascii=False) for t in forbidden))
+    if required:
+        guide.append(REQUIRED_TERMS + ", ".join(json.dumps(t, ensure_ascii=False) for t in required))
+    return neutralise("\n".join(guide))
+
+
 def _render_tone_style(slots: PromptSlots) -> str:
     rubric = slots.rubric
     if not isinstance(rubric, ToneStyleRubric):
         raise TypeError(f"tone_style needs a ToneStyleRubric, got {type(rubric).__name__}")
     nonce = slots_nonce(slots)
-    # The rubric's term lists belong to the style guide (seed 000: "forbidden terms" are part of it);
-    # they are listed after the guide's own text so a judge sees them even if the prose omits them.
-    guide = [rubric.style_guide]
-    if rubric.forbidden_terms:
-        guide.append(FORBIDDEN_TERMS + ", ".join(json.dumps(t, ensure_ascii=False) for t in rubric.forbidden_terms))
-    if rubric.required_terms:
-        guide.append(REQUIRED_TERMS + ", ".join(json.dumps(t, ensure_ascii=False) for t in rubric.required_terms))
     # Seed 000 shows no task: a single prompt still shows none. A conversation's turns are what the
     # outputs' tone answers to, so they follow the audience, like the task follows seed 001's criteria.
-    audience = neutralise(rubric.audience)
+    audience = _rubric_text(rubric.audience)
     if slots.form != "prompt":
         audience += task_section(slots, nonce)
     output_a, output_b = output_slots("output_a", "output_b", slots, nonce)
     return _substitute(
         TONE_STYLE_TEMPLATE,
         {
-            "[STYLE_GUIDE]": neutralise("\n".join(guide)),
+            "[STYLE_GUIDE]": _style_guide(rubric.style_guide, rubric.forbidden_terms, rubric.required_terms),
             "[AUDIENCE_DESCRIPTION]": audience + risk_suffix(slots.risk_level),
             "[OUTPUT_A]": output_a,
             "[OUTPUT_B]": output_b,
@@ -314,14 +345,10 @@ def _render_head_to_head(slots: PromptSlots) -> str:
     if not isinstance(rubric, HeadToHeadRubric):
         raise TypeError(f"head_to_head needs a HeadToHeadRubric, got {type(rubric).__name__}")
     nonce = slots_nonce(slots)
-    criteria = "\n".join(
-        f"- {c.name}: {neutralise(c.description)}" if c.description else f"- {c.name}" for c in rubric.criteria
-    )
+    criteria, rows = _h2h_criteria(tuple((c.name, c.description) for c in rubric.criteria))
     # Seed 001 has no place for the task, yet criteria such as "instruction adherence" are judged
     # against it: it follows the criteria (which stay a stable, cacheable prefix), before the outputs.
     criteria += task_section(slots, nonce) + risk_suffix(slots.risk_level)
-    # Criterion names match ^[A-Za-z0-9_ \-]+$, so they are safe inside a JSON string as they are.
-    rows = ",\n".join(H2H_CRITERION_ROW.format(name=c.name) for c in rubric.criteria)
     output_a, output_b = output_slots("output_a", "output_b", slots, nonce)
     return _substitute(
         HEAD_TO_HEAD_TEMPLATE,
@@ -329,11 +356,20 @@ def _render_head_to_head(slots: PromptSlots) -> str:
             "[CRITERIA]": criteria,
             "[OUTPUT_A]": output_a,
             "[OUTPUT_B]": output_b,
-            "[CONSTRAINTS]": neutralise(rubric.constraints) or NONE_GIVEN,
+            "[CONSTRAINTS]": _rubric_text(rubric.constraints) or NONE_GIVEN,
             H2H_CRITERION_ROWS: rows,
-            "[EXAMPLES]": neutralise(rubric.examples) or NONE_GIVEN,
+            "[EXAMPLES]": _rubric_text(rubric.examples) or NONE_GIVEN,
         },
     )
+
+
+@functools.lru_cache(maxsize=128)
+def _h2h_criteria(criteria: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+    """Seed 001's criteria list and its example rows, one per (name, description)."""
+    listed = "\n".join(f"- {name}: {neutralise(about)}" if about else f"- {name}" for name, about in criteria)
+    # Criterion names match ^[A-Za-z0-9_ \-]+$, so they are safe inside a JSON string as they are.
+    rows = ",\n".join(H2H_CRITERION_ROW.format(name=name) for name, _ in criteria)
+    return listed, rows
 
 
 # Seed 003 is a Handlebars template; its blocks are rendered with Handlebars' semantics (standalone
@@ -364,19 +400,11 @@ def _render_pairwise(slots: PromptSlots) -> str:
     if not isinstance(rubric, PairwiseRubric):
         raise TypeError(f"pairwise needs a PairwiseRubric, got {type(rubric).__name__}")
     nonce = slots_nonce(slots)
-    names = [neutralise(c) for c in rubric.criteria]
+    listed, compare, items = _pairwise_criteria(rubric.criteria)
     context = (
         f"## Additional Context\n\n{delimited('context', slots.task_context, nonce, slots.datamark)}\n\n"
         if slots.task_context
         else ""
-    )
-    compare = "\n".join(
-        f"**{n}:**\n- Response A: [assessment]\n- Response B: [assessment]\n- Winner for this criterion: [A / B / TIE]"
-        for n in names
-    )
-    # One comparison row per criterion; the name goes inside a JSON string, so JSON-escape it.
-    items = ",\n".join(
-        PW_COMPARISON_ITEM.replace("{{criterion}}", json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
     )
     # The risk line closes the task section (after the context), before "## Response A".
     risk = risk_suffix(slots.risk_level)[2:] + "\n\n" if slots.risk_level is not None else ""
@@ -389,19 +417,40 @@ def _render_pairwise(slots: PromptSlots) -> str:
             PW_TASK: task + "\n\n" + context + risk,
             PW_RESPONSE_A: response_a,
             PW_RESPONSE_B: response_b,
-            PW_EACH_LIST: "\n".join(f"- **{n}**" for n in names),
+            PW_EACH_LIST: listed,
             PW_EACH_COMPARE: compare,
             PW_COMPARISON_ITEM: items,
         },
     )
 
 
+@functools.lru_cache(maxsize=128)
+def _pairwise_criteria(criteria: tuple[str, ...]) -> tuple[str, str, str]:
+    """Seed 003's three #each blocks for these criteria: the list, the comparison and the JSON rows."""
+    names = [neutralise(c) for c in criteria]
+    listed = "\n".join(f"- **{n}**" for n in names)
+    compare = "\n".join(
+        f"**{n}:**\n- Response A: [assessment]\n- Response B: [assessment]\n- Winner for this criterion: [A / B / TIE]"
+        for n in names
+    )
+    # One comparison row per criterion; the name goes inside a JSON string, so JSON-escape it.
+    items = ",\n".join(
+        PW_COMPARISON_ITEM.replace("{{criterion}}", json.dumps(n, ensure_ascii=False)[1:-1]) for n in names
+    )
+    return listed, compare, items
+
+
 def tiebreak_criteria_text(weights: TieBreakWeights) -> str:
     """Seed 002's [CRITERIA] list, in the seed's own example format: ``1. name (weight: w): description``."""
+    return _tiebreak_criteria(tuple((c.name, c.weight, c.description) for c in weights.criteria))
+
+
+@functools.lru_cache(maxsize=128)
+def _tiebreak_criteria(criteria: tuple[tuple[str, float, str], ...]) -> str:
     lines = []
-    for i, c in enumerate(weights.criteria, start=1):
-        head = f"{i}. {c.name} (weight: {weight_text(c.weight)})"
-        lines.append(f"{head}: {neutralise(c.description)}" if c.description else head)
+    for i, (name, weight, about) in enumerate(criteria, start=1):
+        head = f"{i}. {name} (weight: {weight_text(weight)})"
+        lines.append(f"{head}: {neutralise(about)}" if about else head)
     return "\n".join(lines)
 
 
@@ -426,7 +475,7 @@ def _render_tiebreak(slots: PromptSlots) -> str:
             "[OUTPUT_A]": output_a,
             "[OUTPUT_B]": output_b,
             "[CRITERIA]": tiebreak_criteria_text(weights),
-            "[ESCALATION_RULE]": neutralise(weights.escalation_rule),
+            "[ESCALATION_RULE]": _rubric_text(weights.escalation_rule),
         },
     )
 

@@ -215,6 +215,8 @@ def audit(
     if not isinstance(outcome, PairVerdict):
         return None, None
     sampled = draw(pair.pair_id, policy, sampling_class)
+    if not sampled.drawn:  # audit_copy would hash the pair id again to find the same
+        return sampled, None
     copy = audit_copy(
         outcome,
         pair,

@@ -40,6 +40,7 @@ cannot place a mark of its own, and :func:`unmark` undoes it exactly:
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from typing import Final
@@ -59,12 +60,15 @@ _HIDDEN: Final = re.compile(
     # A joiner is hidden unless both neighbours are non-ASCII (a script or an emoji sequence needs it).
     f"|(?<![^\\x00-\\x7f])[{_JOINERS}]|[{_JOINERS}](?![^\\x00-\\x7f])"
 )
+# Any character _HIDDEN may remove: one class, which a search skips through in C, where _HIDDEN's three
+# alternatives are tried at every position. Most non-ASCII text (accents, quotes, emoji) has none of them.
+_MAYBE_HIDDEN: Final = re.compile(f"[{_BIDI}{_ZERO_WIDTH}{_TAGS}{_JOINERS}]")
 _TAG_RUN: Final = re.compile("[\U000e0020-\U000e007e]+")
 
 
 def strip_hidden(text: str) -> str:
     """``text`` without the characters that show nothing yet can steer a reader (see the module doc)."""
-    if text.isascii():
+    if text.isascii() or _MAYBE_HIDDEN.search(text) is None:
         return text
     return _HIDDEN.sub("", text)
 
@@ -114,11 +118,21 @@ class _FoldTable(dict[int, str]):
 
 
 _FOLD: Final = _FoldTable()
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
 
 
 def fold(text: str) -> str:
     """``text`` with every character that reads as one ASCII character replaced by it; same length."""
-    return text if text.isascii() else text.translate(_FOLD)
+    if text.isascii():
+        return text
+    # What text.translate(_FOLD) gives, without a table lookup per character: only the distinct non-ASCII
+    # characters can change (ASCII folds to itself), and each into ASCII, so one str.replace per
+    # character that folds, in any order, writes the same text.
+    for char in set(_NON_ASCII.findall(text)):
+        folded = _FOLD[ord(char)]
+        if folded != char:
+            text = text.replace(char, folded)
+    return text
 
 
 # --- escaping structure-like sequences --------------------------------------------------------
@@ -148,6 +162,9 @@ def _escape(char: str) -> str:
     return "&lt;" if char == "<" else f"&#x{ord(char):X};"
 
 
+# Each output is neutralised four times a pair (each order's nonce and its slot): kept for the last few
+# texts, so a pair pays once. Bounded: texts are at most ``Policy.max_output_chars`` long.
+@functools.lru_cache(maxsize=64)
 def neutralise(text: str) -> str:
     """``text`` as it may appear in a prompt: hidden characters removed, structure-like sequences escaped."""
     text = strip_hidden(text)
@@ -196,7 +213,15 @@ MARK: Final = "\u02c6"
 # Characters that show as blank yet are not whitespace to Python's ``\s``: Braille blank, Hangul fillers,
 # the Mongolian vowel separator. strip_hidden removes the zero-width ones; these stay, so they are marked.
 _BLANKS: Final = "\u115f\u1160\u180e\u2800\u3164\uffa0"
-_GAP: Final = re.compile(f"[\\s{_BLANKS}]")
+#: Every character Python's ``\s`` matches (``str.isspace``) but the space: tests/unit/test_core_fastpaths.py
+#: checks the list against every code point.
+_WHITESPACE_BUT_SPACE: Final = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+# Every gap but the plain space (``[\s{_BLANKS}]`` less " "): the kinds that get the mark before them rather
+# than in their place. One class listed out, not "[^\S ]|[...]": a single class is scanned for in C.
+_OTHER_GAP: Final = re.compile(f"[{_WHITESPACE_BUT_SPACE}{_BLANKS}]")
 _MARK_ESCAPE: Final = "&#x2C6;"
 # An "&" before an escape-shaped run ("&#x2C6;", "&amp;#x2C6;" ...) already in the text, so unmark
 # cannot mistake it for an escaped mark.
@@ -211,7 +236,12 @@ def datamark(text: str) -> str:
     Marks already in ``text`` are escaped first (``&#x2C6;``), so every mark shown is one this function put."""
     if MARK in text or "&" in text:
         text = _MARK_AMPERSAND.sub("&amp;", text).replace(MARK, _MARK_ESCAPE)
-    return _GAP.sub(lambda m: MARK if m.group(0) == " " else MARK + m.group(0), text)
+    # One str.replace per kind of gap present rather than a Python call per gap: a space becomes the mark,
+    # then each other kind gets the mark before it. The mark is no gap, so no replacement meets another's.
+    marked = text.replace(" ", MARK)
+    for gap in set(_OTHER_GAP.findall(text)):
+        marked = marked.replace(gap, MARK + gap)
+    return marked
 
 
 def unmark(text: str) -> str:

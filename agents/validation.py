@@ -55,12 +55,18 @@ def _reject_constant(name: str) -> Any:
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # json.loads would silently keep the last of two equal keys; a reply saying two things is invalid.
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ValueError(f"the key {_clip(key)!r} appears twice in one object")
-        obj[key] = value
+    obj = dict(pairs)
+    if len(obj) != len(pairs):  # rare: only then look for the first key seen twice, for the message
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {_clip(key)!r} appears twice in one object")
+            seen.add(key)
     return obj
+
+
+# Built once: json.loads(text, **hooks) builds a decoder, and its scanner, on every call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
 
 
 def describe_validation_error(error: ValidationError) -> str:
@@ -75,10 +81,12 @@ def describe_validation_error(error: ValidationError) -> str:
 def parse_reply(text: str, reply_model: type[R]) -> R:
     """Strictly parse ``text`` as ``reply_model``; raise ``InvalidReply`` with re-ask feedback otherwise."""
     body = strip_fence(text)
-    if not body.strip():
+    if not body or body.isspace():
         raise InvalidReply("the reply is empty; a JSON object is required", text)
     try:
-        data = json.loads(body, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
+        if body.startswith("\ufeff"):  # json.loads' own check, before it hands the text to a decoder
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", body, 0)
+        data = _DECODER.decode(body)
     except json.JSONDecodeError as exc:
         raise InvalidReply(
             f"the reply is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -93,8 +101,16 @@ def parse_reply(text: str, reply_model: type[R]) -> R:
     if not isinstance(data, dict):
         raise InvalidReply(f"the reply must be one JSON object, not a JSON {type(data).__name__}", text)
     try:
-        # Strict JSON-mode validation of the re-serialised, duplicate-free data: no "0.9" for 0.9,
-        # no 4.0 for a 1-5 integer score, no unknown fields (the contracts forbid extras).
+        # Strict JSON-mode validation: no "0.9" for 0.9, no 4.0 for a 1-5 integer score, no unknown fields
+        # (the contracts forbid extras). json.loads has already turned away what JSON-mode parsing would
+        # let through (a repeated key, NaN, Infinity), so a body that validates holds exactly the data it
+        # re-serialises to: validating it directly saves writing that out.
+        return reply_model.model_validate_json(body, strict=True)
+    except ValidationError:
+        pass
+    try:
+        # Rejected (or read differently: an escape or number jiter takes otherwise): the re-serialised,
+        # duplicate-free data decides, as it always did, and the feedback is word for word the same.
         return reply_model.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
         raise InvalidReply(describe_validation_error(exc), text) from exc

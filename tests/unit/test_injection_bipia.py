@@ -47,6 +47,7 @@ async def test_a_datamark_that_skips_other_blanks_lets_disguised_attacks_through
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     attacks = [a for a in read_attacks() if a.split == "dev"][:2]
-    monkeypatch.setattr(untrusted, "_GAP", re.compile(r"[ \n]"))  # marks spaces and newlines only
+    # Marks spaces (always) and, of the other blanks, newlines only.
+    monkeypatch.setattr(untrusted, "_OTHER_GAP", re.compile(r"\n"))
     tally = await measure(attacks, forms=("nbsp", "braille"))
     assert tally.steered["datamark"] == tally.pairs  # every no-break-space or Braille-blank attack is obeyed
