@@ -1,11 +1,12 @@
-"""``pairjudge worker``: one judging worker (the judge and tie-break agents, the audit, the scoreboard)."""
+"""``pairjudge worker``: one judging worker (the judge and tie-break agents, the audit, the scoreboard), or N of them
+under a supervisor (``--processes``, streams.worker.supervisor)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.markup import escape
@@ -41,12 +42,67 @@ def refuse_unverified_runtime(settings: Settings) -> None:
         raise typer.Exit(code=EXIT_UNVERIFIED_RUNTIME) from None
 
 
+Processes = Annotated[
+    int | None,
+    typer.Option(
+        "--processes",
+        min=1,
+        max=64,
+        help=(
+            "Worker processes to run, in one consumer group (default: PAIRJUDGE_WORKER__PROCESSES, 1). Above 1 the "
+            "command supervises them: each gets <data_dir>/proc-<i>, a worker that fails is restarted, and one "
+            "health endpoint answers for all."
+        ),
+    ),
+]
+
+
 @app.command()
 def worker(
     bootstrap: Bootstrap = None,
     create_topics: Annotated[bool, typer.Option(help="Create the pairjudge topics first (idempotent).")] = True,
+    processes: Processes = None,
 ) -> None:
-    """Run a judging worker (judge and tie-break agents). Start more for more partitions."""
+    """Run a judging worker (judge and tie-break agents), or several under one supervisor (--processes).
+
+    Start more, on this host or others, for more partitions."""
+    settings = settings_for(bootstrap)
+    count = processes or settings.worker.processes
+    if count > 1:
+        supervise(settings, count, create_topics=create_topics)
+    run_worker(settings, create_topics=create_topics)
+
+
+def supervise(settings: Settings, count: int, *, create_topics: bool) -> NoReturn:
+    """``count`` worker processes under one supervisor (streams.worker.supervisor); exits with its status."""
+    from pairjudge.streams.security.files import private_dir
+    from pairjudge.streams.worker.data_dir import DataDirInUse, lock_data_dir
+    from pairjudge.streams.worker.supervisor import run_supervisor
+
+    # Not the quiet log filter: it would fold the supervisor's lines about different processes into one
+    # (it groups by message template), and the supervisor does not talk to the broker once it runs.
+    logging.basicConfig(level=settings.worker.log_level)
+    # Refused here once rather than by each worker in turn, with the same status 2.
+    refuse_unverified_runtime(settings)
+    # Once for every worker, which then only check them (--no-create-topics).
+    ensure_topics(settings, create=create_topics, what="worker start-up")
+    # The workers' data directories are proc-<i> inside this one; holding it keeps a second supervisor (or a
+    # single worker) from starting on the same directories, with the same message and status as a worker's.
+    private_dir(settings.worker.data_dir)
+    try:
+        data_dir_lock = lock_data_dir(settings.worker.data_dir)
+    except DataDirInUse as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(code=EXIT_DATA_DIR_IN_USE) from None
+    try:
+        status = run_supervisor(settings, count)
+    finally:
+        os.close(data_dir_lock)
+    raise typer.Exit(code=status)
+
+
+def run_worker(settings: Settings, *, create_topics: bool) -> None:
+    """One worker in this process: the Faust app, its health server and its recovery watch."""
     from pairjudge.streams.app import create_app
     from pairjudge.streams.faust_compat.recovery_watch import EXIT_RECOVERY_STALLED, RecoveryWatch
     from pairjudge.streams.faust_compat.worker import QuietWorker
@@ -56,7 +112,6 @@ def worker(
     from pairjudge.streams.worker.error_budget import BROKEN_DEPLOY_EXIT
     from pairjudge.streams.worker.health_server import HealthServer
 
-    settings = settings_for(bootstrap)
     logging.basicConfig(level=settings.worker.log_level)
     refuse_unverified_runtime(settings)
     # A broker outage makes aiokafka and Faust log the same errors hundreds of times a second:

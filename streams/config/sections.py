@@ -34,6 +34,15 @@ class KafkaSettings(_Section):
     session_timeout_s: float = Field(default=10.0, gt=0)
     #: Seconds between a worker's heartbeats to its consumer group; keep it well below ``session_timeout_s``.
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
+    #: Milliseconds a worker's producer holds a batch for more records before sending it. One broker
+    #: connection carries one produce request at a time, so under load each request already takes what came
+    #: meanwhile; the linger caps how often a trickle pays a request (a syscall and a broker round trip each)
+    #: for a latency of at most this, small beside a judge call. ``bench.speed`` measured the choice
+    #: (docs/operations/sizing.md#producer-and-fetcher).
+    producer_linger_ms: float = Field(default=5.0, ge=0, le=1000)
+    #: Records a worker's consumer takes from one fetch at most. A flood arrives in large fetches (fewer requests,
+    #: fewer wake-ups); a trickle is fetched as it comes, since a fetch returns as soon as there is a record.
+    max_poll_records: int = Field(default=500, ge=1)
     #: How clients reach the brokers (streams.security.kafka_clients turns these into client configuration).
     #: ``SSL`` is TLS, with a client certificate for mutual TLS; ``SASL_SSL`` is a user name and password
     #: over TLS. ``SASL_PLAINTEXT`` is for loopback brokers only with ``PLAIN`` (it sends the password).
@@ -120,6 +129,12 @@ class WorkerSettings(_Section):
     #: Pairs judged at once per worker and stage (the judge and tie-break agents' concurrency); each pair makes
     #: two judge calls at a time (two per juror).
     concurrency: int = Field(default=16, ge=1, le=1024)
+    #: Worker processes ``pairjudge worker`` runs (its ``--processes`` wins over this). 1 runs the worker in the
+    #: command's own process. More make the command a supervisor of that many worker processes in the one
+    #: consumer group, each with ``<data_dir>/proc-<i>``, restarted when they fail, behind one health endpoint
+    #: (streams.worker.supervisor): a worker judges on one core, so this is how one host or pod uses several.
+    #: ``concurrency`` and the judge's ``max_concurrency`` stay per process.
+    processes: int = Field(default=1, ge=1, le=64)
     #: Faust's data directory (its tables' local state), made owner-only (0700) when the worker starts.
     data_dir: Path = Path(".pairjudge-data")
     #: Where the worker's tables live: ``rocksdb`` (on disk under ``data_dir``, one RocksDB database per table and

@@ -311,8 +311,11 @@ def test_workers_scale_in_one_group_within_the_partitions(compose: dict[str, Any
     worker = compose["services"]["worker"]
     env = worker["environment"]
     replicas, partitions = int(worker["deploy"]["replicas"]), int(env["PAIRJUDGE_KAFKA__PARTITIONS"])
+    processes = int(env["PAIRJUDGE_WORKER__PROCESSES"])  # worker processes per container
     assert replicas >= 2
-    assert partitions >= replicas
+    assert partitions >= replicas * processes
+    two = load_compose({"PJ_WORKER_PROCESSES": "2"})["services"]["worker"]["environment"]
+    assert two["PAIRJUDGE_WORKER__PROCESSES"] == "2"
     assert "container_name" not in worker  # replicas need generated names
     assert worker["command"] == ["worker", "--no-create-topics"]
     grace = worker["stop_grace_period"]

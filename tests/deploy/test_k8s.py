@@ -28,6 +28,7 @@ from pairjudge.streams.config.settings import HealthSettings, Settings
 from pairjudge.streams.kafka.admin import topic_partitions
 from pairjudge.streams.kafka.topics import FOLLOWED_KINDS, LATEST_KINDS, table_names, topic_specs
 from pairjudge.streams.worker.health_server import HealthServer, WorkerHealth
+from pairjudge.streams.worker.supervisor import SHUTDOWN_MARGIN_S
 from tests.deploy.support import setting_problem
 from tests.fixtures.deploy import K8S_DIR, SCHEMAS_DIR, Manifest, k8s_targets, kustomize_build
 from tests.fixtures.review import free_port, review_settings, serving
@@ -73,6 +74,11 @@ class Built:
     @property
     def scaled_object(self) -> Manifest:
         return self.one("ScaledObject", WORKER)
+
+    @property
+    def processes(self) -> int:
+        """Worker processes per pod (``pairjudge worker`` supervises them when more than one)."""
+        return int(self.settings.get("PAIRJUDGE_WORKER__PROCESSES", Settings().worker.processes))
 
     def pod_spec(self, kind: str, name: str) -> Manifest:
         return dict(self.one(kind, name)["spec"]["template"]["spec"])
@@ -196,7 +202,11 @@ def test_keda_validation_catches_wrong_types_and_unknown_fields(built: Built) ->
 def test_workers_are_capped_at_the_partition_count(built: Built) -> None:
     spec = built.scaled_object["spec"]
     partitions = int(built.settings["PAIRJUDGE_KAFKA__PARTITIONS"])
-    assert spec["maxReplicaCount"] == partitions, f"{built.name}: more workers than partitions would sit idle"
+    # Each pod runs `processes` workers: the pods times the processes is the partition count, no more.
+    assert partitions % built.processes == 0, f"{built.name}: {partitions} partitions do not split over the pods"
+    assert spec["maxReplicaCount"] * built.processes == partitions, (
+        f"{built.name}: more workers than partitions would sit idle, fewer would leave partitions to few"
+    )
     assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
     # The HPA owns the count: a `replicas` here would be re-applied (and the group rebalanced) on every apply.
     assert "replicas" not in built.one("Deployment", WORKER)["spec"]
@@ -230,7 +240,8 @@ def test_worker_memory_limit_holds_its_tables(built: Built) -> None:
     settings = built.settings
     assert settings.get("PAIRJUDGE_WORKER__TABLE_STORE", defaults.worker.table_store) == "rocksdb"
     partitions = int(settings.get("PAIRJUDGE_KAFKA__PARTITIONS", defaults.kafka.partitions))
-    needed = BASELINE_BYTES + len(table_names()) * partitions * PER_DATABASE_BYTES
+    # Per worker process, and a pod runs `processes` of them.
+    needed = built.processes * (BASELINE_BYTES + len(table_names()) * partitions * PER_DATABASE_BYTES)
     limit = _bytes(built.container("Deployment", WORKER)["resources"]["limits"]["memory"])
     assert limit >= needed, f"{built.name}: {limit / 2**30:.2f} GiB < {needed / 2**30:.2f} GiB for the tables' caches"
     # And not wildly above it: memory no longer grows with retention.
@@ -265,7 +276,8 @@ def test_scaled_object_measures_the_workers_group(built: Built) -> None:
         # Lag counts from the committed offset: a keeping-up worker carries its pairs in flight plus up to
         # 50 acks before a commit (streams/worker/faust_app.py broker_commit_every). A threshold at or below that would
         # scale out a group that keeps up; one far above it would leave a backlog waiting.
-        keep_up = int(settings["PAIRJUDGE_WORKER__CONCURRENCY"]) + COMMIT_EVERY
+        # Per pod: each of its worker processes carries its own.
+        keep_up = built.processes * (int(settings["PAIRJUDGE_WORKER__CONCURRENCY"]) + COMMIT_EVERY)
         assert 2 * keep_up <= int(meta["lagThreshold"]) <= 6 * keep_up, (built.name, meta["lagThreshold"], keep_up)
         topics.append(meta["topic"])
     assert topics == [f"{prefix}.pairs", f"{prefix}.tiebreak"]
@@ -338,7 +350,26 @@ async def test_worker_probes_mean_what_kubernetes_does_with_them(
 
 def test_termination_grace_outlasts_the_shutdown_grace(built: Built) -> None:
     grace = float(built.settings["PAIRJUDGE_WORKER__SHUTDOWN_GRACE_S"])
-    assert built.pod_spec("Deployment", WORKER)["terminationGracePeriodSeconds"] > grace + 5
+    termination = built.pod_spec("Deployment", WORKER)["terminationGracePeriodSeconds"]
+    assert termination > grace + 5
+    if built.processes > 1:
+        # The supervisor kills its workers this long after SIGTERM: before the kubelet kills the pod, so it
+        # exits by itself and says which worker did not stop.
+        assert termination > grace + SHUTDOWN_MARGIN_S
+
+
+def _cores(quantity: str) -> float:
+    return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+def test_worker_pods_request_a_core_per_worker_process(built: Built) -> None:
+    """A worker judges on one core: a pod of N worker processes that asks for less runs them on less."""
+    resources = built.container("Deployment", WORKER)["resources"]
+    requested, limit = _cores(resources["requests"]["cpu"]), _cores(resources["limits"]["cpu"])
+    assert 1 <= built.processes <= 64
+    if built.processes > 1:
+        assert requested >= built.processes, f"{built.name}: {requested} cores for {built.processes} workers"
+    assert limit >= requested
 
 
 def test_review_service_reaches_its_probed_port(built: Built) -> None:
@@ -531,4 +562,4 @@ def test_topics_job_creates_the_topics(
     specs = topic_specs(settings)
     found = asyncio.run(topic_partitions(kafka_bootstrap, list(specs)))
     assert {name: len(parts) for name, parts in found.items()} == {n: s.partitions for n, s in specs.items()}
-    assert len(found[f"{prefix}.pairs"]) == built.scaled_object["spec"]["maxReplicaCount"]
+    assert len(found[f"{prefix}.pairs"]) == built.scaled_object["spec"]["maxReplicaCount"] * built.processes

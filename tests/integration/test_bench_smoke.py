@@ -130,3 +130,17 @@ def test_bench_table_store_tiny(kafka_bootstrap: str) -> None:
         # A worker on RocksDB keeps its tables on disk: about 6.5 KB a pair of the outcome tables.
         if store == "rocksdb":
             assert figures["disk_mb"] * 2**20 > 3_000 * pairs, (pairs, figures)
+
+
+def test_bench_processes_quick(kafka_bootstrap: str) -> None:
+    """``pairjudge worker --processes 1`` and ``--processes 2`` through a small backlog each. Exit 0 already means
+    every pair a right verdict, the group spread evenly over the workers, no worker restarted, and each command
+    exiting 0 on SIGTERM. The ratio is not judged: the workers are CPU-bound here, on the 2 cores the broker and
+    the judge server use too."""
+    output = run_bench(["bench.processes", "--quick", "--backlog-s", "1", "--bootstrap", kafka_bootstrap], timeout=420)
+    lines = re.findall(r"^PROCESSES (.*)$", output, re.MULTILINE)
+    assert len(lines) == 1, f"no PROCESSES line:\n{output[-6000:]}"
+    figures = {name: float(value) for name, value in (item.split("=") for item in lines[0].split())}
+    assert set(figures) == {"rate1", "rate2", "ratio2"}, lines[0]
+    assert figures["rate1"] > 0, lines[0]
+    assert figures["rate2"] > 0, lines[0]

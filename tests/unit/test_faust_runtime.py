@@ -105,7 +105,7 @@ def newer_faust(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("newer_faust")
-@pytest.mark.parametrize("command", [["worker"], ["demo"], ["demo", "--serve"]])
+@pytest.mark.parametrize("command", [["worker"], ["worker", "--processes", "2"], ["demo"], ["demo", "--serve"]])
 def test_the_cli_refuses_before_touching_a_broker(command: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     # Port 9 (discard) on loopback: nothing answers, so getting past the guard would fail differently (or hang).
     monkeypatch.setenv("PAIRJUDGE_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:9")
