@@ -3,9 +3,10 @@
 Run by path (``python bench/_instant_worker.py``) with the import path pointed at the tree under test
 (``PYTHONPATH`` and the working directory), so it imports that tree's ``streams``, ``agents`` and
 ``pairjudge_dev``, never this checkout's. It mirrors ``pairjudge worker`` (streams/cli/worker.py): settings
-from the environment, topics created (idempotent), the data dir made private, ``create_app``, Faust's
-worker. The one difference is ``create_app(settings, judge=InstantJudge())``: the judge is an object in
-the worker with no network, no sleep and no cache, so what is left is pairjudge's own plumbing.
+from the environment, topics created (idempotent), the data dir made private, ``create_app``, and its
+Faust worker class (``QuietWorker``: no spinner, the quiet log filter). The one difference is
+``create_app(settings, judge=InstantJudge())``: the judge is an object in the worker with no network, no
+sleep and no cache, so what is left is pairjudge's own plumbing.
 
 The reply for each request is built as the simulated server builds it (``pairjudge_dev.slow_judge_server``):
 a valid reply for the request's template and criteria, naming the position that shows the output with
@@ -19,11 +20,10 @@ import asyncio
 import logging
 from typing import Any, Literal
 
-from faust import Worker
-
 from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
 from pairjudge.streams.app import create_app
 from pairjudge.streams.config.settings import load_settings
+from pairjudge.streams.faust_compat.worker import QuietWorker
 from pairjudge.streams.kafka.admin import create_topics
 from pairjudge.streams.kafka.topics import topic_specs
 from pairjudge.streams.security.files import private_dir
@@ -61,11 +61,6 @@ class InstantJudge:
 
 
 def main() -> None:
-    class QuietWorker(Worker):
-        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
-            super().on_setup_root_logger(logger, level)
-            install_quiet_logging()
-
     settings = load_settings()
     logging.basicConfig(level=settings.worker.log_level)
     install_quiet_logging()

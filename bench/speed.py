@@ -6,6 +6,7 @@ Run from the checkout root::
     python -m bench.speed --quick               # tiny counts and windows (the CI smoke run)
     python -m bench.speed --rows 1,2,3          # some rows (and only the phases they need)
     python -m bench.speed --tree /path/to/old   # the workers from another checkout (a git worktree)
+    python -m bench.speed --rows 4,5,6 --worker-env PAIRJUDGE_KAFKA__PRODUCER_LINGER_MS=0   # a tuning under test
     python -m bench.speed --latency 0.5 --outage 60 --bootstrap 127.0.0.1:9092
 
 A simulated OpenAI-compatible judge (``bench._speed_server``, a process of its own on 127.0.0.1) holds
@@ -252,17 +253,25 @@ def pairjudge_envs(
     run: Run, settings: Settings, calls: int, count: int = 1, cache: bool = False
 ) -> list[dict[str, str]]:
     return [
-        worker_env(
-            settings,
-            run.tree,
-            pairs_in_flight=calls // 2,
-            calls_in_flight=calls,
-            data_dir=run.work / f"{settings.topics.prefix}-data-{i}",
-            judge_url=run.server.base_url,
-            cache_dir=run.work / f"{settings.topics.prefix}-cache" if cache else None,
+        with_worker_env(
+            run,
+            worker_env(
+                settings,
+                run.tree,
+                pairs_in_flight=calls // 2,
+                calls_in_flight=calls,
+                data_dir=run.work / f"{settings.topics.prefix}-data-{i}",
+                judge_url=run.server.base_url,
+                cache_dir=run.work / f"{settings.topics.prefix}-cache" if cache else None,
+            ),
         )
         for i in range(count)
     ]
+
+
+def with_worker_env(run: Run, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the run's ``--worker-env`` settings on top (a tuning under test)."""
+    return {**env, **dict(item.split("=", 1) for item in run.args.worker_env)}
 
 
 async def backlog(run: Run, key: str, calls: int, *, count: int = 1, cache: bool = False) -> None:
@@ -450,7 +459,9 @@ async def instant_and_bare(run: Run) -> None:
     try:
         await produce_backlog(run.broker.bootstrap, settings.topics.name("pairs"), pairs)
         console.print(f"[bold]instant judge[/bold]: {n} pairs waiting; agent concurrency {concurrency}")
-        env = worker_env(settings, run.tree, pairs_in_flight=concurrency, data_dir=run.work / "instant-data")
+        env = with_worker_env(
+            run, worker_env(settings, run.tree, pairs_in_flight=concurrency, data_dir=run.work / "instant-data")
+        )
         argv = [sys.executable, str(HERE / "_instant_worker.py")]
         async with workers(run, "worker-instant", argv, [env]) as samples:
             await watcher.wait_for(pairs.ids, run.plan.timeout_s, idle=60)
@@ -727,7 +738,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny counts and windows (the CI smoke run)")
     parser.add_argument("--tree", help="run the workers from this checkout (e.g. a git worktree of an older commit)")
     parser.add_argument("--partitions", type=int, default=8, help="partitions per topic (8)")
+    parser.add_argument(
+        "--worker-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for every pairjudge worker, e.g. PAIRJUDGE_KAFKA__PRODUCER_LINGER_MS=0 (repeatable)",
+    )
     args = parser.parse_args(argv)
+    for item in args.worker_env:
+        if "=" not in item or not item.startswith("PAIRJUDGE_"):
+            parser.error(f"--worker-env takes PAIRJUDGE_NAME=VALUE, not {item!r}")
     args.tree = Path(args.tree).resolve() if args.tree else REPO
     if args.latency <= 0 or args.partitions < 2:
         parser.error("--latency must be positive and --partitions at least 2")

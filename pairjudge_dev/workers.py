@@ -17,11 +17,14 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from pairjudge.agents.audit import JoinEntry
+from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.streams.cli.demo import start_worker, stop_process
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.admin import create_topics
 from pairjudge.streams.kafka.producer import key_of
-from pairjudge.streams.kafka.topics import topic_specs
+from pairjudge.streams.kafka.readers import from_start
+from pairjudge.streams.kafka.topics import AUDIT_JOIN_TABLE, changelog_topic, topic_specs
 from pairjudge.streams.security.kafka_clients import ClientConfig, as_client_config, client_config
 
 
@@ -122,3 +125,36 @@ async def wait_until_committed(settings: Settings, timeout: float, kind: str = "
         if time.monotonic() > deadline:
             return False
         await asyncio.sleep(0.5)
+
+
+async def final_decision_records(
+    settings: Settings, pair_ids: set[str], *, timeout: float = 60.0
+) -> dict[str, DecisionRecord]:
+    """Each pair's final decision record (a verdict's or a review's), as the audit's join keeps it.
+
+    A judging stage hands its record to the join on its own worker, so the records are read where the join
+    writes them: its table's changelog (the latest entry per pair wins), and ``pairjudge.decisions`` for a
+    pair whose records went through the topic. Waits until every pair in ``pair_ids`` has one, or ``timeout``.
+    """
+    join = changelog_topic(settings.worker.app_id, AUDIT_JOIN_TABLE)
+    decisions = settings.topics.name("decisions")
+    found: dict[str, DecisionRecord] = {}
+    async with from_start(client_config(settings.kafka), [join, decisions]) as reader:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not pair_ids <= found.keys():
+            for tp, batch in (await reader.batches(timeout_ms=200, max_records=1000)).items():
+                for r in batch:
+                    record = _final_of(r.value, from_join=tp.topic == join)
+                    if record is not None and record.pair_id in pair_ids:
+                        found[record.pair_id] = record
+    return found
+
+
+def _final_of(value: bytes | None, *, from_join: bool) -> DecisionRecord | None:
+    if not value:
+        return None
+    if from_join:
+        # A join entry as stored: "<partition>:" and its JSON (streams.audit.handlers).
+        return JoinEntry.from_bytes(value.split(b":", 1)[1]).final
+    record = DecisionRecord.model_validate_json(value)
+    return None if record.outcome == "tiebreak" else record

@@ -4,6 +4,7 @@ from pairjudge.schemas._base import SCHEMA_VERSION, WIRE_CONTEXT, Contract, Even
 from pairjudge.schemas.audit import (
     Alert,
     AlertKind,
+    AuditDelta,
     AuditObservation,
     AuditSeries,
     AuditSnapshot,
@@ -58,6 +59,7 @@ __all__ = [
     "WIRE_CONTEXT",
     "Alert",
     "AlertKind",
+    "AuditDelta",
     "AuditObservation",
     "AuditSeries",
     "AuditSnapshot",

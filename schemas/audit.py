@@ -9,7 +9,7 @@ series; the series agent sums them into tumbling windows and publishes ``AuditSn
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -169,6 +169,25 @@ class AuditObservation(Event):
     #: Set for ``second_label``: the pair's first label (the one compared with the judge).
     first_label: HumanLabel | None = None
     observed_at: datetime = Field(default_factory=utc_now)
+
+
+class AuditDelta(Event):
+    """One worker's sums for one series and window since its last flush (``pairjudge.observations``, keyed by
+    series): what the join counted, summed where it was joined, for the series agent to add to its window.
+
+    ``stats`` holds the window sums (``agents.audit.sums.WindowStats``: counts, count cells, per-bin rows);
+    ``calibration_*`` the labelled decisions per confidence bin of width 0.01 (``ConfidenceHistogram``),
+    absent when the delta has none. ``observations`` is how many observations it sums.
+    """
+
+    series: AuditSeries
+    #: The window's start (Unix seconds, aligned to ``window_s``) and size.
+    window_start: float
+    window_s: float = Field(gt=0)
+    observations: int = Field(ge=1)
+    stats: dict[str, Any]
+    calibration_counts: list[int] | None = None
+    calibration_agrees: list[int] | None = None
 
 
 class ReliabilityBinSnapshot(Contract):

@@ -7,7 +7,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pairjudge.schemas.audit import Alert, AuditObservation, AuditSnapshot, DecisionRecord, ThresholdUpdate
+from pairjudge.schemas.audit import (
+    Alert,
+    AuditDelta,
+    AuditObservation,
+    AuditSnapshot,
+    DecisionRecord,
+    ThresholdUpdate,
+)
 from pairjudge.schemas.events import (
     ControlUpdate,
     DeadLetter,
@@ -18,7 +25,7 @@ from pairjudge.schemas.events import (
 )
 from pairjudge.schemas.pair import CandidatePair
 from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, TieBreakReply, ToneStyleReply
-from pairjudge.schemas.scores import GateUpdate, ScoreEvent, ScoreSnapshot
+from pairjudge.schemas.scores import GateUpdate, ScoreEvent, ScoreEventBatch, ScoreSnapshot
 
 EXPORTED: tuple[type[BaseModel], ...] = (
     CandidatePair,
@@ -29,12 +36,14 @@ EXPORTED: tuple[type[BaseModel], ...] = (
     DeadLetter,
     DecisionRecord,
     AuditObservation,
+    AuditDelta,
     AuditSnapshot,
     Alert,
     ThresholdUpdate,
     ControlUpdate,
     # The champion-challenger scoreboard (pairjudge.score-events, pairjudge.scores, pairjudge.gate).
     ScoreEvent,
+    ScoreEventBatch,
     ScoreSnapshot,
     GateUpdate,
     ToneStyleReply,

@@ -37,6 +37,11 @@ GateDecision = Literal["promote", "reject", "continue"]
 ScoreEventKind = Literal["judged", "outcome", "human", "label", "expired"]
 
 
+#: The most score events one batch carries (a flush splits larger ones): about 0.4 KB each, well inside one
+#: record.
+MAX_SCORE_BATCH = 1000
+
+
 class ScoreEvent(Event):
     """One pair's final outcome or label, from the challenger's side, keyed by experiment (internal topic)."""
 
@@ -74,6 +79,20 @@ class ScoreEvent(Event):
             raise ValueError(f"a {self.kind!r} score event needs judge_outcome and stratum")
         if self.kind == "label" and self.human_outcome is None:
             raise ValueError("a 'label' score event needs human_outcome")
+        return self
+
+
+class ScoreEventBatch(Event):
+    """One experiment's score events from one worker's join since its last flush (``pairjudge.score-events``,
+    keyed by experiment): counted in order, as one input, by the scoreboard."""
+
+    experiment: str = Field(min_length=1, max_length=200)
+    events: list[ScoreEvent] = Field(min_length=1, max_length=MAX_SCORE_BATCH)
+
+    @model_validator(mode="after")
+    def _one_experiment(self) -> Self:
+        if any(e.experiment != self.experiment for e in self.events):
+            raise ValueError("every event of a batch is of the batch's experiment")
         return self
 
 

@@ -123,13 +123,21 @@ def create_app(
         inflight=app.inflight,
         crash_loop_limit=settings.worker.crash_loop_limit,
         on_stop=health.mark_broken,
+        # One delivery behind each judging slot of each stage: outcomes never pile up in memory.
+        max_deliveries=2 * settings.worker.concurrency,
     )
+    # Deliveries finish before partitions are handed over (and before the audit join's flush, which counts them).
+    app.before_handover.append(delivery.settle)
     judge_agent, tiebreak_agent = wire_stages(app, delivery, topics, concurrency=settings.worker.concurrency)
 
     webhook = _alert_webhook(settings, pipeline)
     audit: Audit | None = None
     if settings.audit.enabled:
         audit = _wire_audit(app, settings, holder, telemetry, delivery, topics, webhook, redactor)
+        # Decision records go straight to the join on this worker (streams.worker.delivery.LocalJoin), and what
+        # it holds is flushed before partitions are handed over (a rebalance, a shutdown).
+        delivery.join = audit
+        app.before_handover.append(audit.flush)
     scores: Scores | None = None
     if audit is not None and settings.scores.enabled:
         # The scoreboard reads what the audit's join forwards: it needs the audit on.

@@ -25,6 +25,7 @@ from pairjudge.agents.audit.calibration import (
     grid_bin,
     threshold_snapshot,
 )
+from pairjudge.agents.audit.deltas import DeltaBuffer, SeriesDelta
 from pairjudge.agents.audit.guards import Finding, GuardBounds, KappaFloor, findings, kappa_floor
 from pairjudge.agents.audit.join import (
     KNOWN_LABEL_REVIEWER,
@@ -45,11 +46,13 @@ __all__ = [
     "HISTOGRAM_BINS",
     "KNOWN_LABEL_REVIEWER",
     "ConfidenceHistogram",
+    "DeltaBuffer",
     "Finding",
     "GuardBounds",
     "JoinEntry",
     "KappaFloor",
     "LabelOutcome",
+    "SeriesDelta",
     "SeriesWindow",
     "WindowStats",
     "calibration_key",

@@ -43,6 +43,16 @@ class ConfidenceHistogram:
         self.counts[index] += 1
         self.agrees[index] += record.judge_winner == label.winner
 
+    def merge(self, other: ConfidenceHistogram) -> None:
+        """Add ``other``'s counts (a delta summed where the labels were joined: ``agents.audit.deltas``)."""
+        for i, (count, agree) in enumerate(zip(other.counts, other.agrees, strict=True)):
+            self.counts[i] += count
+            self.agrees[i] += agree
+
+    @property
+    def empty(self) -> bool:
+        return not any(self.counts)
+
     def guarantee(self, *, target: float, risk: float, min_labels: int, floor: float = 0.0) -> Guarantee:
         """The calibrated threshold on the default grid, walking no lower than ``floor``.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from pairjudge.agents.audit.ambiguity import AmbiguityCounts
 from pairjudge.agents.stats import relative_label
@@ -125,6 +126,30 @@ class WindowStats:
         cell = f"{relative_label(record.candidates, first.winner)}|{relative_label(record.candidates, second.winner)}"
         self.human_confusion[cell] = self.human_confusion.get(cell, 0) + 1
 
+    def merge(self, other: WindowStats) -> None:
+        """Add ``other``'s sums to these: the same sums as adding its observations here one by one.
+
+        How a worker's observations reach their series (``agents.audit.deltas``): summed where they are
+        joined, then merged here, one delta per series and flush instead of one event per pair. Floats add
+        in another order, so a sum may differ from the one-by-one total in its last bits. The window's own
+        bookkeeping (``alerts_raised``, ``final_published``) is the owner's, not added.
+        """
+        for f in fields(self):
+            if f.name in _OWNER_FIELDS:
+                continue
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if f.name == "last_mismatched_model":
+                if theirs is not None:
+                    self.last_mismatched_model = theirs
+            elif isinstance(mine, dict):
+                _merge_counts(mine, theirs)
+            elif isinstance(mine, list):
+                for row, more in zip(mine, theirs, strict=True):
+                    for i, value in enumerate(more):
+                        row[i] += value
+            else:
+                setattr(self, f.name, mine + theirs)
+
     # -- reading --------------------------------------------------------------------------------------
 
     @property
@@ -185,6 +210,21 @@ class WindowStats:
         cost of storing a window, once per observation.
         """
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+#: What a window keeps about itself rather than sums: never added by ``WindowStats.merge``.
+_OWNER_FIELDS = frozenset({"alerts_raised", "final_published"})
+
+
+def _merge_counts(mine: dict[str, Any], theirs: dict[str, Any]) -> None:
+    """Add count cells (``int``) or rows of counts (``list[int]``) of ``theirs`` into ``mine``."""
+    for key, value in theirs.items():
+        if isinstance(value, list):
+            row = mine.setdefault(key, [0] * len(value))
+            for i, count in enumerate(value):
+                row[i] += count
+        else:
+            mine[key] = mine.get(key, 0) + value
 
 
 def _lists(confusion: dict[str, int]) -> tuple[list[str], list[str]]:

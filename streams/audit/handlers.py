@@ -2,29 +2,43 @@
 
 Two stages, because a label and a decision meet by pair id while statistics add up by series:
 
-- **join** (``pairjudge.decisions`` + ``pairjudge.labels``, keyed by pair id, co-partitioned with the
-  ``audit-join`` table): keeps each pair's final decision record and its first label, whichever comes
-  first (and an audit pair's second opinion, by a different reviewer, for the human ceiling), and
-  forwards what to count to ``pairjudge.observations``, keyed by series. A malformed label
-  (or record) goes to the dead-letter topic with its reason and bytes.
-- **series** (``pairjudge.observations``, keyed by series, co-partitioned with ``audit-windows``): sums
-  observations into tumbling windows per series, applies the guards, publishes ``Alert``s and the
-  kappa guard's control update, and (on a timer) ``AuditSnapshot``s on ``pairjudge.audit``.
+- **join** (keyed by pair id, the ``audit-join`` table): keeps each pair's final decision record and its
+  first label, whichever comes first (and an audit pair's second opinion, by a different reviewer, for the
+  human ceiling), and counts what to count. A judging stage hands its decision record to the join on its
+  own worker (``join_record``, through ``streams.worker.delivery``) when the pair's join entry is in the
+  partition that worker owns; otherwise (a pair its producer keyed by something else) the record goes
+  through ``pairjudge.decisions`` like the labels (``pairjudge.labels``), co-partitioned with the table.
+  A malformed label (or record) goes to the dead-letter topic with its reason and bytes.
+- **series** (``pairjudge.observations``, keyed by series, co-partitioned with ``audit-windows``): adds the
+  join's deltas into tumbling windows per series, applies the guards, publishes ``Alert``s and the kappa
+  guard's control update, and (on a timer) ``AuditSnapshot``s on ``pairjudge.audit``.
 
-Both stages run with concurrency 1: each event is a read-modify-write of one table entry.
+The join does not send one event per observation. It sums what it counted per series and window
+(``agents.audit.deltas``) and its score events per experiment, and a timer (``flush_interval_s``, a
+second) sends one ``AuditDelta`` per series and window and one ``ScoreEventBatch`` per experiment. The
+series agent merges a delta as it added an observation: the same sums and snapshots, for a produce,
+a decode and a table write per series and second instead of per pair and stage.
 
-Delivery: outputs are published (and acknowledged by the broker) before the table entry is written
-and the input acked, so a crash in between counts an observation twice rather than never. Within a
-pair, a redelivered record or label is recognised by the join entry and not counted again.
+Delivery: an input the join counted is done only after the flush: its sums are on the broker first,
+then its join entry, then (for a judging stage's record) the outcome's published mark, then the input is
+marked done for the commit. A crash before the sums leaves all of it to be read (or replayed) and
+counted again, once; a crash between the sums and the entry counts it twice, never not at all. The series
+and the scoreboard take each input once: every entry keeps the offset of the last delta or batch it took
+in. Before this worker's partitions go (a rebalance, a shutdown) the join flushes what it holds.
 
-The pure parts (records, the join, the sums, the guards) are in ``agents.audit``.
+Both agents run with concurrency 1: each input is a read-modify-write of table entries.
+
+The pure parts (records, the join, the sums, the deltas, the guards) are in ``agents.audit``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -35,7 +49,9 @@ from pairjudge.agents import InputRejected
 from pairjudge.agents.audit import (
     CALIBRATION_SUFFIX,
     ConfidenceHistogram,
+    DeltaBuffer,
     JoinEntry,
+    SeriesDelta,
     SeriesWindow,
     calibration_key,
     on_label,
@@ -46,13 +62,22 @@ from pairjudge.agents.audit import (
 )
 from pairjudge.agents.scores.events import expired_event, score_event
 from pairjudge.schemas import ControlUpdate, HumanLabel
-from pairjudge.schemas.audit import Alert, AuditObservation, DecisionRecord, ThresholdSnapshot, ThresholdUpdate
+from pairjudge.schemas.audit import (
+    Alert,
+    AuditDelta,
+    AuditObservation,
+    DecisionRecord,
+    ThresholdSnapshot,
+    ThresholdUpdate,
+)
 from pairjudge.schemas.pair import RiskLevel
+from pairjudge.schemas.scores import MAX_SCORE_BATCH, ScoreEvent, ScoreEventBatch
 from pairjudge.streams.config.settings import AuditSettings
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.control.signing import ControlSigner, with_signature
-from pairjudge.streams.kafka.codecs import decode, encode
-from pairjudge.streams.kafka.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE
+from pairjudge.streams.faust_compat.offsets import mark_done
+from pairjudge.streams.kafka.codecs import decode, encode, parse_object, validate
+from pairjudge.streams.kafka.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE, partition_of
 from pairjudge.streams.security.redaction_hook import EventRedactor
 from pairjudge.streams.telemetry.tracing import Telemetry, inject_headers
 from pairjudge.streams.worker.delivery import Consume, Publish
@@ -73,6 +98,25 @@ log = logging.getLogger(__name__)
 MAX_AUDIT_EVENT_BYTES = 256_000
 #: Who the kappa guard's control update says tripped it.
 GUARD_AUTHOR = "audit"
+#: Inputs the join holds before it flushes without waiting for the timer (a flood: bounded memory).
+MAX_PENDING_INPUTS = 5000
+
+
+@dataclass
+class _Pending:
+    """What the join took in since its last flush, none of it on the broker yet."""
+
+    deltas: DeltaBuffer
+    #: pair id -> (partition, stored value): entries to write once the sums are out.
+    entries: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
+    #: experiment -> its score events, in the order counted.
+    scores: dict[str, list[ScoreEvent]] = field(default_factory=dict)
+    #: The Faust messages covered (None for an input handed in without one, as in the tests).
+    messages: list[Any] = field(default_factory=list)
+    #: The consumer generation they were read in.
+    generation: int | None = None
+    #: What to do once it is on the broker: the judging stages' published marks (``join_record``).
+    on_flushed: list[Callable[[], Any]] = field(default_factory=list)
 
 
 class Audit:
@@ -93,6 +137,7 @@ class Audit:
         control_signer: ControlSigner | None = None,
     ) -> None:
         self.settings = settings
+        self._partitions = partitions
         #: Signs the kappa guard's pause when a control signing key is configured (streams.control.signing).
         self._control_signer = control_signer
         #: Also publish each final outcome as a ``ScoreEvent`` for the scoreboard (``streams.scores.handlers``).
@@ -125,11 +170,16 @@ class Audit:
         )
         #: Windows changed since their last running snapshot (this worker's only; rebuilt as events come).
         self._dirty: set[bytes] = set()
+        #: What the join counted since its last flush, and what it is flushing now (``flush``).
+        self._pending = _Pending(DeltaBuffer(settings.window_s))
+        self._flushing: _Pending | None = None
 
     # --- the join --------------------------------------------------------------------------------
 
-    async def on_join_input(self, raw: bytes | None, origin: Origin) -> None:
-        """One decision record or label, by the topic it came from."""
+    async def on_join_input(self, raw: bytes | None, origin: Origin, message: Any = None) -> bool:
+        """One decision record or label from the join's topics, by the topic it came from. Returns True when
+        what it counted waits in the buffer (``flush``): the input is done only once the flush has put it
+        on the broker."""
         is_label = origin.topic == self.topic_names["labels"]
         try:
             item: HumanLabel | DecisionRecord = (
@@ -139,9 +189,36 @@ class Audit:
             )
         except InputRejected as exc:
             await self._publish([self._dead_letter(exc.reason, exc.detail, raw, origin)])
-            return
+            return False
+        return await self._join(item, raw, origin, message)
+
+    def accepts(self, pair_id: str, partition: int) -> bool:
+        """Whether ``pair_id``'s join entry is in ``partition`` of the join table: the partition the decisions
+        and labels topics put it in (the producer's default partitioner on its key), which the worker owning
+        that partition of the input topics also holds. A pair keyed otherwise by its producer is not."""
+        return partition_of(pair_id.encode("utf-8"), self._partitions) == partition
+
+    async def join_record(
+        self, record: Outgoing, origin: Origin, message: Any, on_flushed: Callable[[], Any] | None = None
+    ) -> bool:
+        """A judging stage's decision record, handed over on this worker instead of through the decisions topic
+        (``streams.worker.delivery.LocalJoin``); ``on_flushed`` runs once the flush has put it on the broker."""
+        item = record.event if isinstance(record.event, DecisionRecord) else None
+        if item is None:  # replayed from the recorded bytes
+            item = decode(DecisionRecord, record.value, max_bytes=MAX_AUDIT_EVENT_BYTES)
+        return await self._join(item, record.value, origin, message, on_flushed)
+
+    async def _join(
+        self,
+        item: HumanLabel | DecisionRecord,
+        raw: bytes | None,
+        origin: Origin,
+        message: Any,
+        on_flushed: Callable[[], Any] | None = None,
+    ) -> bool:
+        pending = self._pending_for(message)
         key = item.pair_id.encode("utf-8")
-        stored = read(self.join_table.data, key)
+        stored = self._join_entry(key)
         entry = JoinEntry.from_bytes(_split_partition(stored)[1] if stored else None)
         now = time.time()
         if isinstance(item, HumanLabel):
@@ -149,25 +226,89 @@ class Audit:
             if outcome == "unjoinable":
                 detail = f"label winner {item.winner!r} names neither candidate of pair {item.pair_id} nor TIE"
                 await self._publish([self._dead_letter("label_unjoinable", detail, raw, origin)])
-                return
+                return False
             if outcome in ("duplicate", "conflicting"):
                 log.info("audit: %s label for pair %s (kept the first)", outcome, item.pair_id)
             elif outcome == "second_opinion":
                 log.debug("audit: second opinion on pair %s (for the human ceiling)", item.pair_id)
         else:
             updated, observations = on_record(entry, item, now)
-        outgoing = [self._observation(o) for o in observations]
-        if self.feed_scores:
-            # The join counts each pair's final decision and its label once: so does the scoreboard.
-            events = [e for e in (score_event(o) for o in observations) if e is not None]
-            outgoing += [Outgoing("score-events", e.experiment.encode(), encode(e), inject_headers()) for e in events]
-        await self._publish(outgoing)
+        if not observations and updated == entry and on_flushed is None:
+            return False
+        for observation in observations:
+            pending.deltas.add(observation)
+            if self.feed_scores:
+                # The join counts each pair's final decision and its label once: so does the scoreboard.
+                event = score_event(observation)
+                if event is not None:
+                    pending.scores.setdefault(event.experiment, []).append(event)
         if updated != entry:
             partition = origin.partition or 0
-            await store(self.join_table, partition, key, _with_partition(partition, updated.to_bytes()))
+            pending.entries[key] = (partition, _with_partition(partition, updated.to_bytes()))
+        pending.messages.append(message)
+        if on_flushed is not None:
+            pending.on_flushed.append(on_flushed)
+        if len(pending.messages) >= MAX_PENDING_INPUTS:
+            await self.flush()  # bounded memory under a flood; the agent waits for it, and so does its fetching
+        return True
 
-    def _observation(self, observation: AuditObservation) -> Outgoing:
-        return Outgoing("observations", observation.series.key.encode(), encode(observation), inject_headers())
+    def _pending_for(self, message: Any) -> _Pending:
+        """The buffer this input joins. One read in an earlier consumer generation (before a rebalance) is
+        thrown away with its inputs: none is committed, so the partitions' owners read them again."""
+        generation = getattr(message, "generation_id", None)
+        if self._pending.messages and generation != self._pending.generation:
+            log.info("audit: a rebalance; the join's %d unflushed inputs are read again", len(self._pending.messages))
+            self._pending = _Pending(DeltaBuffer(self.settings.window_s), generation=generation)
+        self._pending.generation = generation
+        return self._pending
+
+    def _join_entry(self, key: bytes) -> bytes | None:
+        """A pair's join entry: the buffer's, then the one being flushed, then the table's."""
+        for pending in (self._pending, self._flushing):
+            if pending is not None and key in pending.entries:
+                return pending.entries[key][1]
+        return read(self.join_table.data, key)
+
+    async def flush(self) -> int:
+        """Send what the join counted since the last flush, then its entries, then mark its inputs done.
+
+        In that order: a crash before the sums are on the broker leaves the inputs uncommitted and the
+        entries unwritten (they are counted again, once); a crash after them and before the entries counts
+        them twice, never not at all, as before the buffer. Returns how many inputs it covered.
+        """
+        pending = self._pending
+        if not pending.messages:
+            return 0
+        self._pending = _Pending(DeltaBuffer(self.settings.window_s), generation=pending.generation)
+        current = getattr(self._app, "consumer_generation_id", None)
+        if pending.generation is not None and pending.generation != current:
+            log.info("audit: a rebalance; the join's %d unflushed inputs are read again", len(pending.messages))
+            return 0
+        self._flushing = pending
+        try:
+            outgoing = [self._delta(d) for d in pending.deltas.deltas()]
+            for experiment, events in pending.scores.items():
+                outgoing += [
+                    Outgoing("score-events", experiment.encode(), value, inject_headers())
+                    for value in score_batches(experiment, events)
+                ]
+            await self._publish(outgoing)
+            await asyncio.gather(*(store(self.join_table, p, k, v) for k, (p, v) in pending.entries.items()))
+        finally:
+            self._flushing = None
+        # The judging stages' outcomes are marked published (streams.worker.published) once the records they
+        # carried are counted: a crash before replays the recorded outcome, record included. Awaited, so a
+        # partition handed over after this flush (``GracefulApp.before_handover``) goes with its marks; a lost
+        # mark costs a duplicate of the outcome, never the outcome (logged where it is sent).
+        marks = [mark() for mark in pending.on_flushed]
+        await asyncio.gather(*(m for m in marks if inspect.isawaitable(m)), return_exceptions=True)
+        for message in pending.messages:
+            if message is not None:
+                mark_done(self._app, message)
+        return len(pending.messages)
+
+    def _delta(self, delta: SeriesDelta) -> Outgoing:
+        return Outgoing("observations", delta.series.key.encode(), encode(delta.to_event()), inject_headers())
 
     def _dead_letter(self, reason: str, detail: str, raw: bytes | None, origin: Origin) -> Outgoing:
         return dead_letter(self._telemetry, "decode", reason, detail, raw, origin, redactor=self.redactor)
@@ -175,30 +316,30 @@ class Audit:
     # --- the series windows ----------------------------------------------------------------------
 
     async def on_observation(self, raw: bytes | None, origin: Origin) -> None:
-        """Add one observation to its series' window (and, labelled, to the series' calibration).
+        """Add a join's delta (or, from a worker of an earlier version, one observation) to its series' window
+        and, for labelled decisions, to the series' calibration.
 
-        Exactly once per entry: each entry keeps the offset of the last observation it took in, and
-        every observation of a series comes from the one partition its key maps to, in offset order.
-        An observation redelivered after a rebalance or a crash (read again from the last commit) is
-        at or below that offset and is skipped: the statistics never count it twice.
+        Exactly once per entry: each entry keeps the offset of the last input it took in, and every input
+        of a series comes from the one partition its key maps to, in offset order. An input redelivered
+        after a rebalance or a crash (read again from the last commit) is at or below that offset and is
+        skipped: the statistics never count it twice.
         """
         try:
-            observation = decode(AuditObservation, raw, max_bytes=MAX_AUDIT_EVENT_BYTES)
+            delta = self._decode_delta(raw)
         except InputRejected as exc:
             await self._publish([self._dead_letter(exc.reason, exc.detail, raw, origin)])
             return
         partition = origin.partition or 0
         offset = origin.offset if origin.offset is not None else -1
-        start = window_start(observation.observed_at, self.settings.window_s)
-        key = window_key(observation.series.key, start)
+        key = window_key(delta.series.key, delta.start)
         stored = read(self.windows_table.data, key)
         window = (
             SeriesWindow.from_bytes(stored)
             if stored
-            else SeriesWindow(observation.series, start, self.settings.window_s, partition)
+            else SeriesWindow(delta.series, delta.start, delta.size, partition)
         )
         if offset < 0 or offset > window.last_offset:
-            window.stats.add(observation)
+            window.stats.merge(delta.stats)
             window.last_offset = offset
             findings = self._act_on_findings(window)
             await self._publish([o for o in findings if o.kind != "control"])
@@ -206,14 +347,30 @@ class Audit:
                 await self._publish_guard(trip)
             await store(self.windows_table, partition, key, window.to_bytes())
             self._dirty.add(key)
-        if observation.kind == "labelled":
+        if not delta.calibration.empty:
             # The series' labelled decisions over all its windows, for the calibrated threshold.
-            histogram = self._histogram(observation.series.key)
+            histogram = self._histogram(delta.series.key)
             if offset < 0 or offset > histogram.last_offset:
-                histogram.add(observation)
+                histogram.merge(delta.calibration)
                 histogram.last_offset = offset
                 value = _with_partition(partition, histogram.to_bytes())
-                await store(self.windows_table, partition, calibration_key(observation.series.key), value)
+                await store(self.windows_table, partition, calibration_key(delta.series.key), value)
+
+    def _decode_delta(self, raw: bytes | None) -> SeriesDelta:
+        """An ``AuditDelta``, or an ``AuditObservation`` (a worker of an earlier version) as a delta of one."""
+        data = parse_object(raw, max_bytes=MAX_AUDIT_EVENT_BYTES)
+        if "stats" in data:
+            event = validate(AuditDelta, data)
+            try:
+                return SeriesDelta.from_event(event)
+            except ValueError as exc:
+                raise InputRejected("invalid_event", str(exc)) from None
+        observation = validate(AuditObservation, data)
+        delta = SeriesDelta(
+            observation.series, window_start(observation.observed_at, self.settings.window_s), self.settings.window_s
+        )
+        delta.add(observation)
+        return delta
 
     def _act_on_findings(self, window: SeriesWindow) -> list[Outgoing]:
         """Alerts for the bounds this window newly breaks; the kappa guard also pauses automation."""
@@ -370,6 +527,25 @@ class Audit:
         return expired
 
 
+#: The largest score-event batch sent as one record: well under the producer's 1 MB request limit.
+MAX_BATCH_BYTES = 256_000
+
+
+def score_batches(experiment: str, events: list[ScoreEvent]) -> list[bytes]:
+    """``events`` as encoded ``ScoreEventBatch``es of at most ``MAX_SCORE_BATCH`` events and about
+    ``MAX_BATCH_BYTES`` each (a batch over it is halved: events are about 0.4 KB, so it rarely is)."""
+    out: list[bytes] = []
+    for i in range(0, len(events), MAX_SCORE_BATCH):
+        chunk = events[i : i + MAX_SCORE_BATCH]
+        value = encode(ScoreEventBatch(experiment=experiment, events=chunk))
+        if len(value) > MAX_BATCH_BYTES and len(chunk) > 1:
+            half = len(chunk) // 2
+            out += score_batches(experiment, chunk[:half]) + score_batches(experiment, chunk[half:])
+        else:
+            out.append(value)
+    return out
+
+
 def _with_partition(partition: int, value: bytes) -> bytes:
     """A join entry as stored: prefixed with the partition its changelog record goes to, for the sweep."""
     return f"{partition}:".encode("ascii") + value
@@ -405,8 +581,9 @@ def wire_audit(app: faust.App, audit: Audit, topics: dict[str, faust.TopicT], co
         value_serializer="raw",
     )
 
-    async def join_one(event: Any, origin: Origin) -> None:
-        await audit.on_join_input(event.value, origin)
+    async def join_one(event: Any, origin: Origin) -> bool:
+        # Deferred: marked done by the flush that puts what it counted on the broker.
+        return await audit.on_join_input(event.value, origin, event.message)
 
     async def observe_one(event: Any, origin: Origin) -> None:
         await audit.on_observation(event.value, origin)
@@ -427,6 +604,10 @@ def wire_audit(app: faust.App, audit: Audit, topics: dict[str, faust.TopicT], co
     async def sweep() -> None:
         await audit.sweep_join()
 
+    async def flush() -> None:
+        await audit.flush()
+
+    app.timer(interval=audit.settings.flush_interval_s)(flush)
     app.timer(interval=audit.settings.snapshot_interval_s)(snapshots)
     app.timer(interval=max(1.0, min(600.0, audit.settings.join_retention_s / 10)))(sweep)
     return audit_join, audit_series

@@ -29,6 +29,10 @@ class AuditSettings(_Section):
     window_s: float = Field(default=3600.0, ge=1.0)
     #: How often the open windows' running snapshots are published (only those that changed).
     snapshot_interval_s: float = Field(default=30.0, ge=0.1)
+    #: How often the join sends what it counted to the series agents and the scoreboard: one delta per series
+    #: and window, one batch per experiment, instead of one event per pair. The inputs it covers are
+    #: committed only after it, so a crash recounts them, never loses them; a series shows a pair this much later.
+    flush_interval_s: float = Field(default=1.0, ge=0.05, le=60.0)
     #: How long a pair waits in the join for its label (or its decision). The bound on the join
     #: table: about (pairs per second on a worker's partitions) x this x 1 KB.
     join_retention_s: float = Field(default=3 * 86_400.0, ge=1.0)

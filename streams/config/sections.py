@@ -40,9 +40,11 @@ class KafkaSettings(_Section):
     #: for a latency of at most this, small beside a judge call. ``bench.speed`` measured the choice
     #: (docs/operations/sizing.md#producer-and-fetcher).
     producer_linger_ms: float = Field(default=5.0, ge=0, le=1000)
-    #: Records a worker's consumer takes from one fetch at most. A flood arrives in large fetches (fewer requests,
-    #: fewer wake-ups); a trickle is fetched as it comes, since a fetch returns as soon as there is a record.
-    max_poll_records: int = Field(default=500, ge=1)
+    #: Records a worker's consumer takes from one fetch at most; unset, whatever the fetch brought (Faust's
+    #: default). A flood then arrives in large fetches, and a trickle as it comes (a fetch returns as soon as
+    #: there is a record). A cap of 50 cost 10-20 % of the throughput in ``bench.speed``, one of 500 nothing
+    #: measurable (docs/operations/sizing.md#producer-and-fetcher).
+    max_poll_records: int | None = Field(default=None, ge=1)
     #: How clients reach the brokers (streams.security.kafka_clients turns these into client configuration).
     #: ``SSL`` is TLS, with a client certificate for mutual TLS; ``SASL_SSL`` is a user name and password
     #: over TLS. ``SASL_PLAINTEXT`` is for loopback brokers only with ``PLAIN`` (it sends the password).

@@ -8,13 +8,18 @@ from ever leaving the group. The replacement keeps Faust's wait for rebalances a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import faust
 
 from pairjudge.streams.judges.breaker import CircuitBreaker
 from pairjudge.streams.worker.shutdown import InFlight, drain
+
+#: How long each step before a hand-over may take (``GracefulApp.before_handover``): a flush is a few broker
+#: round trips.
+HANDOVER_STEP_TIMEOUT_S = 15.0
 
 
 class GracefulApp(faust.App):
@@ -30,6 +35,9 @@ class GracefulApp(faust.App):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.inflight = InFlight()
+        #: Run once the agents are idle and before this worker's partitions go (a revocation or a shutdown):
+        #: what a stage holds for its partitions (the audit join's buffer) goes to the broker first.
+        self.before_handover: list[Callable[[], Awaitable[Any]]] = []
 
     async def on_stop(self) -> None:
         self._stopping = True
@@ -41,11 +49,22 @@ class GracefulApp(faust.App):
         if not self._stopping:
             # A revocation during a rebalance: Faust's wait, unchanged (faust_compat.offsets guards its commits).
             await super()._consumer_wait_empty(consumer, logger)
+        else:
+            logger.info("shutdown: waiting up to %g s for pairs in flight", self.shutdown_grace_s)
+            await drain(
+                lambda: super(GracefulApp, self)._consumer_wait_empty(consumer, logger),
+                self.inflight,
+                self.breakers,
+                self.shutdown_grace_s,
+            )
+        # Faust calls this in both paths (App._on_partitions_revoked, App._stop_consumer) after pausing the
+        # partitions and before the tables stop: the last point where this worker still holds them. Not after
+        # a crash: the producer may be what failed, and what the steps hold is read again by the partitions'
+        # next owner anyway (none of it was committed); each step is bounded for the same reason.
+        if self.crashed:
             return
-        logger.info("shutdown: waiting up to %g s for pairs in flight", self.shutdown_grace_s)
-        await drain(
-            lambda: super(GracefulApp, self)._consumer_wait_empty(consumer, logger),
-            self.inflight,
-            self.breakers,
-            self.shutdown_grace_s,
-        )
+        for step in self.before_handover:
+            try:
+                await asyncio.wait_for(step(), HANDOVER_STEP_TIMEOUT_S)
+            except Exception:
+                logger.exception("a step before handing over the partitions failed; its inputs are read again")

@@ -58,7 +58,11 @@ def encode(model: BaseModel) -> bytes:
 
 def decode(model_type: type[M], raw: bytes | None, *, max_bytes: int) -> M:
     """Decode one event strictly, or raise ``InputRejected`` with a short reason code and a clear detail."""
-    data = parse_object(raw, max_bytes=max_bytes)
+    return validate(model_type, parse_object(raw, max_bytes=max_bytes))
+
+
+def validate(model_type: type[M], data: dict[str, Any]) -> M:
+    """A JSON object from ``parse_object`` as ``model_type``, strictly, or ``InputRejected`` as ``decode`` says."""
     try:
         return model_type.model_validate(data, context=WIRE_CONTEXT)
     except ValidationError as exc:

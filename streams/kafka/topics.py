@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from aiokafka.partitioner import murmur2
+
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.admin import TopicSpec
 
@@ -82,3 +84,10 @@ def topic_specs(settings: Settings) -> dict[str, TopicSpec]:
             partitions=partitions, compacted=True, replication=replication
         )
     return specs
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition the workers' producer (aiokafka's default partitioner, Kafka's murmur2) puts ``key`` in,
+    of a topic with ``partitions`` partitions: where a pair's decision records and labels land."""
+    hashed: int = murmur2(key)
+    return (hashed & 0x7FFFFFFF) % partitions

@@ -48,6 +48,7 @@ from pairjudge.schemas.scores import (
     HumanBasisSnapshot,
     HumanGateSnapshot,
     ScoreEvent,
+    ScoreEventBatch,
     ScoreSnapshot,
     StratumSnapshot,
     StrengthSnapshot,
@@ -55,7 +56,7 @@ from pairjudge.schemas.scores import (
 )
 from pairjudge.streams.config.settings import ScoreSettings
 from pairjudge.streams.control.live import PolicyHolder
-from pairjudge.streams.kafka.codecs import decode, encode
+from pairjudge.streams.kafka.codecs import encode, parse_object, validate
 from pairjudge.streams.kafka.topics import SCORES_TABLE
 from pairjudge.streams.security.redaction_hook import EventRedactor
 from pairjudge.streams.telemetry.tracing import Telemetry, inject_headers
@@ -66,6 +67,8 @@ from pairjudge.streams.worker.tables import owned_partitions, read, store, table
 log = logging.getLogger(__name__)
 
 MAX_SCORE_EVENT_BYTES = 16_000
+#: The largest batch read (the join sends them under 256 KB: ``streams.audit.handlers.score_batches``).
+MAX_SCORE_BATCH_BYTES = 1_000_000
 #: Points of the win rate's history kept per experiment (one per snapshot that changed it).
 HISTORY_POINTS = 500
 GUARD_REFUSAL = "automatic decisions are paused by the kappa guard; the gate decides again once a person resumes them"
@@ -345,20 +348,24 @@ class Scores:
         self.gauges: dict[str, ExperimentGauges] = {}
 
     async def on_score_event(self, raw: bytes | None, origin: Origin) -> None:
+        """One batch of an experiment's score events from a join's flush (or, from a worker of an earlier
+        version or the join's expiry sweep, one event), counted in order, once: a redelivered input is at or
+        below the entry's offset."""
         try:
-            event = decode(ScoreEvent, raw, max_bytes=MAX_SCORE_EVENT_BYTES)
+            events = _decode_events(raw)
         except InputRejected as exc:
             letter = dead_letter(self._telemetry, "decode", exc.reason, exc.detail, raw, origin, redactor=self.redactor)
             await self._publish([letter])
             return
         partition = origin.partition or 0
         offset = origin.offset if origin.offset is not None else -1
-        key = event.experiment.encode()
+        key = events[0].experiment.encode()
         stored = read(self.table.data, key)
         entry = Entry.from_bytes(stored) if stored else Entry(Scoreboard(), partition)
         if 0 <= offset <= entry.last_offset:
             return  # redelivered after a crash or rebalance: already counted
-        count(entry.board, event)
+        for event in events:
+            count(entry.board, event)
         entry.last_offset = offset
         # No await since the read above: the write cannot lose another event's update (``store``).
         await store(self.table, partition, key, entry.to_bytes())
@@ -398,6 +405,16 @@ class Scores:
             )
             published += 1
         return published
+
+
+def _decode_events(raw: bytes | None) -> list[ScoreEvent]:
+    """A ``ScoreEventBatch``'s events, or a single ``ScoreEvent`` (the join's expiry sweep, an earlier version)."""
+    data = parse_object(raw, max_bytes=MAX_SCORE_BATCH_BYTES)
+    if "events" in data:
+        return list(validate(ScoreEventBatch, data).events)
+    if raw is not None and len(raw) > MAX_SCORE_EVENT_BYTES:
+        raise InputRejected("oversized_event", f"the event is {len(raw)} bytes; the limit is {MAX_SCORE_EVENT_BYTES}")
+    return [validate(ScoreEvent, data)]
 
 
 def count(board: Scoreboard, event: ScoreEvent) -> None:

@@ -53,6 +53,11 @@ def build_faust_app(settings: Settings, *, breakers: Sequence[CircuitBreaker]) -
         # Bounded per-partition buffers: when judges are slow the worker stops fetching, it does not queue.
         stream_buffer_maxsize=max(64, settings.worker.concurrency * 4),
         producer_acks=-1,
+        # Batching (KafkaSettings.producer_linger_ms, max_poll_records): a produce request costs a syscall and
+        # a broker round trip whatever it carries, and a worker's outputs, changelog records and marks
+        # come in bursts.
+        producer_linger=kafka.producer_linger_ms / 1000,
+        broker_max_poll_records=kafka.max_poll_records,
     )
 
     # Before anything builds the consumer: commits follow the project's offset ledger (streams.faust_compat.offsets).

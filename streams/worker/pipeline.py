@@ -81,6 +81,9 @@ class Outgoing:
     key: bytes
     value: bytes
     headers: list[tuple[str, bytes]]
+    #: The event ``value`` encodes, when the stage built it (never stored, never compared): a consumer on this
+    #: worker (the audit's join, ``Delivery``) takes it as it is instead of decoding the bytes again.
+    event: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,7 +400,7 @@ class Pipeline:
             out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers))
         record = record_for(decision, judged, self.catalog)
         if record is not None:
-            out.append(Outgoing("decisions", record.pair_id.encode(), encode(record), headers))
+            out.append(Outgoing("decisions", record.pair_id.encode(), encode(record), headers, event=record))
         return out
 
     def _dead_letter(

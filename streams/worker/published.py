@@ -15,7 +15,7 @@ says so (``mark_published``), and a redelivery finds the mark and sends nothing:
 their topics already, and a copy would be a duplicate every consumer has to drop. Only a redelivery
 between the send and the mark (a crash there, or a rebalance whose new owner restored the table before
 the mark reached the changelog) re-sends the recorded bytes. The mark is also what a retained pair
-costs: tens of bytes, not the 1-3 KB of its compressed outcome.
+costs: tens of bytes, not the few KB of its outcome.
 
 Entries expire after ``retention_s`` (a tombstone on the changelog): redeliveries come within
 minutes, producer retries within hours.
@@ -26,9 +26,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import struct
 import time
 import zlib
-from base64 import b64decode, b64encode
+from base64 import b64decode
 from collections.abc import Iterable
 from typing import Any
 
@@ -48,22 +49,35 @@ log = logging.getLogger(__name__)
 
 
 # --- the stored value ---------------------------------------------------------------------------------
-# b"<stored_at>:<partition>:" + zlib(JSON list of messages). The header is read without inflating, so
-# the expiry sweep stays cheap on a large table.
+# b"<stored_at>:<partition>:" + FRAMED + the messages, each as length-prefixed binary frames. The header is
+# read without parsing the rest, so the expiry sweep stays cheap on a large table. The frames are not
+# compressed unless large: an entry lives only until its published mark replaces it (about a second), and
+# zlib with JSON and base64 around it was the worker's largest own cost per pair after judging (issue 27).
+# Entries of earlier versions (zlib of a JSON list, starting 0x78) are still read.
+
+#: First byte of a framed payload (never a zlib stream's 0x78, ``PUBLISHED``'s "!" or a crash mark's digit),
+#: and of one whose frames are zlib-compressed: those over ``COMPRESS_OVER`` bytes, rare and large.
+FRAMED = b"\x01"
+COMPRESSED = b"\x02"
+COMPRESS_OVER = 64 * 1024
+_MESSAGE = struct.Struct(">BHIH")  # kind, key and value lengths; header count
+_HEADER = struct.Struct(">HI")  # name and value lengths
 
 
 def pack(outgoing: Iterable[Outgoing], *, partition: int, stored_at: float) -> bytes:
-    body = [
-        {
-            "kind": m.kind,
-            "key": b64encode(m.key).decode("ascii"),
-            "value": b64encode(m.value).decode("ascii"),
-            "headers": [[name, b64encode(value).decode("ascii")] for name, value in m.headers],
-        }
-        for m in outgoing
-    ]
-    payload = zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), level=1)
-    return entry_header(partition, stored_at) + payload
+    parts: list[bytes] = []
+    for m in outgoing:
+        kind = m.kind.encode("ascii")
+        parts.append(_MESSAGE.pack(len(kind), len(m.key), len(m.value), len(m.headers)))
+        parts += (kind, m.key, m.value)
+        for name, value in m.headers:
+            raw_name = name.encode("utf-8")
+            parts += (_HEADER.pack(len(raw_name), len(value)), raw_name, value)
+    frames = b"".join(parts)
+    if len(frames) > COMPRESS_OVER:
+        # A large outcome (a review request carrying long outputs) must still fit the changelog's records.
+        return entry_header(partition, stored_at) + COMPRESSED + zlib.compress(frames, level=1)
+    return entry_header(partition, stored_at) + FRAMED + frames
 
 
 def entry_header(partition: int, stored_at: float) -> bytes:
@@ -84,6 +98,35 @@ def header(stored: bytes) -> tuple[float, int]:
 
 def unpack(payload: bytes) -> list[Outgoing]:
     """The messages of a packed value's payload (what follows its header)."""
+    if payload.startswith(COMPRESSED):
+        payload = FRAMED + zlib.decompress(payload[1:])
+    elif not payload.startswith(FRAMED):
+        return _unpack_zlib_json(payload)
+    out: list[Outgoing] = []
+    view, at = memoryview(payload), 1
+    while at < len(payload):
+        kind_len, key_len, value_len, header_count = _MESSAGE.unpack_from(view, at)
+        at += _MESSAGE.size
+        kind = bytes(view[at : at + kind_len]).decode("ascii")
+        at += kind_len
+        key = bytes(view[at : at + key_len])
+        at += key_len
+        value = bytes(view[at : at + value_len])
+        at += value_len
+        headers: list[tuple[str, bytes]] = []
+        for _ in range(header_count):
+            name_len, header_len = _HEADER.unpack_from(view, at)
+            at += _HEADER.size
+            name = bytes(view[at : at + name_len]).decode("utf-8")
+            at += name_len
+            headers.append((name, bytes(view[at : at + header_len])))
+            at += header_len
+        out.append(Outgoing(kind=_topic_kind(kind), key=key, value=value, headers=headers))
+    return out
+
+
+def _unpack_zlib_json(payload: bytes) -> list[Outgoing]:
+    """An entry recorded before the framed format: zlib of a JSON list, bytes in base64."""
     body = json.loads(zlib.decompress(payload))
     return [
         Outgoing(
@@ -181,11 +224,11 @@ class OutcomeTables:
             return None
         return stored.split(b":", 2)[2]
 
-    def mark_published(self, stage: Stage, pair_id: str, partition: int) -> None:
+    def mark_published(self, stage: Stage, pair_id: str, partition: int) -> Any:
         """The broker has every message of this pair's outcome: keep only that, so a redelivery sends nothing.
 
-        The changelog record is not waited for: lost in a crash, it costs one duplicate of the outcome
-        (the recorded bytes, re-sent), never an outcome.
+        Returns the changelog record's future. The judging path does not wait for it: lost in a crash, it
+        costs one duplicate of the outcome (the recorded bytes, re-sent), never an outcome.
         """
         table = self._tables[stage]
         key = pair_id.encode("utf-8")
@@ -193,6 +236,7 @@ class OutcomeTables:
         put(table.data, partition, key, value)
         sent = table.send_changelog(partition, key, value)
         sent.add_done_callback(_log_failed_mark)
+        return sent
 
     async def record(self, stage: Stage, pair_id: str, partition: int, outgoing: list[Outgoing]) -> None:
         """Record, and wait until the broker has the changelog record."""

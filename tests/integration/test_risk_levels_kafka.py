@@ -5,23 +5,20 @@ live through ``pairjudge.control`` and the next high pair follows the new value.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from pairjudge.agents.prompts import template_hash
 from pairjudge.agents.untrusted import unmark
-from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.schemas.pair import RiskLevel
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import publish_control
 from pairjudge.streams.kafka.codecs import encode
 from pairjudge.streams.kafka.collector import Outcomes, collect_outcomes
 from pairjudge_dev.replies import tone_reply
-from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
+from pairjudge_dev.workers import final_decision_records, kafka_run, produce_raw, running_worker
 from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, RecordedRequest, fake_judge_server, reply
-from tests.fixtures.review import read_topic
 from tests.unit.factories import FIRST_OUTPUT, SECOND_OUTPUT, make_pair
 
 __all__ = ["fake_judge_server"]  # a fixture, imported for pytest
@@ -68,7 +65,7 @@ async def test_a_high_risk_pair_goes_to_a_person_where_a_normal_one_is_decided(
             after = await _judged(settings, f"{prefix}-high-{n}", "high")
             if after.final[f"{prefix}-high-{n}"][0] == "verdicts":
                 break
-        raw_records = await read_topic(settings, "decisions", n + 2, timeout=30)
+        records = await final_decision_records(settings, {f"{prefix}-normal", f"{prefix}-high-0"}, timeout=30)
     log = log_path.read_text(errors="replace")
     assert normal.complete, log[-3000:]
     kind, event = normal.final[f"{prefix}-normal"]
@@ -86,7 +83,6 @@ async def test_a_high_risk_pair_goes_to_a_person_where_a_normal_one_is_decided(
     assert "control: high_primary_confidence_threshold = 0.75" in log
 
     # Each level is its own drift series: the normal pair keeps the series key it had before risk levels.
-    records = {r.pair_id: r for r in (DecisionRecord.model_validate(json.loads(v)) for v in raw_records)}
     normal_key = records[f"{prefix}-normal"].series.key
     high_key = records[f"{prefix}-high-0"].series.key
     normal_parts, high_parts = normal_key.split("|"), high_key.split("|")

@@ -33,7 +33,7 @@ from pairjudge.streams.kafka.codecs import encode
 from pairjudge.streams.kafka.collector import collect_outcomes, read_topic
 from pairjudge.streams.scores.gate_reader import gate_status
 from pairjudge_dev.slow_judge_server import Behaviour, JudgeServer
-from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
+from pairjudge_dev.workers import final_decision_records, kafka_run, produce_raw, running_worker
 from tests.unit.factories import make_pair
 
 pytestmark = [pytest.mark.kafka]
@@ -157,14 +157,8 @@ def _person_prefers_challenger(i: int) -> bool:
 
 
 async def _final_records(settings: Settings, pair_ids: set[str]) -> dict[str, DecisionRecord]:
-    """Each pair's final decision record (a verdict or a review), from the decisions topic."""
-
-    def final(records: list[tuple[bytes | None, bytes | None]]) -> dict[str, DecisionRecord]:
-        parsed = (DecisionRecord.model_validate_json(v) for _, v in records if v)
-        return {r.pair_id: r for r in parsed if r.pair_id in pair_ids and r.outcome != "tiebreak"}
-
-    records = await read_topic(settings, "decisions", timeout=60, until=lambda rs: len(final(rs)) == len(pair_ids))
-    return final(records)
+    """Each pair's final decision record (a verdict or a review), as the audit's join keeps it."""
+    return await final_decision_records(settings, pair_ids, timeout=60)
 
 
 async def _latest_gate(settings: Settings) -> GateUpdate:

@@ -207,6 +207,16 @@ async def drain(
     finished = 0
     async for _ in delivery.consume(Stream(events, log), what, process, stage=stage):
         finished += 1
+    # A judging stage's deliveries run behind it (``Delivery.processor``): their ends are part of the run.
+    await delivery.settle()
+    return finished
+
+
+async def drain_without_settling(delivery: Delivery, events: list[Event], log: list[Any]) -> int:
+    """``consume`` over ``events`` without waiting for the deliveries it started."""
+    finished = 0
+    async for _ in delivery.consume(Stream(events, log), "primary", delivery.processor("primary")):
+        finished += 1
     return finished
 
 
@@ -285,7 +295,8 @@ async def test_a_redelivered_pair_already_on_the_broker_sends_nothing() -> None:
     result = StageResult(outgoing=[], pair_id="pair-1", replayed=True)
     r = rig(result=result)
     assert await drain(r.delivery, [Event()], r.log, r.delivery.processor("primary")) == 1
-    assert r.log == [("handle", "primary", 7), ("done", 7), ("ack", 7)]
+    # Acked for Faust once judged; done (committable) once its delivery, here nothing to send, is over.
+    assert r.log == [("handle", "primary", 7), ("ack", 7), ("done", 7)]
 
 
 @pytest.mark.parametrize(
@@ -449,11 +460,11 @@ async def test_a_stage_input_is_judged_counted_in_flight_and_delivered() -> None
     assert r.inflight.count == 0
     assert r.log == [
         ("handle", "tiebreak", 7),
+        ("ack", 7),
         ("record", "tiebreak", "pair-1", 2, ["verdicts"]),
         ("send", "verdicts", b"pair-1"),
         ("mark_published", "tiebreak", "pair-1"),
         ("done", 7),
-        ("ack", 7),
     ]
 
 
@@ -470,14 +481,39 @@ async def test_a_result_from_an_older_generation_is_released_and_dropped(caplog:
 async def test_a_failed_delivery_releases_the_claim_before_the_app_crashes() -> None:
     r = rig()
     r.topics["verdicts"].refuse = KafkaTimeoutError("the broker went away")
-    assert await drain(r.delivery, [Event()], r.log, r.delivery.processor("primary")) == 0
+    # Judged, so handed over to its delivery (acked for Faust); the delivery fails: never done, the app crashes.
+    assert await drain(r.delivery, [Event()], r.log, r.delivery.processor("primary")) == 1
     assert r.log == [
         ("handle", "primary", 7),
+        ("ack", 7),
         ("record", "primary", "pair-1", 2, ["verdicts"]),
         ("send", "verdicts", b"pair-1"),
         ("release", "primary", "pair-1"),
+        # Counted against the input, as when it stops the worker while judging (crash_loop_limit).
+        ("mark_crash", "primary", 7, 1),
         ("crash", "KafkaTimeoutError"),
     ]
+    assert r.inflight.count == 0
+
+
+async def test_the_next_input_is_judged_while_the_last_ones_delivery_waits_for_the_broker() -> None:
+    """A judging slot is free once the judge has answered: the outcome's round trips run behind it, and the
+    input is done only when they are over; ``settle`` waits for them (before a hand-over)."""
+    r = rig(ack_at_once=False)
+    events = [Event(message=Message(offset=7)), Event(message=Message(offset=8))]
+    finished = await asyncio.wait_for(drain_without_settling(r.delivery, events, r.log), 1)
+    assert finished == 2
+    # Both judged and handed over while the first send still waits for its ack; nothing is done yet.
+    assert [e for e in r.log if e[0] == "handle"] == [("handle", "primary", 7), ("handle", "primary", 8)]
+    assert not [e for e in r.log if e[0] == "done"]
+    assert r.inflight.count == 2
+    settling = asyncio.ensure_future(r.delivery.settle())
+    await asyncio.sleep(0.01)
+    assert not settling.done()
+    for fut in r.topics["verdicts"].futures:
+        fut.set_result(None)
+    await asyncio.wait_for(settling, 1)
+    assert sorted(e for e in r.log if e[0] == "done") == [("done", 7), ("done", 8)]
     assert r.inflight.count == 0
 
 

@@ -19,8 +19,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, DeadLetter, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.streams.app import PairjudgeApp, create_app
 from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.topics import partition_of
 from pairjudge.streams.telemetry.tracing import Telemetry, make_tracer_provider
 from pairjudge.streams.worker.tables import put
 from tests.unit.factories import make_pair, tiebreak_reply, tone_reply
@@ -54,7 +56,30 @@ def _capture(wired: PairjudgeApp) -> Captured:
             return fut
 
         table.send_changelog = send_changelog
+    if wired.audit is not None:
+        for name, table in (("audit-join", wired.audit.join_table), ("audit-windows", wired.audit.windows_table)):
+
+            def audit_changelog(partition: int, key: bytes, value: bytes | None, _name: str = name, **_: Any) -> Any:
+                captured.sent.append((f"changelog-{_name}", key, value or b"", {}))
+                fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                fut.set_result(None)
+                return fut
+
+            table.send_changelog = audit_changelog
     return captured
+
+
+async def _delivered(wired: PairjudgeApp) -> None:
+    """What the worker's timers would do next: the deliveries behind the judging finish, the join flushes."""
+    assert wired.delivery is not None
+    assert wired.audit is not None
+    await wired.delivery.settle()
+    await wired.audit.flush()
+
+
+def wired_partitions() -> int:
+    """The partition count ``_wire``'s settings give every topic and table."""
+    return Settings().kafka.partitions
 
 
 def _wire(tmp_path: Path, reply: Callable[[JudgeRequest], str]) -> tuple[PairjudgeApp, InMemorySpanExporter]:
@@ -148,7 +173,10 @@ async def test_a_redelivered_pair_is_neither_judged_nor_published_again(tmp_path
     """docs/design.md §2.12: a second delivery of a pair (a rebalance, a crash, a producer retry) whose outcome
     the broker has sends nothing, even with a judge that would now answer differently; one that comes before
     the published mark (a crash in between) re-sends the recorded outcome, byte for byte."""
-    pair = make_pair()
+    # test_context() hands every event in on partition 0: a pair whose join entry is there too, so its record
+    # goes to the join on this worker (another pair's goes through the decisions topic, as the next test shows).
+    pair = make_pair(pair_id="pair-0001-local")
+    assert partition_of(pair.pair_id.encode(), wired_partitions()) == 0
     calls: list[str] = []
 
     def fickle(req: JudgeRequest) -> str:
@@ -163,11 +191,22 @@ async def test_a_redelivered_pair_is_neither_judged_nor_published_again(tmp_path
     raw = pair.model_dump_json().encode()
     async with wired.judge_agent.test_context() as agent:
         await agent.put(raw, key=pair.pair_id.encode())
+        await _delivered(wired)
         await agent.put(raw, key=pair.pair_id.encode())
+        await _delivered(wired)
     # Recorded once, on the primary stage's changelog, before it was published; the decision's audit record
-    # travels with the verdict; then marked published, and the redelivery sends nothing.
+    # goes to the join on this worker (not the decisions topic), whose flush sends the series its delta and
+    # and the scoreboard their batches and writes the pair's join entry; then the outcome is marked published,
+    # and the redelivery sends nothing.
     kinds = [kind for kind, _, _, _ in captured.sent]
-    assert kinds == ["changelog-primary", "verdicts", "decisions", "changelog-primary"]
+    assert kinds == [
+        "changelog-primary",
+        "verdicts",
+        "observations",
+        "score-events",  # the factory's pair is an experiment's
+        "changelog-audit-join",
+        "changelog-primary",
+    ]
     recorded, mark = (value for kind, _, value, _ in captured.sent if kind == "changelog-primary")
     assert mark.endswith(b":!published")
     assert len(mark) < len(recorded)
@@ -178,6 +217,7 @@ async def test_a_redelivered_pair_is_neither_judged_nor_published_again(tmp_path
     put(wired.outcomes.tables["primary"].data, 0, pair.pair_id.encode(), recorded)
     async with wired.judge_agent.test_context() as agent:
         await agent.put(raw, key=pair.pair_id.encode())
+        await _delivered(wired)
     verdicts = [value for kind, _, value, _ in captured.sent if kind == "verdicts"]
     assert verdicts == [first_verdict, first_verdict], "the redelivery published a different outcome"
     assert PairVerdict.model_validate_json(verdicts[0]).winner == pair.candidates[0].candidate_id
@@ -187,9 +227,30 @@ async def test_a_redelivered_pair_is_neither_judged_nor_published_again(tmp_path
     assert [(s.attributes or {}).get("pairjudge.already_published") for s in replayed] == [True, False]
 
 
-async def test_an_input_whose_delivery_fails_is_never_acked(tmp_path: Path) -> None:
-    """Faust acks in a ``finally`` when an agent raises; the worker must instead stop with the input
-    unacked, so the commit ledger keeps it pending and a restart judges it again."""
+async def test_a_record_whose_join_entry_another_worker_holds_goes_through_the_decisions_topic(
+    tmp_path: Path,
+) -> None:
+    """A pair its producer keyed so that it lands on another partition than its pair id's (here every input is on
+    partition 0, and this pair id hashes to 1): the join entry is not this worker's to write, so the record goes
+    through the decisions topic, and the outcome is marked published at once."""
+    pair = make_pair()
+    assert partition_of(pair.pair_id.encode(), wired_partitions()) != 0
+    wired, _ = _wire(tmp_path, lambda req: tone_reply(winner="A" if req.order == "AB" else "B"))
+    captured = _capture(wired)
+    async with wired.judge_agent.test_context() as agent:
+        await agent.put(pair.model_dump_json().encode(), key=b"not-its-pair-id")
+        assert wired.delivery is not None
+        await wired.delivery.settle()
+    kinds = [kind for kind, _, _, _ in captured.sent]
+    assert kinds == ["changelog-primary", "verdicts", "decisions", "changelog-primary"]
+    (record,) = (DecisionRecord.model_validate(r) for r in captured.of("decisions"))
+    assert record.pair_id == pair.pair_id
+
+
+async def test_an_input_whose_delivery_fails_is_never_done(tmp_path: Path) -> None:
+    """An input whose outcome could not be delivered stops the worker and is never marked done: the commit
+    ledger keeps it pending (whatever Faust's own ack says: its acks never commit), and a restart judges it
+    again."""
     from aiokafka.errors import KafkaTimeoutError
 
     pair = make_pair()
@@ -206,14 +267,18 @@ async def test_an_input_whose_delivery_fails_is_never_acked(tmp_path: Path) -> N
         crashed.append(reason)
 
     wired.faust_app.crash = crash  # type: ignore[method-assign]
+    done: list[Any] = []
+    wired.faust_app.consumer.done = done.append  # type: ignore[attr-defined]
     async with wired.judge_agent.test_context() as agent:
-        event = await agent.put(pair.model_dump_json().encode(), key=pair.pair_id.encode(), wait=False)
+        await agent.put(pair.model_dump_json().encode(), key=pair.pair_id.encode(), wait=False)
         for _ in range(200):
             if crashed:
                 break
             await asyncio.sleep(0.01)
+        assert wired.delivery is not None
+        await wired.delivery.settle()
     assert [type(c).__name__ for c in crashed] == ["KafkaTimeoutError"]
-    assert not event.message.acked, "the input was acked although its outcome was never delivered"
+    assert done == [], "the input was marked done although its outcome was never delivered"
 
 
 async def test_two_deliveries_of_one_pair_in_flight_at_once_are_judged_once(tmp_path: Path) -> None:
