@@ -76,7 +76,16 @@ from pairjudge.streams.cli.demo import stop_process
 from pairjudge.streams.config.settings import Settings, load_settings
 from pairjudge.streams.kafka.admin import create_topics
 from pairjudge.streams.kafka.topics import FINAL_KINDS, topic_specs
-from pairjudge_dev.bench import BenchBroker, add_broker_args, bench_broker, console, fail, run_settings, work_dir
+from pairjudge_dev.bench import (
+    BenchBroker,
+    add_broker_args,
+    bench_broker,
+    console,
+    fail,
+    parse_counts,
+    run_settings,
+    work_dir,
+)
 
 #: Seconds the command gets to exit after SIGTERM: the workers' default grace (30 s) and the supervisor's margin.
 STOP_S = 60.0
@@ -316,13 +325,6 @@ async def main_async(args: argparse.Namespace) -> None:
                 console.print(f"[red]{problem}[/red]")
             fail(f"{len(run.problems)} problem(s) above; logs in {work.path}")
         work.ok = True
-
-
-def parse_counts(text: str) -> list[int]:
-    counts = sorted({int(part) for part in text.split(",") if part.strip()})
-    if not counts or counts[0] < 1:
-        raise argparse.ArgumentTypeError("process counts are positive integers, comma-separated")
-    return counts
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

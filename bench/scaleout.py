@@ -96,6 +96,7 @@ from pairjudge_dev.bench import (
     bench_broker,
     console,
     fail,
+    parse_counts,
     run_settings,
     work_dir,
 )
@@ -614,13 +615,6 @@ async def main_async(args: argparse.Namespace) -> None:
                 console.print(f"[red]{problem}[/red]")
             fail(f"{len(run.problems)} problem(s) above; logs in {work.path}")
         work.ok = True
-
-
-def parse_counts(text: str) -> list[int]:
-    counts = sorted({int(part) for part in text.split(",") if part.strip()})
-    if not counts or counts[0] < 1:
-        raise argparse.ArgumentTypeError("worker counts are positive integers, comma-separated")
-    return counts
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

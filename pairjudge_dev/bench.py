@@ -47,6 +47,14 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
+def parse_counts(text: str) -> list[int]:
+    """``1,2,4``: sorted distinct positive counts (of workers, processes), for an ``argparse`` type."""
+    counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError("counts are positive integers, comma-separated")
+    return counts
+
+
 def add_broker_args(parser: argparse.ArgumentParser, *, tansu: bool = False) -> None:
     """``--bootstrap`` (and ``--broker`` where Tansu makes sense) and ``--keep``, the same in every bench."""
     if tansu:

@@ -173,6 +173,7 @@ class Audit:
         #: What the join counted since its last flush, and what it is flushing now (``flush``).
         self._pending = _Pending(DeltaBuffer(settings.window_s))
         self._flushing: _Pending | None = None
+        self._flush_lock = asyncio.Lock()
 
     # --- the join --------------------------------------------------------------------------------
 
@@ -275,7 +276,14 @@ class Audit:
         In that order: a crash before the sums are on the broker leaves the inputs uncommitted and the
         entries unwritten (they are counted again, once); a crash after them and before the entries counts
         them twice, never not at all, as before the buffer. Returns how many inputs it covered.
+
+        One flush at a time (the timer, a full buffer and a hand-over may ask at once): what a flush holds is
+        read from it until its entries are in the table, and a second one would take that place.
         """
+        async with self._flush_lock:
+            return await self._flush()
+
+    async def _flush(self) -> int:
         pending = self._pending
         if not pending.messages:
             return 0

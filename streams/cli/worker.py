@@ -75,8 +75,6 @@ def worker(
 
 def supervise(settings: Settings, count: int, *, create_topics: bool) -> NoReturn:
     """``count`` worker processes under one supervisor (streams.worker.supervisor); exits with its status."""
-    from pairjudge.streams.security.files import private_dir
-    from pairjudge.streams.worker.data_dir import DataDirInUse, lock_data_dir
     from pairjudge.streams.worker.supervisor import run_supervisor
 
     # Not the quiet log filter: it would fold the supervisor's lines about different processes into one
@@ -88,12 +86,7 @@ def supervise(settings: Settings, count: int, *, create_topics: bool) -> NoRetur
     ensure_topics(settings, create=create_topics, what="worker start-up")
     # The workers' data directories are proc-<i> inside this one; holding it keeps a second supervisor (or a
     # single worker) from starting on the same directories, with the same message and status as a worker's.
-    private_dir(settings.worker.data_dir)
-    try:
-        data_dir_lock = lock_data_dir(settings.worker.data_dir)
-    except DataDirInUse as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(code=EXIT_DATA_DIR_IN_USE) from None
+    data_dir_lock = hold_data_dir(settings)
     try:
         status = run_supervisor(settings, count)
     finally:
@@ -101,14 +94,26 @@ def supervise(settings: Settings, count: int, *, create_topics: bool) -> NoRetur
     raise typer.Exit(code=status)
 
 
+def hold_data_dir(settings: Settings) -> int:
+    """The data directory made owner-only and locked (its descriptor), or exit with status 2 and the reason
+    when another live process holds it."""
+    from pairjudge.streams.security.files import private_dir
+    from pairjudge.streams.worker.data_dir import DataDirInUse, lock_data_dir
+
+    private_dir(settings.worker.data_dir)
+    try:
+        return lock_data_dir(settings.worker.data_dir)
+    except DataDirInUse as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(code=EXIT_DATA_DIR_IN_USE) from None
+
+
 def run_worker(settings: Settings, *, create_topics: bool) -> None:
     """One worker in this process: the Faust app, its health server and its recovery watch."""
     from pairjudge.streams.app import create_app
     from pairjudge.streams.faust_compat.recovery_watch import EXIT_RECOVERY_STALLED, RecoveryWatch
     from pairjudge.streams.faust_compat.worker import QuietWorker
-    from pairjudge.streams.security.files import private_dir
     from pairjudge.streams.telemetry.logs import install_quiet_logging
-    from pairjudge.streams.worker.data_dir import DataDirInUse, lock_data_dir
     from pairjudge.streams.worker.error_budget import BROKEN_DEPLOY_EXIT
     from pairjudge.streams.worker.health_server import HealthServer
 
@@ -121,14 +126,9 @@ def run_worker(settings: Settings, *, create_topics: bool) -> None:
     # where a wrong password, a refused certificate or a missing ACL stops the worker, with a clear
     # message and exit code 2, before Faust starts (which would retry for ever).
     ensure_topics(settings, create=create_topics, what="worker start-up")
-    # Faust keeps its tables (pairs' outcomes, the audit's join) under the data directory: owner-only.
-    private_dir(settings.worker.data_dir)
-    # One worker per data directory: a second one would wait on the table databases' locks and crash.
-    try:
-        data_dir_lock = lock_data_dir(settings.worker.data_dir)
-    except DataDirInUse as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(code=EXIT_DATA_DIR_IN_USE) from None
+    # Faust keeps its tables (pairs' outcomes, the audit's join) under the data directory: owner-only. One
+    # worker per data directory: a second one would wait on the table databases' locks and crash.
+    data_dir_lock = hold_data_dir(settings)
     wired = create_app(settings)
     health_server = (
         HealthServer(settings.health, wired.health, wired.metrics)

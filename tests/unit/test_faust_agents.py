@@ -18,12 +18,20 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.scripted import ScriptedJudge
-from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, DeadLetter, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas import (
+    DEFAULT_TIEBREAK_WEIGHTS,
+    CandidatePair,
+    DeadLetter,
+    PairVerdict,
+    ReviewRequest,
+    TieBreakRequest,
+)
 from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.streams.app import PairjudgeApp, create_app
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.topics import partition_of
 from pairjudge.streams.telemetry.tracing import Telemetry, make_tracer_provider
+from pairjudge.streams.worker.pipeline import Origin, Outgoing
 from pairjudge.streams.worker.tables import put
 from tests.unit.factories import make_pair, tiebreak_reply, tone_reply
 
@@ -320,3 +328,59 @@ async def test_two_deliveries_of_one_pair_in_flight_at_once_are_judged_once(tmp_
     assert len(verdicts) == 2
     assert verdicts[0] == verdicts[1]
     assert len(calls) == 2, f"the judge was asked {len(calls)} times"
+
+
+async def test_flushes_of_the_join_run_one_at_a_time_and_what_one_holds_stays_readable(tmp_path: Path) -> None:
+    """The timer, a full buffer and a hand-over may all ask the join to flush. While one flush waits for the
+    broker, the entries it holds are still what the join reads (a label arriving then joins them), and a
+    second flush waits its turn instead of taking that place."""
+    wired, _ = _wire(tmp_path, lambda req: tone_reply(winner="A"))
+    _capture(wired)
+    audit = wired.audit
+    assert audit is not None
+    release = asyncio.Event()
+    published: list[int] = []
+
+    async def slow_publish(messages: list[Any]) -> None:
+        published.append(len(messages))
+        await release.wait()
+
+    audit._publish = slow_publish
+    first, second = (make_pair(pair_id=f"pair-000{i}-local") for i in (1, 2))
+    origin = Origin(topic="pairjudge.pairs", partition=0, offset=0)
+    records = [_record_of(p) for p in (first, second)]
+    assert await audit.join_record(_outgoing(records[0]), origin, None) is True
+    flushing = asyncio.ensure_future(audit.flush())
+    await asyncio.sleep(0.01)
+    assert published == [1]  # the first flush is with the broker
+    assert await audit.join_record(_outgoing(records[1]), origin, None) is True
+    waiting = asyncio.ensure_future(audit.flush())
+    await asyncio.sleep(0.01)
+    assert published == [1], "a second flush started while the first still held its entries"
+    # The first flush's entry is read from it, not from the table it has not reached yet.
+    held = audit._join_entry(first.pair_id.encode())
+    assert held is not None
+    assert b'"stages_counted":["primary"]' in held
+    release.set()
+    assert await flushing == 1
+    assert await waiting == 1
+    assert published == [1, 1]
+
+
+def _record_of(pair: CandidatePair) -> DecisionRecord:
+    return DecisionRecord.model_validate(
+        {
+            "pair_id": pair.pair_id,
+            "series": {"judge_provider": "p", "judge_model": "m", "prompt_template_hash": "h", "rubric": "tone_style"},
+            "stage": "primary",
+            "outcome": "verdict",
+            "auto_decided": True,
+            "candidates": [c.candidate_id for c in pair.candidates],
+            "judge_winner": pair.candidates[0].candidate_id,
+            "confidence": 0.9,
+        }
+    )
+
+
+def _outgoing(record: DecisionRecord) -> Outgoing:
+    return Outgoing("decisions", record.pair_id.encode(), record.model_dump_json().encode(), [], event=record)
