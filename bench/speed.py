@@ -7,6 +7,7 @@ Run from the checkout root::
     python -m bench.speed --rows 1,2,3          # some rows (and only the phases they need)
     python -m bench.speed --tree /path/to/old   # the workers from another checkout (a git worktree)
     python -m bench.speed --rows 4,5,6 --worker-env PAIRJUDGE_KAFKA__PRODUCER_LINGER_MS=0   # a tuning under test
+    python -m bench.speed --rows 4,5 --paced-share 0.75   # row 4 at 3/4 of the worker's own backlog rate
     python -m bench.speed --latency 0.5 --outage 60 --bootstrap 127.0.0.1:9092
 
 A simulated OpenAI-compatible judge (``bench._speed_server``, a process of its own on 127.0.0.1) holds
@@ -336,11 +337,11 @@ async def main_worker(run: Run, rows: set[int]) -> None:
 
 
 async def paced(run: Run, watcher: OutcomeWatcher, topic: str, samples: list[Samples], prefix: str) -> None:
-    rate = HIGH / (4 * run.results.latency)
+    rate, why = paced_rate(run)
     n = max(10, math.ceil(rate * run.plan.paced_s))
     pairs = SpeedPairs.make(n, prefix)
     waited = max([await s.wait_idle() for s in samples], default=0.0)
-    console.print(f"[bold]paced[/bold]: {n} pairs at {rate:g}/s (half the {HIGH}-call bound); {waited:.0f} s to idle")
+    console.print(f"[bold]paced[/bold]: {n} pairs at {rate:g}/s ({why}); {waited:.0f} s to idle")
     started = time.time()
     created = await produce_paced(run.broker.bootstrap, topic, pairs.dicts, rate)
     await watcher.wait_for(pairs.ids, run.plan.timeout_s, idle=60)
@@ -358,6 +359,16 @@ async def paced(run: Run, watcher: OutcomeWatcher, topic: str, samples: list[Sam
         window_s=ended - started,
         cpu_ms=1000 * cpu / len(done),
     )
+
+
+def paced_rate(run: Run) -> tuple[float, str]:
+    """The paced phase's arrival rate, and what it is: ``--paced-share`` of this worker's own backlog rate at
+    128 calls when that was measured in the run (a rate it sustains), else half the 128-call bound."""
+    backlog = run.results.backlog.get("128")
+    share = run.args.paced_share
+    if share is not None and backlog is not None:
+        return round(share * backlog.rate, 1), f"{share:g} of its own backlog rate, {backlog.rate:.1f}/s"
+    return HIGH / (4 * run.results.latency), f"half the {HIGH}-call bound"
 
 
 async def outage(run: Run, watcher: OutcomeWatcher, topic: str, prefix: str) -> None:
@@ -738,6 +749,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny counts and windows (the CI smoke run)")
     parser.add_argument("--tree", help="run the workers from this checkout (e.g. a git worktree of an older commit)")
     parser.add_argument("--partitions", type=int, default=8, help="partitions per topic (8)")
+    parser.add_argument(
+        "--paced-share",
+        type=float,
+        help="pace row 4 at this share of the worker's measured backlog rate (rows 1-3 or 5 measure it), e.g. 0.75;"
+        " default: half the 128-call bound",
+    )
     parser.add_argument(
         "--worker-env",
         action="append",
