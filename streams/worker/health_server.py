@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -145,6 +145,22 @@ class PrometheusMetrics:
         self.provider.shutdown()
 
 
+Probe = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def serve_probes(settings: HealthSettings, livez: Probe, readyz: Probe, metrics: Probe) -> web.AppRunner:
+    """``/livez``, ``/readyz`` and ``/metrics`` served on the configured host and port: the worker's server and
+    the ``--processes`` supervisor's (``streams.worker.supervisor_health``). Returns the runner to clean up."""
+    app = web.Application()
+    app.router.add_get("/livez", livez)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.TCPSite(runner, settings.host, settings.port).start()
+    return runner
+
+
 class HealthServer:
     """The aiohttp server for ``/livez``, ``/readyz`` and ``/metrics`` (``start``/``stop`` on the worker's loop)."""
 
@@ -156,18 +172,8 @@ class HealthServer:
         #: The port actually bound (the configured one).
         self.port: int | None = None
 
-    def application(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/livez", self._livez)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        return app
-
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.application(), access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.settings.host, self.settings.port)
-        await site.start()
+        self._runner = await serve_probes(self.settings, self._livez, self._readyz, self._metrics)
         self.port = self.settings.port
         log.warning("health: /livez, /readyz and /metrics on http://%s:%s/", self.settings.host, self.port)
 

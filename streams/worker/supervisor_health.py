@@ -27,6 +27,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from pairjudge.streams.config.settings import HealthSettings
+from pairjudge.streams.worker.health_server import serve_probes
 from pairjudge.streams.worker.merged_metrics import merge, render, supervisor_families
 
 log = logging.getLogger(__name__)
@@ -69,18 +70,9 @@ class SupervisorHealth:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
 
-    def application(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/livez", self._livez)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        return app
-
     async def start(self) -> None:
         self._session = aiohttp.ClientSession()
-        self._runner = web.AppRunner(self.application(), access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.settings.host, self.settings.port).start()
+        self._runner = await serve_probes(self.settings, self._livez, self._readyz, self._metrics)
         log.warning(
             "health: /livez, /readyz and /metrics of %d worker processes on http://%s:%s/",
             len(self.workers),
