@@ -8,6 +8,13 @@ topic. For every input it sends one output of the measured size of pairjudge's f
 and headers) to the output topic and awaits the broker's acknowledgement before taking the next, as
 pairjudge must before its input counts as done. The value starts ``<key>|<input timestamp ms>|``, then
 padding. No JSON, no judging: what is left is Faust and Kafka.
+
+With ``--writes`` it also makes the broker writes pairjudge's delivery makes for a decided pair, on the same
+table store (RocksDB), with nothing else: the outcome recorded in a changelog-backed table and its
+acknowledgement awaited *before* the output is sent; after the output's acknowledgement the entry replaced by
+its published mark (not awaited); and the pair's entry in a second, co-partitioned table (the audit join's,
+not awaited). That is the floor under pairjudge's instant-judge row while it keeps one recorded outcome per
+pair (docs/design.md §2.12): what the judging, decoding and events add comes on top of it.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ def build(args: argparse.Namespace) -> faust.App:
         web_enabled=False,
         stream_buffer_maxsize=max(64, args.concurrency * 4),
         producer_acks=-1,
+        store="rocksdb://" if args.writes else "memory://",
     )
 
     def raw(name: str) -> Any:
@@ -53,14 +61,30 @@ def build(args: argparse.Namespace) -> faust.App:
     header_value = b"0" * max(0, args.header_bytes - len("traceparent"))
     headers = [("traceparent", header_value)] if args.header_bytes else []
 
+    def table(name: str) -> Any:
+        return app.Table(name, default=None, key_type=bytes, value_type=bytes, partitions=args.partitions)
+
+    outcomes, joined = (table("bench-outcomes"), table("bench-join")) if args.writes else (None, None)
+
     @app.agent(source, name="bench.passthrough", concurrency=args.concurrency)
     async def passthrough(stream: Any) -> AsyncIterator[None]:
         async for event in stream.events():
             message = event.message
-            head = (message.key or b"") + b"|" + str(int(message.timestamp * 1000)).encode() + b"|"
+            key: bytes = message.key or b""
+            head = key + b"|" + str(int(message.timestamp * 1000)).encode() + b"|"
             value = head + b"x" * max(0, args.value_bytes - len(head))
-            fut = await sink.send(key=message.key, value=value, headers=headers)
+            if outcomes is not None:
+                # Written here, then on the changelog, acknowledged before the output leaves (as `record`).
+                outcomes.data[key] = value
+                await outcomes.send_changelog(message.partition, key, value)
+            fut = await sink.send(key=key, value=value, headers=headers)
             await fut
+            if outcomes is not None and joined is not None:
+                mark = b"1:0:!published"
+                outcomes.data[key] = mark
+                outcomes.send_changelog(message.partition, key, mark)
+                joined.data[key] = value
+                joined.send_changelog(message.partition, key, value)
             yield None
 
     return app
@@ -77,6 +101,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--value-bytes", type=int, required=True)
     parser.add_argument("--header-bytes", type=int, required=True)
+    parser.add_argument("--writes", action="store_true", help="also make pairjudge's broker writes per pair")
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--heartbeat-interval", type=float, default=1.0)
     args = parser.parse_args()

@@ -49,6 +49,10 @@ def test_bench_speed_quick_prints_every_row(kafka_bootstrap: str) -> None:
         found = re.findall(rf"^│ {row}\. .*│ +(\S.*?) +│ +[≥≤f].*│ +(ok|miss) +│$", output, re.MULTILINE)
         assert len(found) == lines, f"row {row}: {found} in\n{output[-6000:]}"
         assert all(figure != "—" for figure, _ in found), f"row {row} has no figure:\n{output[-6000:]}"
+    # Row 6's floor (the pass-through with pairjudge's broker writes) is printed beside it, with no goal.
+    floor = re.search(r"^│ 6\. \(floor\) .*│ +(\d+\.\d+) +│", output, re.MULTILINE)
+    assert floor is not None, f"row 6's floor is missing:\n{output[-6000:]}"
+    assert 0 < float(floor.group(1)) < 1.5, f"row 6's floor:\n{output[-6000:]}"
 
 
 def test_bench_judge_smallest() -> None:
