@@ -30,6 +30,7 @@ Idempotency: for a given pair, policy and deterministic judge, the decision is t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -38,6 +39,7 @@ from typing import Any, TypeVar
 import anyio
 
 from pairjudge.agents.builders import Outcome, primary_outcome, review, settled_verdict
+from pairjudge.agents.cascade import Cascade, Tier, passes_on
 from pairjudge.agents.errors import InputRejected
 from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation
 from pairjudge.agents.injection import Finding, detect
@@ -51,6 +53,7 @@ from pairjudge.agents.prompts import pair_template_hash, render_primary
 from pairjudge.agents.sampling import audit, verdict_class
 from pairjudge.agents.settle import Settlement, settle
 from pairjudge.agents.tiebreak import arithmetic_mismatches, decide_tiebreak, judge_tiebreak_ordering
+from pairjudge.agents.truth_table import Reconciliation
 from pairjudge.agents.validation import AskResult, ask_validated, check_head_to_head, check_pairwise
 from pairjudge.schemas.audit import AuditSeries
 from pairjudge.schemas.events import (
@@ -322,15 +325,33 @@ async def _judge_jurors(
     return jurors
 
 
+@dataclass(frozen=True, slots=True)
+class _TierJudgement:
+    """One tier's judgement of a pair: its jurors, their reconciliation, and the threshold it was held to."""
+
+    tier: Tier
+    info: JudgeInfo
+    jurors: list[Juror]
+    needed: int
+    threshold: float
+    raw: Reconciliation
+
+    @property
+    def calls(self) -> tuple[JudgeCall, ...]:
+        calls = tuple(c for j in self.jurors for c in j.calls)
+        return calls if not self.tier.name else tuple(dataclasses.replace(c, tier=self.tier.name) for c in calls)
+
+
 async def judge_pair(
     pair: CandidatePair,
-    judges: Judge | Sequence[Judge],
+    judges: Judge | Sequence[Judge] | Cascade,
     policy: Policy,
     catalog: Mapping[str, InlineRubric] = _NO_CATALOG,
     *,
     screen: InjectionScreen | None = None,
 ) -> Decision:
-    """The primary stage for one pair, by one judge or by a jury (a list, in a fixed, meaningful order).
+    """The primary stage for one pair, by one judge, by a jury (a list, in a fixed, meaningful order), or by
+    a judge cascade (``agents.cascade``: each tier in turn, until one decides).
 
     With the injection guard on, ``agents.injection``'s rules read the pair first, then, when they find
     nothing, the injection ``screen`` (``agents.injection_screen``): ``screen``, or the one the first judge
@@ -339,43 +360,88 @@ async def judge_pair(
     Raises ``InputRejected`` (dead-letter it) for an unjudgeable pair, and ``ValueError`` for an empty
     jury or an unreachable ``policy.jury_quorum``, both before any judge call. A jury's outcome carries
     every juror's orderings (juror by juror, AB then BA) and, for a verdict or a tie-break request, the
-    votes; ``Decision.calls`` lists the calls in the same order.
+    votes; ``Decision.calls`` lists the calls in the same order. In a cascade the outcome is the deciding
+    tier's (or the last tier's), named by ``JudgeInfo.tier``; ``Decision.calls`` lists every tier's calls,
+    the tiers that passed the pair on first.
 
     The kappa guard does not skip the judges: their would-be answers travel with the review so
     agreement with the humans' labels can still be measured while auto-deciding is paused.
     """
-    is_jury = isinstance(judges, Sequence)
-    panel: tuple[Judge, ...] = tuple(judges) if isinstance(judges, Sequence) else (judges,)
-    # A single judge needs its one vote whatever quorum is configured for juries.
-    needed = required_votes(len(panel), policy.jury_quorum if is_jury else None)
+    # A judge or a jury outside a cascade is one nameless tier, and its events name no tier.
+    if isinstance(judges, Cascade):
+        tiers, is_jury = judges.tiers, False
+    elif isinstance(judges, Sequence):
+        tiers, is_jury = (Tier("", tuple(judges)),), True
+    else:
+        tiers, is_jury = (Tier("", (judges,)),), False
+    for tier in tiers:
+        # Before any call: an unreachable quorum. A single judge needs its one vote whatever quorum is
+        # configured for juries.
+        required_votes(len(tier.judges), policy.jury_quorum if (is_jury or tier.is_jury) else None)
     rubric = check_pair(pair, policy, catalog)
     judged_pair = snapshot_pair(pair, rubric)
     flags = scan_for_injection(judged_pair) if policy.injection_guard else ()
-    screen = screen if screen is not None else screen_of(panel)
+    screen = screen if screen is not None else screen_of(tiers[0].judges)
     if policy.injection_guard and not flags and screen is not None:
         # Only when the rules found nothing: the pair goes to review either way, and a second opinion
         # on an already-held pair would cost a call for no decision.
         flags = await screen_pair(judged_pair, screen, policy.screen_on_failure)
     prompt_hash = pair_template_hash(rubric.kind, pair, datamark=policy.datamark)
-    info = jury_info(panel, prompt_hash)
-    # The risk level's threshold, raised by its series' calibrated one when the audit has published one.
-    threshold = policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key, pair.risk)
     if flags:
-        return _suspected_injection(judged_pair, rubric, flags, info, prompt_hash)
+        return _suspected_injection(judged_pair, rubric, flags, _tier_info(tiers[0], prompt_hash), prompt_hash)
     settled = settle(judged_pair)
     if settled is not None:
-        return _settled_decision(judged_pair, rubric, settled, info, prompt_hash)
-    jurors = await _judge_jurors(judged_pair, rubric, panel, policy, prompt_hash, threshold)
+        return _settled_decision(judged_pair, rubric, settled, _tier_info(tiers[0], prompt_hash), prompt_hash)
+    passed: list[_TierJudgement] = []
+    for index, tier in enumerate(tiers):
+        judged = await _judge_tier(judged_pair, rubric, tier, policy, prompt_hash, jury=is_jury)
+        if index == len(tiers) - 1 or not passes_on(judged.raw):
+            break
+        passed.append(judged)
+    return _primary_decision(judged_pair, rubric, policy, prompt_hash, judged, passed, is_jury=is_jury)
+
+
+def _tier_info(tier: Tier, prompt_hash: str) -> JudgeInfo:
+    info = jury_info(tier.judges, prompt_hash)
+    return info if not tier.name else info.model_copy(update={"tier": tier.name})
+
+
+async def _judge_tier(
+    pair: CandidatePair, rubric: InlineRubric, tier: Tier, policy: Policy, prompt_hash: str, *, jury: bool
+) -> _TierJudgement:
+    """One tier's judgement: both orders by its judge, or by each of its jurors, reconciled at its threshold."""
+    needed = required_votes(len(tier.judges), policy.jury_quorum if (jury or tier.is_jury) else None)
+    info = _tier_info(tier, prompt_hash)
+    # The risk level's threshold, raised by its series' calibrated one when the audit has published one,
+    # and by the tier's own floor.
+    threshold = max(policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key, pair.risk), tier.threshold)
+    jurors = await _judge_jurors(pair, rubric, tier.judges, policy, prompt_hash, threshold)
+    return _TierJudgement(tier, info, jurors, needed, threshold, reconcile_jury(jurors, needed, threshold))
+
+
+def _primary_decision(
+    pair: CandidatePair,
+    rubric: InlineRubric,
+    policy: Policy,
+    prompt_hash: str,
+    judged: _TierJudgement,
+    passed: Sequence[_TierJudgement],
+    *,
+    is_jury: bool,
+) -> Decision:
+    """The decision from the tier that decided (or the last one), with the calls of the tiers it passed."""
+    jurors, info, threshold, raw = judged.jurors, judged.info, judged.threshold, judged.raw
+    votes_of_jury = is_jury or judged.tier.is_jury
     # Agreement is with the majority candidate, even when low confidence keeps it from deciding. Only a
     # jury's events carry votes: one judge's are not worked out.
-    votes = with_agreement([j.vote for j in jurors], tally([j.vote for j in jurors], needed)) if is_jury else ()
-    raw = reconcile_jury(jurors, needed, threshold)
+    tallied = [j.vote for j in jurors]
+    votes = with_agreement(tallied, tally(tallied, judged.needed)) if votes_of_jury else ()
     rec = apply_policy(raw, policy, pair.risk)
     orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
     # A jury's verdict is explained by its majority's justifications; one judge's by its own two.
     majority = tuple(o for j in jurors if not j.vote.abstained and j.vote.vote == rec.winner for o in (j.ab, j.ba))
     outcome = primary_outcome(
-        judged_pair,
+        pair,
         rubric,
         rec,
         info,
@@ -391,10 +457,10 @@ async def judge_pair(
         votes=votes,
         winner=rec.winner,
     )
-    sampled, copy = audit(outcome, judged_pair, "primary", policy, sampling_class)
-    calls = tuple(c for j in jurors for c in j.calls)
+    sampled, copy = audit(outcome, pair, "primary", policy, sampling_class)
+    calls = tuple(c for step in passed for c in step.calls) + judged.calls
     facts = decision_facts(
-        judged_pair,
+        pair,
         "primary",
         outcome,
         rec,
@@ -406,7 +472,9 @@ async def judge_pair(
         policy_overrode=raw.outcome if rec is not raw else None,
         judged=raw,
         primary_threshold=threshold,
-        jury=votes if is_jury else None,
+        jury=votes if votes_of_jury else None,
+        tier=judged.tier.name or None,
+        escalated_from=[step.tier.name for step in passed],
     )
     return Decision(
         stage="primary",

@@ -98,6 +98,10 @@ class DecisionFacts:
     #: verdict while auditing is off (``audit_share`` 0).
     inclusion_probability: float | None = None
     sampling_class: str | None = None
+    #: The judge cascade (``agents.cascade``): the tier whose judgement this is, and the tiers that judged the
+    #: pair before it and passed it on, in order. None and () without tiers.
+    tier: str | None = None
+    escalated_from: tuple[str, ...] = ()
 
 
 def outcome_kind(outcome: Outcome) -> OutcomeKind:
@@ -129,6 +133,8 @@ def decision_facts(
     forced_choice: bool | None = None,
     arithmetic_mismatch: int | None = None,
     injection: Sequence[InjectionFlag] = (),
+    tier: str | None = None,
+    escalated_from: Sequence[str] = (),
 ) -> DecisionFacts:
     """The decision's facts; ``consistent``/``flip`` come from ``rec`` unless given; ``judged`` is what
     the orderings reached before the policy was applied (the primary stage); ``sampled`` is a judge
@@ -176,6 +182,8 @@ def decision_facts(
         injection_candidates=",".join(sorted({f.candidate_id for f in injection if f.candidate_id})) or None,
         inclusion_probability=probability,
         sampling_class=sampling_class,
+        tier=tier,
+        escalated_from=tuple(escalated_from),
     )
 
 

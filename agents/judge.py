@@ -84,6 +84,8 @@ class JudgeCall:
     #: The HTTP status the judge answered a failed call with (``JudgeError.status``: 401, 400, ...);
     #: None for an accepted reply, an invalid one, or a failure without an answer.
     status: int | None = None
+    #: The judge cascade's tier the call was made for (``agents.cascade``); None without tiers.
+    tier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,8 @@ class AuditSeries(Contract):
     #: its own thresholds, so its drift and calibration are its own. None is normal, the series as it was
     #: before risk levels, with the same key.
     risk_level: Literal["low", "high"] | None = None
+    #: The judge cascade's tier that decided (``JudgeInfo.tier``); None without tiers, the series as it was.
+    judge_tier: str | None = None
 
     @classmethod
     def for_pair(cls, judge: JudgeInfo, pair: CandidatePair) -> AuditSeries:
@@ -52,16 +54,20 @@ class AuditSeries(Contract):
             rubric=f"named:{rubric.name}" if isinstance(rubric, RubricRef) else rubric.kind,
             experiment_id=pair.metadata.experiment_id,
             risk_level=None if risk == "normal" else risk,
+            judge_tier=judge.tier,
         )
 
     @property
     def key(self) -> str:
         """A stable, readable key: the Kafka key of the series' observations and snapshots, and of its
         calibrated threshold. ``|risk=<level>`` is appended for a low or high series only, so a normal
-        series keeps the key it had before risk levels (its history and stored threshold carry on)."""
+        series keeps the key it had before risk levels (its history and stored threshold carry on);
+        ``|tier=<name>`` likewise for a cascade's tier only."""
         judge = f"{self.judge_provider}:{self.judge_model}" + (f"@{self.judge_version}" if self.judge_version else "")
         key = f"{judge}|{self.prompt_template_hash}|{self.rubric}|{self.experiment_id or '-'}"
-        return key if self.risk_level is None else f"{key}|risk={self.risk_level}"
+        if self.risk_level is not None:
+            key += f"|risk={self.risk_level}"
+        return key if self.judge_tier is None else f"{key}|tier={self.judge_tier}"
 
 
 #: At most this many dimension facts and cited rule ids on one record (a rubric has at most 12 criteria).
@@ -148,6 +154,9 @@ class DecisionRecord(Event):
     #: Ids of the style guide's rules the primary judge's justifications cite (``agents.guide_rules``):
     #: ids only, never text.
     rules_cited: tuple[RuleId, ...] = Field(default=(), max_length=MAX_RULES_CITED)
+    #: The judge cascade's tiers that judged the pair before the one that decided (named in ``series``) and
+    #: passed it on, in order: their calls are in ``calls`` too. Empty without tiers.
+    escalated_from: tuple[str, ...] = Field(default=(), max_length=16)
     decided_at: datetime = Field(default_factory=utc_now)
 
 

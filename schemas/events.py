@@ -48,6 +48,9 @@ class JudgeInfo(Contract):
     temperature: float = 0.0
     #: True for the offline judge: its scores come from text features, not from a model's reading.
     heuristic: bool = False
+    #: The judge cascade's tier that decided (``judge_tiers``), by its configured name; None without tiers. Part
+    #: of the drift series, so each tier's agreement, flips and calibration are its own.
+    tier: str | None = Field(default=None, max_length=64)
 
 
 class OrderingResult(Contract):

@@ -18,6 +18,7 @@ from typing import Any
 import faust
 from faust.exceptions import ConsumerNotStarted
 
+from pairjudge.agents.audit import TierCalibration
 from pairjudge.agents.judge import Judge
 from pairjudge.schemas import InlineRubric
 from pairjudge.streams.audit.budget import UPDATE_EVERY_S, AuditBudget, observe_scale
@@ -229,6 +230,10 @@ def _wire_audit(
         alert_sink=webhook.submit if webhook is not None else None,
         feed_scores=settings.scores.enabled,
         control_signer=signer_from_settings(settings.control),
+        tiers={
+            tier.name: TierCalibration(tier.threshold, tier.calibration_target, tier.calibration_risk)
+            for tier in settings.tiers
+        },
     )
     audit.redactor = redactor
     wire_audit(app, audit, topics, delivery.consume)

@@ -89,6 +89,16 @@ def grid_bin(confidence: float) -> int:
     return k
 
 
+@dataclass(frozen=True, slots=True)
+class TierCalibration:
+    """A judge cascade tier's own calibration settings (``[[tiers]]``): its floor on the threshold, and the
+    target and risk of its calibrated one (None: the audit's)."""
+
+    floor: float = 0.0
+    target: float | None = None
+    risk: float | None = None
+
+
 def threshold_snapshot(
     histogram: ConfidenceHistogram,
     *,

@@ -135,4 +135,5 @@ def decision_record(
         chars=(len(first.output), len(second.output)),
         dimensions=dimension_facts(judged_primary, candidates),
         rules_cited=rules_cited(_inline_rubric(pair, catalog), judged_primary),
+        escalated_from=facts.escalated_from if primary else (),
     )

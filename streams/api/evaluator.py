@@ -93,8 +93,9 @@ class Evaluator:
 
     @property
     def judge(self) -> Judge:
-        """The judge that names a run: the one judge, or with a jury the tie-break resolver."""
-        return self.panel.tiebreak if len(self.panel.primary) > 1 else self.panel.primary[0]
+        """The judge that names a run: the one judge, or with a jury or a cascade the tie-break resolver."""
+        several = len(self.panel.primary) > 1 or self.panel.cascade is not None
+        return self.panel.tiebreak if several else self.panel.primary[0]
 
     async def __aenter__(self) -> Evaluator:
         return self

@@ -37,7 +37,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -53,6 +53,7 @@ from pairjudge.agents.audit import (
     JoinEntry,
     SeriesDelta,
     SeriesWindow,
+    TierCalibration,
     calibration_key,
     on_label,
     on_record,
@@ -66,11 +67,11 @@ from pairjudge.schemas.audit import (
     Alert,
     AuditDelta,
     AuditObservation,
+    AuditSeries,
     DecisionRecord,
     ThresholdSnapshot,
     ThresholdUpdate,
 )
-from pairjudge.schemas.pair import RiskLevel
 from pairjudge.schemas.scores import MAX_SCORE_BATCH, ScoreEvent, ScoreEventBatch
 from pairjudge.streams.config.settings import AuditSettings
 from pairjudge.streams.control.live import PolicyHolder
@@ -135,8 +136,12 @@ class Audit:
         alert_sink: Callable[[Alert], None] | None = None,
         feed_scores: bool = False,
         control_signer: ControlSigner | None = None,
+        tiers: Mapping[str, TierCalibration] | None = None,
     ) -> None:
         self.settings = settings
+        #: The judge cascade's tiers by name: each tier's series is calibrated to its own target and risk, walking
+        #: down no lower than its own floor (``_threshold``).
+        self._tiers = dict(tiers or {})
         self._partitions = partitions
         #: Signs the kappa guard's pause when a control signing key is configured (streams.control.signing).
         self._control_signer = control_signer
@@ -457,7 +462,7 @@ class Audit:
                 continue
             if not closed and key not in self._dirty:
                 continue
-            threshold = self._threshold(window.series.key, window.series.risk_level or "normal")
+            threshold = self._threshold(window.series)
             snapshot = window.snapshot(final=closed, threshold=threshold, bounds=self.settings.bounds())
             if closed:
                 # Marked before the first await: a late observation handled meanwhile updates the stored
@@ -480,8 +485,8 @@ class Audit:
             series=series_key,
             threshold=live,
             coverage=threshold.coverage,
-            target=self.settings.calibration_target,
-            risk=self.settings.calibration_risk,
+            target=threshold.target,
+            risk=threshold.risk,
             labels=threshold.labels,
         )
         log.warning("audit: series %s now auto-decides from confidence %s (%s)", series_key, live, threshold.note)
@@ -497,13 +502,16 @@ class Audit:
         stored = read(self.windows_table.data, calibration_key(series_key))
         return ConfidenceHistogram.from_bytes(_split_partition(stored)[1] if stored else None)
 
-    def _threshold(self, series_key: str, risk: RiskLevel = "normal") -> ThresholdSnapshot:
-        # A low or high series is walked down to its own level's threshold, the one in force for its pairs.
+    def _threshold(self, series: AuditSeries) -> ThresholdSnapshot:
+        # A low or high series is walked down to its own level's threshold, the one in force for its pairs; a
+        # cascade tier's no lower than its own floor, to its own target and risk.
+        tier = self._tiers.get(series.judge_tier or "", TierCalibration())
+        configured = self._policy.current.thresholds_for(series.risk_level or "normal").primary
         return threshold_snapshot(
-            self._histogram(series_key),
-            configured=self._policy.current.thresholds_for(risk).primary,
-            target=self.settings.calibration_target,
-            risk=self.settings.calibration_risk,
+            self._histogram(series.key),
+            configured=max(configured, tier.floor),
+            target=self.settings.calibration_target if tier.target is None else tier.target,
+            risk=self.settings.calibration_risk if tier.risk is None else tier.risk,
             min_labels=self.settings.calibration_min_labels,
         )
 

@@ -270,6 +270,22 @@ def read_secret(value: SecretStr | None, path: Path | None, setting: str) -> Sec
         raise ValueError(f"{setting}: cannot read {path}: {exc.strerror}") from None
 
 
+class TierSettings(JudgeSettings):
+    """One tier of the judge cascade (``[[tiers]]`` tables, cheap first; ``agents.cascade``): a judge, as in
+    ``[judge]``, with a name and the confidence it needs to decide without passing the pair on."""
+
+    #: The tier's name: in verdicts (``judge.tier``), decision records, drift series keys, spans and metrics.
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    #: This tier's floor on the confidence a verdict needs (the policy's threshold for the pair's risk level, and
+    #: the tier's calibrated one, still apply when higher). Below it the pair goes to the next tier.
+    threshold: float = Field(default=0.0, ge=0, le=1)
+    #: The agreement with humans this tier's calibrated threshold promises; unset: ``audit.calibration_target``.
+    calibration_target: float | None = Field(default=None, gt=0, lt=1)
+    #: The chance this tier's promise fails; unset: ``audit.calibration_risk``. The tiers' risks add up to the
+    #: cascade's (docs/guides/cascade.md).
+    calibration_risk: float | None = Field(default=None, gt=0, lt=1)
+
+
 class PolicySettings(_Section):
     #: The mean confidence (0-1; over both orders, in a jury the winner's voters') a primary verdict needs; below it
     #: the pair goes to the tie-break ("low_confidence"). A series' calibrated threshold may raise it. A live setting.

@@ -41,6 +41,7 @@ from pairjudge.streams.config.sections import (
     JudgeSettings,
     KafkaSettings,
     PolicySettings,
+    TierSettings,
     TopicSettings,
     WorkerSettings,
     read_secret,
@@ -84,6 +85,10 @@ class Settings(BaseSettings):
     #: Votes a jury's winner needs, at most the jury's size; unset: a strict majority of all jurors, abstainers
     #: included. Ignored without a jury.
     jury_quorum: int | None = Field(default=None, ge=1)
+    #: Optional judge cascade (``[[tiers]]`` tables, cheap to strong): each pair meets the first tier and goes
+    #: on to the next only when a tier cannot decide it (docs/guides/cascade.md). Replaces the primary judge
+    #: (and any jury); ``judge`` is still the tie-break resolver.
+    tiers: tuple[TierSettings, ...] = ()
 
     @classmethod
     def settings_customise_sources(
@@ -109,6 +114,13 @@ class Settings(BaseSettings):
         check_api_key(self.judge, "PAIRJUDGE_JUDGE__API_KEY")
         for i, juror in enumerate(self.jury):
             check_api_key(juror, f"jury[{i}].api_key (PAIRJUDGE_JURY)")
+        for i, tier in enumerate(self.tiers):
+            check_api_key(tier, f"tiers[{i}].api_key (PAIRJUDGE_TIERS)")
+        names = [tier.name for tier in self.tiers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"PAIRJUDGE_TIERS: tier names must be unique, got {names}")
+        if self.tiers and self.jury:
+            raise ValueError("PAIRJUDGE_TIERS and PAIRJUDGE_JURY: configure a cascade or a jury, not both")
         check_webhook_url(self.audit)
         check_otlp_settings(self.telemetry)
         if self.jury_quorum is not None and self.jury and self.jury_quorum > len(self.jury):

@@ -12,6 +12,7 @@ import tomllib
 
 from pydantic import TypeAdapter
 
+from pairjudge.agents.cascade import Cascade, Tier
 from pairjudge.agents.injection_screen import ScreenedJudge
 from pairjudge.agents.policy import Policy
 from pairjudge.schemas import InlineRubric
@@ -37,16 +38,28 @@ def build_panel(settings: Settings) -> tuple[JudgePanel, tuple[JudgeStack, ...]]
     closes its client."""
     main = build_judge_stack(settings.judge)
     jurors = tuple(build_judge_stack(juror) for juror in settings.jury)
+    tiers = tuple(build_judge_stack(tier) for tier in settings.tiers)
     primary = tuple(s.judge for s in jurors) or (main.judge,)
+    tier_judges = tuple(s.judge for s in tiers)
     if settings.injection_screen.url is not None:
         screen = HttpInjectionScreen.from_settings(settings.injection_screen)
         main = dataclasses.replace(main, screen=screen)
         primary = tuple(ScreenedJudge(judge, screen) for judge in primary)
-    stacks = (main, *jurors)
+        tier_judges = tuple(ScreenedJudge(judge, screen) for judge in tier_judges)
+    cascade = None
+    if settings.tiers:
+        cascade = Cascade(
+            tuple(
+                Tier(name=tier.name, judges=(judge,), threshold=tier.threshold)
+                for tier, judge in zip(settings.tiers, tier_judges, strict=True)
+            )
+        )
+    stacks = (main, *jurors, *tiers)
     panel = JudgePanel(
         primary=primary,
         tiebreak=main.judge,
         breakers=tuple(s.breaker for s in stacks if s.breaker is not None),
+        cascade=cascade,
     )
     return panel, stacks
 

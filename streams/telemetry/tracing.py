@@ -38,6 +38,9 @@ def decision_attributes(facts: DecisionFacts) -> dict[str, AttributeValue]:
     attributes: dict[str, AttributeValue] = {}
     for field in fields(facts):
         value = getattr(facts, field.name)
+        if isinstance(value, tuple):
+            # The cascade's tiers passed, in order: one readable string, left out when there are none.
+            value = ",".join(value) or None
         if value is not None:
             attributes[f"pairjudge.{field.name}"] = value
     return attributes
@@ -221,6 +224,7 @@ class Instruments:
     judge_latency: metrics.Histogram
     tokens: metrics.Counter
     cost: metrics.Counter
+    pair_cost: metrics.Counter
     cache_hits: metrics.Counter
     dead_letters: metrics.Counter
     replays: metrics.Counter
@@ -242,6 +246,14 @@ class Instruments:
             ),
             tokens=meter.create_counter("gen_ai.client.token.usage", unit="{token}"),
             cost=meter.create_counter("pairjudge.judge.cost", unit="USD", description="Priced judge spend"),
+            pair_cost=meter.create_counter(
+                "pairjudge.decision.cost",
+                unit="USD",
+                description=(
+                    "Priced spend of each decision's calls (every tier's), by stage, outcome and deciding tier: "
+                    "divided by pairjudge.outcomes, the cost per decided pair"
+                ),
+            ),
             cache_hits=meter.create_counter("pairjudge.judge.cache_hits", description="Judge calls served from cache"),
             dead_letters=meter.create_counter("pairjudge.dead_letters", description="Events dead-lettered by reason"),
             replays=meter.create_counter(
@@ -288,7 +300,13 @@ class Telemetry:
     def record_decision(self, span: Span, decision: Decision) -> None:
         """Put the core's decision on the stage span, and count it."""
         facts = decision.facts
-        self.instruments.outcomes.add(1, {"pairjudge.stage": facts.stage, "pairjudge.outcome": facts.outcome})
+        labels: dict[str, str] = {"pairjudge.stage": facts.stage, "pairjudge.outcome": facts.outcome}
+        if facts.tier is not None:
+            labels["pairjudge.tier"] = facts.tier
+        self.instruments.outcomes.add(1, labels)
+        spent = sum(c.cost_usd for c in decision.calls if c.cost_usd is not None)
+        if spent:
+            self.instruments.pair_cost.add(spent, labels)
         if facts.flip:
             self.instruments.flips.add(1, {"pairjudge.stage": facts.stage})
         if not span.is_recording():
@@ -311,10 +329,13 @@ class Telemetry:
 class TracingJudge(JudgeWrapper):
     """Wraps any judge so each call is a child span following the GenAI semantic conventions."""
 
-    def __init__(self, inner: Judge, telemetry: Telemetry, stage: str) -> None:
+    def __init__(self, inner: Judge, telemetry: Telemetry, stage: str, *, tier: str | None = None) -> None:
         super().__init__(inner)
         self._telemetry = telemetry
         self._stage = stage
+        #: The judge cascade's tier this judge is (``agents.cascade``): on the span and on every metric's labels,
+        #: so calls, latency, tokens and cost show per tier.
+        self._labels: dict[str, str] = {"pairjudge.stage": stage} | ({"pairjudge.tier": tier} if tier else {})
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
         tel = self._telemetry
@@ -328,7 +349,7 @@ class TracingJudge(JudgeWrapper):
                         "gen_ai.provider.name": who.provider,
                         "gen_ai.request.model": who.model,
                         "gen_ai.request.temperature": who.temperature,
-                        "pairjudge.stage": self._stage,
+                        **self._labels,
                         "pairjudge.template": request.template,
                         "pairjudge.order_shown": order,
                         "pairjudge.swapped": order == "BA",
@@ -344,12 +365,12 @@ class TracingJudge(JudgeWrapper):
             except JudgeError as exc:
                 span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                 span.set_attribute("error.type", type(exc).__name__)
-                tel.instruments.judge_calls.add(1, {"pairjudge.stage": self._stage, "outcome": "error"})
+                tel.instruments.judge_calls.add(1, {**self._labels, "outcome": "error"})
                 raise
             elapsed = time.perf_counter() - started
-            base = {"gen_ai.request.model": who.model, "pairjudge.stage": self._stage}
+            base = {"gen_ai.request.model": who.model, **self._labels}
             tel.instruments.judge_latency.record(elapsed, base)
-            tel.instruments.judge_calls.add(1, {"pairjudge.stage": self._stage, "outcome": "ok"})
+            tel.instruments.judge_calls.add(1, {**self._labels, "outcome": "ok"})
             if response.cached:
                 # A cache hit spent nothing: its stored token counts must not be counted again.
                 tel.instruments.cache_hits.add(1, base)

@@ -9,6 +9,7 @@ redelivered one whose outcome the broker already has ends in none.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -29,6 +30,7 @@ from pairjudge.agents import (
     resolve_tiebreak,
 )
 from pairjudge.agents.audit import record_for
+from pairjudge.agents.cascade import Cascade
 from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.judges.breaker import CircuitBreaker
@@ -119,22 +121,36 @@ class JudgePanel:
     primary: tuple[Judge, ...]
     tiebreak: Judge
     breakers: tuple[CircuitBreaker, ...] = ()
+    #: The judge cascade (``[[tiers]]``): when set, it judges the primary stage and ``primary`` is unused.
+    cascade: Cascade | None = None
 
     @classmethod
     def single(cls, judge: Judge) -> JudgePanel:
         return cls(primary=(judge,), tiebreak=judge)
 
     async def judge_primary(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
-        """Both orders by the one judge, or by every juror."""
-        judges = self.primary[0] if len(self.primary) == 1 else self.primary
+        """Both orders by the one judge, by every juror, or by the cascade's tiers in turn."""
+        judges: Judge | tuple[Judge, ...] | Cascade
+        judges = self.cascade or (self.primary[0] if len(self.primary) == 1 else self.primary)
         return await judge_pair(pair, judges, policy, catalog)
 
     def traced(self, telemetry: Telemetry) -> JudgePanel:
-        """The same panel with every judge call recorded as a span."""
+        """The same panel with every judge call recorded as a span (naming its tier in a cascade)."""
+        cascade = None
+        if self.cascade is not None:
+            cascade = Cascade(
+                tuple(
+                    dataclasses.replace(
+                        tier, judges=tuple(TracingJudge(j, telemetry, "primary", tier=tier.name) for j in tier.judges)
+                    )
+                    for tier in self.cascade.tiers
+                )
+            )
         return JudgePanel(
             primary=tuple(TracingJudge(j, telemetry, "primary") for j in self.primary),
             tiebreak=TracingJudge(self.tiebreak, telemetry, "tiebreak"),
             breakers=self.breakers,
+            cascade=cascade,
         )
 
 

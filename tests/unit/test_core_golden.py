@@ -58,11 +58,21 @@ def _digest(value: object) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
+#: Fields added after the pins were made, dropped from the views while they hold their default (the judge
+#: cascade's, issue 28: no tier outside a cascade), so the pins still check everything else unchanged. A
+#: value other than the default stays in the view and changes the digest.
+_LATER_FIELDS: dict[str, tuple[object, ...]] = {"tier": (None,), "judge_tier": (None,), "escalated_from": ((), [])}
+
+
 def _scrub(value: Any) -> Any:
-    """A JSON-mode dump without the clock's fields."""
+    """A JSON-mode dump (or a dataclass's ``asdict``) without the clock's fields and later defaults."""
     if isinstance(value, dict):
-        return {k: None if k in _CLOCK_FIELDS else _scrub(v) for k, v in value.items()}
-    if isinstance(value, list):
+        return {
+            k: None if k in _CLOCK_FIELDS else _scrub(v)
+            for k, v in value.items()
+            if not (k in _LATER_FIELDS and any(v == d for d in _LATER_FIELDS[k]))
+        }
+    if isinstance(value, list | tuple):
         return [_scrub(v) for v in value]
     return value
 
@@ -114,8 +124,8 @@ def _decision_view(decision: Decision) -> object:
         "stage": decision.stage,
         "outcome": _scrub(decision.outcome.model_dump(mode="json")),
         "audit_copy": _scrub(decision.audit_copy.model_dump(mode="json")) if decision.audit_copy else None,
-        "calls": [dataclasses.asdict(c) for c in decision.calls],
-        "facts": dataclasses.asdict(decision.facts),
+        "calls": [_scrub(dataclasses.asdict(c)) for c in decision.calls],
+        "facts": _scrub(dataclasses.asdict(decision.facts)),
         "evaluation": dataclasses.asdict(decision.evaluation) if decision.evaluation else None,
     }
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from pairjudge.agents.audit import TierCalibration
 from pairjudge.agents.core import judge_pair, resolve_tiebreak
 from pairjudge.agents.judge import judge_info
 from pairjudge.agents.policy import Policy, RiskThresholds
@@ -298,6 +299,30 @@ def test_the_audit_walks_a_series_down_to_its_own_levels_threshold() -> None:
     audit._policy = PolicyHolder(Policy())
     audit.settings = AuditSettings()
     audit.windows_table = SimpleNamespace(data={})
-    high, normal = audit._threshold("s|risk=high", "high"), audit._threshold("s")
+    audit._tiers = {}
+    series = AuditSeries(judge_provider="p", judge_model="m", prompt_template_hash="h", rubric="tone_style")
+    high = audit._threshold(series.model_copy(update={"risk_level": "high"}))
+    normal = audit._threshold(series)
     assert (high.source, high.threshold) == ("configured", 0.85)
     assert (normal.source, normal.threshold) == ("configured", 0.7)
+
+
+def test_the_audit_walks_a_cascade_tiers_series_to_its_own_floor_target_and_risk() -> None:
+    audit = Audit.__new__(Audit)
+    audit._policy = PolicyHolder(Policy())
+    audit.settings = AuditSettings()
+    audit.windows_table = SimpleNamespace(data={})
+    audit._tiers = {"cheap": TierCalibration(floor=0.9, target=0.8, risk=0.05), "strong": TierCalibration()}
+    series = AuditSeries(judge_provider="p", judge_model="m", prompt_template_hash="h", rubric="tone_style")
+    cheap = audit._threshold(series.model_copy(update={"judge_tier": "cheap"}))
+    strong = audit._threshold(series.model_copy(update={"judge_tier": "strong"}))
+    assert (cheap.threshold, cheap.target, cheap.risk) == (0.9, 0.8, 0.05)
+    defaults = AuditSettings()
+    assert (strong.threshold, strong.target, strong.risk) == (
+        0.7,
+        defaults.calibration_target,
+        defaults.calibration_risk,
+    )
+    # A floor under the risk level's threshold does not lower it.
+    audit._tiers["cheap"] = TierCalibration(floor=0.5)
+    assert audit._threshold(series.model_copy(update={"judge_tier": "cheap"})).threshold == 0.7
