@@ -41,7 +41,7 @@ import anyio
 from pairjudge.agents.builders import Outcome, primary_outcome, review, settled_verdict
 from pairjudge.agents.cascade import Cascade, Tier, passes_on
 from pairjudge.agents.errors import InputRejected
-from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation
+from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation, spend_of
 from pairjudge.agents.injection import Finding, detect
 from pairjudge.agents.injection_screen import InjectionScreen, screen_of, screen_pair
 from pairjudge.agents.judge import Judge, JudgeCall, judge_info
@@ -459,6 +459,9 @@ def _primary_decision(
     )
     sampled, copy = audit(outcome, pair, "primary", policy, sampling_class)
     calls = tuple(c for step in passed for c in step.calls) + judged.calls
+    if isinstance(outcome, TieBreakRequest):
+        # The tie-break stage's record then has the pair's whole spend (``DecisionFacts.pair_cost_usd``).
+        outcome = outcome.model_copy(update={"primary_cost_usd": spend_of(calls)})
     facts = decision_facts(
         pair,
         "primary",
@@ -567,6 +570,7 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
             calls=(),
             audit=False,
             tiebreak_reason=request.reason,
+            earlier_cost_usd=request.primary_cost_usd,
         )
         return Decision("tiebreak", outcome, None, (), facts, None)
 
@@ -601,6 +605,7 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
         tiebreak_reason=request.reason,
         forced_choice=ab.result.forced_choice or ba.result.forced_choice,
         arithmetic_mismatch=mismatches,
+        earlier_cost_usd=request.primary_cost_usd,
     )
     return Decision(
         stage="tiebreak",

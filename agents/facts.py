@@ -102,6 +102,20 @@ class DecisionFacts:
     #: pair before it and passed it on, in order. None and () without tiers.
     tier: str | None = None
     escalated_from: tuple[str, ...] = ()
+    #: US dollars: this stage's calls (every tier's), and the pair's so far (with the primary stage's, carried
+    #: by the tie-break request). None when a call's price was unknown: never counted as free.
+    cost_usd: float | None = None
+    pair_cost_usd: float | None = None
+
+
+def spend_of(calls: Sequence[JudgeCall]) -> float | None:
+    """What ``calls`` cost in US dollars: 0 for none, None when any call's price is unknown (never zero)."""
+    total = 0.0
+    for call in calls:
+        if call.cost_usd is None:
+            return None
+        total += call.cost_usd
+    return total
 
 
 def outcome_kind(outcome: Outcome) -> OutcomeKind:
@@ -135,6 +149,7 @@ def decision_facts(
     injection: Sequence[InjectionFlag] = (),
     tier: str | None = None,
     escalated_from: Sequence[str] = (),
+    earlier_cost_usd: float | None = 0.0,
 ) -> DecisionFacts:
     """The decision's facts; ``consistent``/``flip`` come from ``rec`` unless given; ``judged`` is what
     the orderings reached before the policy was applied (the primary stage); ``sampled`` is a judge
@@ -184,6 +199,8 @@ def decision_facts(
         sampling_class=sampling_class,
         tier=tier,
         escalated_from=tuple(escalated_from),
+        cost_usd=(cost := spend_of(calls)),
+        pair_cost_usd=None if cost is None or earlier_cost_usd is None else earlier_cost_usd + cost,
     )
 
 

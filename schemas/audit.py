@@ -157,6 +157,10 @@ class DecisionRecord(Event):
     #: The judge cascade's tiers that judged the pair before the one that decided (named in ``series``) and
     #: passed it on, in order: their calls are in ``calls`` too. Empty without tiers.
     escalated_from: tuple[str, ...] = Field(default=(), max_length=16)
+    #: US dollars: this stage's calls, and the pair's so far (the primary stage's too, on a tie-break stage's
+    #: record). None when a call's price was unknown: never counted as free.
+    cost_usd: float | None = Field(default=None, ge=0)
+    pair_cost_usd: float | None = Field(default=None, ge=0)
     decided_at: datetime = Field(default_factory=utc_now)
 
 

@@ -172,6 +172,9 @@ class TieBreakRequest(Event):
     trace_id: str | None = None
     #: The primary jury's votes, so the resolver and auditors see them; empty for a single judge.
     jury: tuple[JuryVote, ...] = ()
+    #: US dollars the primary stage spent on the pair (every tier's calls), so the tie-break stage's record has
+    #: the pair's whole spend; None when unknown (an unpriced judge, or a request from before it existed).
+    primary_cost_usd: float | None = Field(default=None, ge=0)
     requested_at: datetime = Field(default_factory=utc_now)
 
 

@@ -69,6 +69,12 @@ class ScoreEvent(Event):
     inclusion_probability: float | None = Field(default=None, gt=0.0, le=1.0)
     #: On ``judged`` and ``outcome``: a label is expected for this pair (an audit sample, or a review).
     sampled: bool = False
+    #: On ``judged`` and ``outcome``: what deciding the pair cost in US dollars (every tier's and stage's calls;
+    #: None when a price was unknown), the cascade tier of its primary judgement, and how it ended
+    #: (``spend_outcome``): the scoreboard's spend table.
+    cost_usd: float | None = Field(default=None, ge=0)
+    tier: str | None = Field(default=None, max_length=64)
+    spend_outcome: str | None = Field(default=None, max_length=40)
     at: datetime = Field(default_factory=utc_now)
 
     @model_validator(mode="after")
@@ -104,6 +110,19 @@ class TallySnapshot(Contract):
     win_rate: float | None = None
     low: float | None = None
     high: float | None = None
+
+
+class SpendSnapshot(Contract):
+    """What the experiment's decided pairs cost, for one cascade tier (None: no tiers) and one way of ending."""
+
+    tier: str | None = None
+    #: "verdict" (the primary stage's), "tiebreak verdict", or "review".
+    outcome: str
+    pairs: int
+    #: US dollars over the priced pairs, and their mean; pairs with an unknown price are counted apart.
+    usd: float
+    usd_per_pair: float | None = None
+    unpriced_pairs: int = 0
 
 
 class StrengthSnapshot(Contract):
@@ -249,6 +268,8 @@ class ScoreSnapshot(Event):
     #: Labels on pairs not drawn by the recorded sampling design (no inclusion probability recorded, or
     #: not an audit sample, e.g. a label a pair carried in): left out of the human basis, counted here.
     unweighted_labels: int = 0
+    #: What deciding the pairs cost, by cascade tier and outcome (empty on snapshots from before it existed).
+    spend: tuple[SpendSnapshot, ...] = ()
     history: tuple[HistoryPoint, ...] = ()
     updated_at: datetime = Field(default_factory=utc_now)
 

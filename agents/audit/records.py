@@ -136,4 +136,6 @@ def decision_record(
         dimensions=dimension_facts(judged_primary, candidates),
         rules_cited=rules_cited(_inline_rubric(pair, catalog), judged_primary),
         escalated_from=facts.escalated_from if primary else (),
+        cost_usd=facts.cost_usd,
+        pair_cost_usd=facts.pair_cost_usd,
     )

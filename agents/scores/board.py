@@ -169,6 +169,17 @@ class Scoreboard:
     human_basis_by_traffic: dict[str, HumanBasis] = field(default_factory=dict)
     #: Labels left out of the human basis: not drawn by the recorded sampling design (``agents.scores.events``).
     unweighted_labels: int = 0
+    #: "<tier or ->|<outcome>" -> [pairs, US dollars over the priced ones, pairs with an unknown price].
+    spend: dict[str, list[float]] = field(default_factory=dict)
+
+    def add_spend(self, tier: str | None, outcome: str, cost_usd: float | None) -> None:
+        """One decided pair's cost (None: a price was unknown; counted, never as free)."""
+        row = self.spend.setdefault(f"{tier or '-'}|{outcome}", [0, 0.0, 0])
+        row[0] += 1
+        if cost_usd is None:
+            row[2] += 1
+        else:
+            row[1] += cost_usd
 
     def add_judged(
         self,
@@ -264,6 +275,7 @@ class Scoreboard:
                 "by_traffic": {k: v.to_dict() for k, v in self.human_basis_by_traffic.items()},
                 "unweighted_labels": self.unweighted_labels,
             },
+            "spend": self.spend,
         }
 
     @classmethod
@@ -285,4 +297,6 @@ class Scoreboard:
             human_basis_by_rubric={str(k): HumanBasis.from_dict(v) for k, v in human.get("by_rubric", {}).items()},
             human_basis_by_traffic={str(k): HumanBasis.from_dict(v) for k, v in human.get("by_traffic", {}).items()},
             unweighted_labels=int(human.get("unweighted_labels", 0)),
+            # A board stored before the spend table existed loads with an empty one.
+            spend={str(k): [int(v[0]), float(v[1]), int(v[2])] for k, v in data.get("spend", {}).items()},
         )

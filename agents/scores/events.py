@@ -85,6 +85,14 @@ def _event(record: DecisionRecord, challenger: int, kind: ScoreEventKind, **fiel
     )
 
 
+def _spend(record: DecisionRecord) -> dict[str, object]:
+    """A final record's spend fields: the pair's whole cost, its primary tier, and how it ended."""
+    ended = (
+        "review" if record.outcome == "review" else ("tiebreak verdict" if record.stage == "tiebreak" else "verdict")
+    )
+    return {"cost_usd": record.pair_cost_usd, "tier": record.series.judge_tier, "spend_outcome": ended}
+
+
 def score_event(observation: AuditObservation) -> ScoreEvent | None:
     """The scoreboard's view of one audit observation, or None when it moves no scoreboard."""
     record = observation.record
@@ -95,16 +103,18 @@ def score_event(observation: AuditObservation) -> ScoreEvent | None:
     f = _outcome(record.judge_winner, challenger_id)
     stratum, pi, sampled = _stratum(record)
     if observation.kind == "decision":
+        spend = _spend(record)
         if record.outcome == "verdict" and record.judge_winner is not None:
             side = _side(record.judge_winner, challenger_id)
             return _event(
                 record, challenger, "judged", side=side, judge_outcome=f, stratum=stratum, inclusion_probability=pi,
-                sampled=sampled,
+                sampled=sampled, **spend,
             )  # fmt: skip
         # An escalation to review (or, never in practice, a verdict without a winner): the human basis only.
         return _event(
-            record, challenger, "outcome", judge_outcome=f, stratum=stratum, inclusion_probability=pi, sampled=sampled
-        )
+            record, challenger, "outcome", judge_outcome=f, stratum=stratum, inclusion_probability=pi, sampled=sampled,
+            **spend,
+        )  # fmt: skip
     if observation.kind == "labelled" and observation.label is not None:
         return _label_event(record, challenger, observation.label, f, stratum, pi)
     return None  # a second opinion: people against each other, not the candidates

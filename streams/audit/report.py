@@ -159,8 +159,28 @@ def scoreboard_section(snap: ScoreSnapshot) -> str:
     )
     return (
         f"<h2>Champion and challenger: experiment {html.escape(snap.experiment)}</h2>"
-        f"<div class='bases'>{_panel(v.human)}{_panel(v.judge)}</div>{_splits_table(v)}"
+        f"<div class='bases'>{_panel(v.human)}{_panel(v.judge)}</div>{_splits_table(v)}{spend_table(snap)}"
         f"<div class='plots'>{charts}</div>"
+    )
+
+
+def spend_table(snap: ScoreSnapshot) -> str:
+    """What deciding the experiment's pairs cost, by cascade tier and outcome; nothing before any was counted."""
+    if not snap.spend:
+        return ""
+    rows = "".join(
+        f"<tr><td>{html.escape(s.tier or '(no tiers)')}</td><td>{html.escape(s.outcome)}</td><td>{s.pairs}</td>"
+        f"<td>{s.usd:.4f}</td><td>{_fmt(s.usd_per_pair, '{:.5f}')}</td><td>{s.unpriced_pairs}</td></tr>"
+        for s in snap.spend
+    )
+    priced = sum(s.pairs - s.unpriced_pairs for s in snap.spend)
+    total = sum(s.usd for s in snap.spend)
+    mean = _fmt(total / priced if priced else None, "{:.5f}")
+    return (
+        "<table class='splits spend'><caption>Cost of deciding the pairs (US dollars)</caption>"
+        "<tr><th>tier</th><th>outcome</th><th>pairs</th><th>spent</th><th>per pair</th><th>unpriced pairs</th></tr>"
+        f"{rows}<tr><td>all</td><td></td><td>{sum(s.pairs for s in snap.spend)}</td><td>{total:.4f}</td>"
+        f"<td>{mean}</td><td>{sum(s.unpriced_pairs for s in snap.spend)}</td></tr></table>"
     )
 
 

@@ -50,6 +50,7 @@ from pairjudge.schemas.scores import (
     ScoreEvent,
     ScoreEventBatch,
     ScoreSnapshot,
+    SpendSnapshot,
     StratumSnapshot,
     StrengthSnapshot,
     TallySnapshot,
@@ -109,6 +110,25 @@ HISTORY_SUFFIX = b"\x00history"
 
 def history_key(key: bytes) -> bytes:
     return key + HISTORY_SUFFIX
+
+
+def spend_snapshots(board: Scoreboard) -> tuple[SpendSnapshot, ...]:
+    """The board's spend table, by tier then outcome."""
+    rows = []
+    for key, (pairs, usd, unpriced) in sorted(board.spend.items()):
+        tier, outcome = key.split("|", 1)
+        priced = int(pairs) - int(unpriced)
+        rows.append(
+            SpendSnapshot(
+                tier=None if tier == "-" else tier,
+                outcome=outcome,
+                pairs=int(pairs),
+                usd=usd,
+                usd_per_pair=usd / priced if priced else None,
+                unpriced_pairs=int(unpriced),
+            )
+        )
+    return tuple(rows)
 
 
 def tally_snapshot(t: Tally) -> TallySnapshot:
@@ -254,6 +274,7 @@ def snapshot(experiment: str, entry: Entry, settings: ScoreSettings, paused: boo
         human_basis_by_traffic={k: human_basis_snapshot(v, settings) for k, v in board.human_basis_by_traffic.items()},
         human_gate=human_gate,
         unweighted_labels=board.unweighted_labels,
+        spend=spend_snapshots(board),
         history=tuple(HistoryPoint.model_validate(h) for h in entry.history),
         updated_at=now,
     )
@@ -433,6 +454,8 @@ def count(board: Scoreboard, event: ScoreEvent) -> None:
     if f is None or stratum is None:
         return
     if event.kind in ("judged", "outcome"):
+        if event.spend_outcome is not None:
+            board.add_spend(event.tier, event.spend_outcome, event.cost_usd)
         board.add_outcome(
             f,
             stratum=stratum,

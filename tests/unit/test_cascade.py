@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from pairjudge.agents.audit import record_for
+from pairjudge.agents.audit.join import JoinEntry, on_record
 from pairjudge.agents.cascade import Cascade, Tier, passes_on
-from pairjudge.agents.core import judge_pair
+from pairjudge.agents.core import judge_pair, resolve_tiebreak
 from pairjudge.agents.errors import JudgeUnavailable
 from pairjudge.agents.policy import Policy
+from pairjudge.agents.scores.board import Scoreboard
+from pairjudge.agents.scores.events import score_event
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.agents.truth_table import Reconciliation
 from pairjudge.schemas import AuditSeries, CandidatePair, PairVerdict, ReviewRequest, TieBreakRequest
-from tests.unit.factories import FIRST_ID, SECOND_ID, Answer, h2h_reply, h2h_rubric, make_pair, per_order
+from pairjudge.schemas.scores import ScoreSnapshot
+from pairjudge.streams.audit.report import spend_table
+from pairjudge.streams.config.oversight import ScoreSettings
+from pairjudge.streams.scores.handlers import Entry, count, snapshot
+from tests.unit.factories import (
+    FIRST_ID,
+    SECOND_ID,
+    Answer,
+    h2h_reply,
+    h2h_rubric,
+    make_pair,
+    per_order,
+    tiebreak_reply,
+)
 
 X, Y = FIRST_ID, SECOND_ID
 BAD = '{"winner": "A"'  # never validates
@@ -188,3 +205,62 @@ def test_a_cascade_checks_its_tiers() -> None:
         Tier("a", (judge,), 1.5)
     with pytest.raises(ValueError, match="at least one tier"):
         Cascade(())
+
+
+# --- what deciding a pair cost: record, score event, scoreboard, report ----------------------------
+
+
+def _spend_of(decisions: list[tuple[Any, Any]]) -> ScoreSnapshot:
+    """The scoreboard snapshot after the final records of ``decisions`` ((decision, judged) pairs) are joined."""
+
+    board, entry = Scoreboard(), JoinEntry()
+    for decision, judged in decisions:
+        record = record_for(decision, judged)
+        assert record is not None
+        entry, observations = on_record(entry, record, 0.0)
+        for observation in observations:
+            event = score_event(observation)
+            if event is not None:
+                count(board, event)
+    return snapshot("exp-tone-42", Entry(board, 0), ScoreSettings(), False, datetime.now(UTC))
+
+
+async def test_the_scoreboard_counts_what_each_decided_pair_cost_by_tier_and_outcome() -> None:
+    pair = _pair()
+    # Escalated, then decided by the strong tier: 2 cheap calls and 2 strong ones.
+    cheap, strong = flipping(pair, "small"), sure(pair, "frontier", who=Y, cost=0.02)
+    escalated = await judge_pair(pair, cascade(("cheap", cheap), ("strong", strong)), Policy())
+    snap = _spend_of([(escalated, pair)])
+    assert [(s.tier, s.outcome, s.pairs) for s in snap.spend] == [("strong", "verdict", 1)]
+    assert snap.spend[0].usd == pytest.approx(0.042)
+    # Undecided by both tiers: the tie-break stage's record carries the primary's spend too.
+    other = _pair(pair_id="pair-0002-factory")
+    cheap, strong = flipping(other, "small"), flipping(other, "frontier")
+    primary = await judge_pair(other, cascade(("cheap", cheap), ("strong", strong)), Policy())
+    assert isinstance(primary.outcome, TieBreakRequest)
+    assert primary.outcome.primary_cost_usd == pytest.approx(0.004)
+    side = {c.name: "B" for c in primary.outcome.pair.tiebreak.criteria} if primary.outcome.pair.tiebreak else None
+    resolver = ScriptedJudge(
+        per_order(other, tiebreak_reply(side or {"correctness": "A"}), tiebreak_reply(side or {"correctness": "B"})),
+        model="resolver",
+        cost_usd=0.01,
+    )
+    final = await resolve_tiebreak(primary.outcome, resolver, Policy())
+    assert final.facts.pair_cost_usd == pytest.approx(0.004 + 0.02)
+    snap = _spend_of([(primary, other), (final, primary.outcome)])
+    rows = {(s.tier, s.outcome): s for s in snap.spend}
+    assert len(rows) == 1
+    (((tier, ended), row),) = rows.items()
+    assert tier == "strong"
+    assert ended in ("tiebreak verdict", "review")
+    assert (row.pairs, row.unpriced_pairs) == (1, 0)
+    assert row.usd == pytest.approx(0.024)
+    # An unpriced judge's pair is counted apart, never as free.
+    unpriced = _pair(pair_id="pair-0003-factory")
+    free = ScriptedJudge(per_order(unpriced, h2h_reply("A", 0.95), h2h_reply("B", 0.95)), model="small")
+    decision = await judge_pair(unpriced, cascade(("cheap", free), ("strong", sure(unpriced, "frontier"))), Policy())
+    snap = _spend_of([(decision, unpriced)])
+    assert [(s.pairs, s.unpriced_pairs, s.usd_per_pair) for s in snap.spend] == [(1, 1, None)]
+    html_table = spend_table(snap)
+    assert "cheap" in html_table
+    assert "n/a" in html_table

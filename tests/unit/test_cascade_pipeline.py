@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pairjudge.agents.cascade import Cascade, Tier
@@ -97,14 +97,15 @@ def _pipeline(cascade: Cascade) -> tuple[Pipeline, InMemorySpanExporter, InMemor
 def _points(reader: InMemoryMetricReader, name: str) -> list[tuple[dict[str, Any], float]]:
     data = reader.get_metrics_data()
     assert data is not None
-    return [
-        (dict(point.attributes or {}), float(point.value))
+    points = [
+        point
         for resource in data.resource_metrics
         for scope in resource.scope_metrics
         for metric in scope.metrics
         if metric.name == name
-        for point in metric.data.data_points  # type: ignore[union-attr]
+        for point in metric.data.data_points
     ]
+    return [(dict(p.attributes or {}), float(p.value)) for p in points if isinstance(p, NumberDataPoint)]
 
 
 async def test_an_escalated_pair_names_its_tiers_in_the_verdict_the_record_the_spans_and_the_cost() -> None:

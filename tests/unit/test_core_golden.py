@@ -61,20 +61,36 @@ def _digest(value: object) -> str:
 #: Fields added after the pins were made, dropped from the views while they hold their default (the judge
 #: cascade's, issue 28: no tier outside a cascade), so the pins still check everything else unchanged. A
 #: value other than the default stays in the view and changes the digest.
-_LATER_FIELDS: dict[str, tuple[object, ...]] = {"tier": (None,), "judge_tier": (None,), "escalated_from": ((), [])}
+_LATER_FIELDS: dict[str, tuple[object, ...]] = {
+    "tier": (None,),
+    "judge_tier": (None,),
+    "escalated_from": ((), []),
+    # The pinned judge is unpriced: its decisions' spend is unknown (None), a decision without calls costs 0.
+    "pair_cost_usd": (None, 0.0),
+    "primary_cost_usd": (None,),
+}
 
 
-def _scrub(value: Any) -> Any:
-    """A JSON-mode dump (or a dataclass's ``asdict``) without the clock's fields and later defaults."""
+def _without_later_cost(view: dict[str, Any]) -> dict[str, Any]:
+    """A decision's facts or record without its later ``cost_usd`` (calls and orderings had theirs pinned)."""
+    return {k: v for k, v in view.items() if not (k == "cost_usd" and v in (None, 0.0))}
+
+
+def _scrub(value: Any, later: dict[str, tuple[object, ...]] = _LATER_FIELDS) -> Any:
+    """A JSON-mode dump (or a dataclass's ``asdict``) without the clock's fields and ``later`` defaults."""
     if isinstance(value, dict):
         return {
-            k: None if k in _CLOCK_FIELDS else _scrub(v)
+            k: None if k in _CLOCK_FIELDS else _scrub(v, later)
             for k, v in value.items()
-            if not (k in _LATER_FIELDS and any(v == d for d in _LATER_FIELDS[k]))
+            if not (k in later and any(v == d for d in later[k]))
         }
     if isinstance(value, list | tuple):
-        return [_scrub(v) for v in value]
+        return [_scrub(v, later) for v in value]
     return value
+
+
+#: A call's ``cost_usd`` was pinned (None for the unpriced judge): only its ``tier`` is later.
+_LATER_CALL_FIELDS = {"tier": _LATER_FIELDS["tier"]}
 
 
 def _request_view(request: JudgeRequest) -> object:
@@ -124,15 +140,15 @@ def _decision_view(decision: Decision) -> object:
         "stage": decision.stage,
         "outcome": _scrub(decision.outcome.model_dump(mode="json")),
         "audit_copy": _scrub(decision.audit_copy.model_dump(mode="json")) if decision.audit_copy else None,
-        "calls": [_scrub(dataclasses.asdict(c)) for c in decision.calls],
-        "facts": _scrub(dataclasses.asdict(decision.facts)),
+        "calls": [_scrub(dataclasses.asdict(c), _LATER_CALL_FIELDS) for c in decision.calls],
+        "facts": _scrub(_without_later_cost(dataclasses.asdict(decision.facts))),
         "evaluation": dataclasses.asdict(decision.evaluation) if decision.evaluation else None,
     }
 
 
 def _record_view(decision: Decision, judged: CandidatePair | TieBreakRequest) -> object:
     record = record_for(decision, judged, CATALOG)
-    return _scrub(record.model_dump(mode="json")) if record is not None else None
+    return _scrub(_without_later_cost(record.model_dump(mode="json"))) if record is not None else None
 
 
 async def _decisions(pair: CandidatePair) -> tuple[list[object], list[object]]:
