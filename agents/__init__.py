@@ -12,7 +12,7 @@ does I/O: no Kafka, HTTP or OpenTelemetry (the layering check in the test suite 
 """
 
 from pairjudge.agents.builders import Outcome
-from pairjudge.agents.core import Decision, check_pair, judge_pair, resolve_rubric, resolve_tiebreak
+from pairjudge.agents.core import Decision, capped_decision, check_pair, judge_pair, resolve_rubric, resolve_tiebreak
 from pairjudge.agents.errors import (
     InputRejected,
     InvalidReply,
@@ -56,6 +56,7 @@ __all__ = [
     "OutcomeKind",
     "PairjudgeError",
     "Policy",
+    "capped_decision",
     "check_pair",
     "is_judge_rejected",
     "judge_info",

@@ -72,6 +72,7 @@ from pairjudge.schemas.rubric import HeadToHeadRubric, InlineRubric, PairwiseRub
 __all__ = [
     "Decision",
     "both_orders",
+    "capped_decision",
     "check_pair",
     "gather_in_order",
     "judge_pair",
@@ -367,13 +368,7 @@ async def judge_pair(
     The kappa guard does not skip the judges: their would-be answers travel with the review so
     agreement with the humans' labels can still be measured while auto-deciding is paused.
     """
-    # A judge or a jury outside a cascade is one nameless tier, and its events name no tier.
-    if isinstance(judges, Cascade):
-        tiers, is_jury = judges.tiers, False
-    elif isinstance(judges, Sequence):
-        tiers, is_jury = (Tier("", tuple(judges)),), True
-    else:
-        tiers, is_jury = (Tier("", (judges,)),), False
+    tiers, is_jury = _tiers_of(judges)
     for tier in tiers:
         # Before any call: an unreachable quorum. A single judge needs its one vote whatever quorum is
         # configured for juries.
@@ -399,6 +394,34 @@ async def judge_pair(
             break
         passed.append(judged)
     return _primary_decision(judged_pair, rubric, policy, prompt_hash, judged, passed, is_jury=is_jury)
+
+
+def capped_decision(
+    pair: CandidatePair,
+    judges: Judge | Sequence[Judge] | Cascade,
+    policy: Policy,
+    catalog: Mapping[str, InlineRubric] = _NO_CATALOG,
+) -> Decision:
+    """Review "spend_capped" before any judge call: the pair is over a spending cap whose action is
+    ``review`` (``agents.spend``). Checked like any pair first: an unjudgeable one is still dead-lettered."""
+    rubric = check_pair(pair, policy, catalog)
+    judged_pair = snapshot_pair(pair, rubric)
+    prompt_hash = pair_template_hash(rubric.kind, pair, datamark=policy.datamark)
+    tiers, _ = _tiers_of(judges)
+    outcome = review(
+        judged_pair, "spend_capped", stage="primary", orderings=(), judge=_tier_info(tiers[0], prompt_hash)
+    )
+    return _unjudged(judged_pair, rubric, outcome, prompt_hash, consistent=False)
+
+
+def _tiers_of(judges: Judge | Sequence[Judge] | Cascade) -> tuple[tuple[Tier, ...], bool]:
+    """The tiers to walk, and whether the primary judging is a jury's. A judge or a jury outside a cascade is
+    one nameless tier, and its events name no tier."""
+    if isinstance(judges, Cascade):
+        return judges.tiers, False
+    if isinstance(judges, Sequence):
+        return (Tier("", tuple(judges)),), True
+    return (Tier("", (judges,)),), False
 
 
 def _tier_info(tier: Tier, prompt_hash: str) -> JudgeInfo:

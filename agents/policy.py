@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pairjudge.schemas.events import SWITCH_KEYS, ControlUpdate
+from pairjudge.agents.spend import SpendAction, SpendCaps
+from pairjudge.schemas.events import CHOICE_KEYS, SWITCH_KEYS, ControlUpdate
 from pairjudge.schemas.pair import RiskLevel
 from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
 
@@ -113,6 +114,17 @@ class Policy:
     #: Calibrated auto-decision thresholds by drift series (``AuditSeries.key``), from the audit's
     #: ``pairjudge.thresholds`` topic; a pair of a series listed here needs at least that confidence.
     series_thresholds: Mapping[str, float] = field(default_factory=dict)
+    #: The spending caps (``agents.spend``): US dollars per UTC clock hour for all pairs and for each
+    #: experiment (0: no cap), what a pair over a cap meets, and the share the ``sample`` action still judges.
+    spend_hourly_cap_usd: float = 0.0
+    spend_experiment_hourly_cap_usd: float = 0.0
+    spend_action: SpendAction = "review"
+    spend_sample_share: float = 0.1
+
+    def spend_caps(self) -> SpendCaps:
+        return SpendCaps(
+            self.spend_hourly_cap_usd, self.spend_experiment_hourly_cap_usd, self.spend_action, self.spend_sample_share
+        )
 
     def __post_init__(self) -> None:
         # A bad control message must fail loudly here, not silently turn every pair into a verdict.
@@ -134,6 +146,7 @@ class Policy:
         for series, value in self.series_thresholds.items():
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"the threshold of series {series!r} must be within [0, 1], got {value!r}")
+        self.spend_caps()  # raises for a negative cap, an unknown action or a share outside [0, 1]
 
     def thresholds_for(self, risk: RiskLevel) -> RiskThresholds:
         """The thresholds a pair of this risk level is routed by.
@@ -175,6 +188,14 @@ class Policy:
             if update.key == "kappa_guard_tripped":
                 return dataclasses.replace(self, kappa_guard_tripped=update.value)
             return dataclasses.replace(self, tiebreak_enabled=update.value)
+        if update.key in CHOICE_KEYS:
+            if update.value not in CHOICE_KEYS[update.key]:
+                words = ", ".join(CHOICE_KEYS[update.key])
+                raise ValueError(f"{update.key} takes one of {words}, got {update.value!r}")
+            changed: dict[str, Any] = {update.key: update.value}
+            return dataclasses.replace(self, **changed)
+        if isinstance(update.value, str):
+            raise ValueError(f"{update.key} needs a number, got {update.value!r}")
         if isinstance(update.value, bool):
             # bool is an int subclass; "threshold = true" is a mistake, not 1.0.
             raise ValueError(f"{update.key} needs a number, got {update.value!r}")

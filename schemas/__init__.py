@@ -24,6 +24,7 @@ from pairjudge.schemas.events import (
     PairVerdict,
     ReviewReason,
     ReviewRequest,
+    SpendReport,
     TieBreakReason,
     TieBreakRequest,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "RiskLevel",
     "Rubric",
     "RubricRef",
+    "SpendReport",
     "Task",
     "ThresholdUpdate",
     "TieBreakReason",

@@ -361,6 +361,8 @@ AlertKind = Literal[
     "judge_unavailable",
     "judge_rejected",
     "internal_error",
+    #: New pairs met a spending cap (agents.spend); the series is ``spend:all`` or ``spend:<experiment>``.
+    "spend_cap",
 ]
 
 

@@ -32,6 +32,7 @@ ReviewReason = Literal[
     # the pair's risk level sends a confidence this low to a person, not to the tie-break (e.g. a high-risk
     # pair below 0.85: Policy.thresholds_for, docs/guides/risk-levels.md)
     "risk_review",
+    "spend_capped",  # over a spending cap with spend_action "review" (agents.spend): a person decides, no judge call
 ]
 #: Why an ordering carries an ``error``. The first three mean it has no usable reply; "unresolved" marks
 #: a schema-valid tie-break reply that still did not settle the tie (its ``error`` says why).
@@ -292,15 +293,36 @@ ControlKey = Literal[
     "high_primary_confidence_threshold",
     "high_tiebreak_confidence_threshold",
     "high_review_below_confidence",
+    #: The spending caps (agents.spend): US dollars per UTC clock hour for all pairs and for each experiment (0:
+    #: no cap), what a pair over a cap meets ("review", "sample" or "queue"), and the share "sample" judges.
+    "spend_hourly_cap_usd",
+    "spend_experiment_hourly_cap_usd",
+    "spend_action",
+    "spend_sample_share",
 ]
 #: The control keys whose value is a switch rather than a number.
 SWITCH_KEYS: tuple[ControlKey, ...] = ("tiebreak_enabled", "kappa_guard_tripped")
+#: The control keys whose value is one of a few words.
+CHOICE_KEYS: dict[ControlKey, tuple[str, ...]] = {"spend_action": ("review", "sample", "queue")}
+
+
+class SpendReport(Event):
+    """One worker's spend on judge calls so far in one UTC clock hour, by experiment (``-``: none), on the
+    compacted ``pairjudge.spend`` topic keyed ``<worker>|<hour>``: every worker follows it and sums the latest
+    report of each worker for its spending caps (``agents.spend``)."""
+
+    worker: str = Field(min_length=1, max_length=100)
+    #: Hours since the epoch (UTC).
+    hour: int = Field(ge=0)
+    by_experiment: dict[str, float] = Field(default_factory=dict, max_length=10_000)
+    reported_at: datetime = Field(default_factory=utc_now)
 
 
 class ControlUpdate(Event):
     """A live setting on the compacted control topic, keyed by ``key``."""
 
     key: ControlKey
-    value: float | bool
+    #: A number, a switch, or for ``CHOICE_KEYS`` one of their words.
+    value: float | bool | str
     updated_by: str = ""
     updated_at: datetime = Field(default_factory=utc_now)

@@ -44,6 +44,7 @@ from pairjudge.streams.worker.faust_app import build_faust_app, raw_topics
 from pairjudge.streams.worker.health_server import PrometheusMetrics, WorkerHealth
 from pairjudge.streams.worker.pipeline import JudgePanel, Pipeline
 from pairjudge.streams.worker.published import OutcomeTables
+from pairjudge.streams.worker.spend import REPORT_EVERY_S, SpendTracker, follow_spend
 from pairjudge.streams.worker.tables import owned_partitions
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,7 @@ def create_app(
         observe_scale(metrics.provider, holder)
     if follow_control:
         _follow_control(app, settings, holder)
+        _keep_spend(app, settings, pipeline, delivery)
     if stacks:
         _check_judges(app, pipeline, stacks)
 
@@ -306,6 +308,34 @@ def _follow_control(app: faust.App, settings: Settings, holder: PolicyHolder) ->
             await app.crash(exc)
 
     app.task(control_follower)
+
+
+def _keep_spend(app: faust.App, settings: Settings, pipeline: Pipeline, delivery: Delivery) -> None:
+    """The spending caps' ledger (streams.worker.spend): this worker's spend reported every second, every
+    worker's followed. Always on, so a cap set live finds the hour's spend already counted."""
+    tracker = SpendTracker()
+    pipeline.spend = tracker
+
+    async def spend_follower() -> None:
+        try:
+            await follow_spend(settings, tracker)
+        except Exception as exc:
+            # Without the others' spend the caps would let through what they should hold: stop loudly.
+            log.exception("following %s failed", settings.topics.name("spend"))
+            await app.crash(exc)
+
+    async def report_spend() -> None:
+        reports = tracker.reports()
+        if not reports:
+            return
+        try:
+            await delivery.publish(reports)
+        except Exception as exc:  # noqa: BLE001  # a broker hiccup: reported again on the next tick
+            tracker.not_reported(reports)
+            log.warning("could not report this worker's spend (%s); trying again in %g s", exc, REPORT_EVERY_S)
+
+    app.task(spend_follower)
+    app.timer(interval=REPORT_EVERY_S)(report_spend)
 
 
 def _check_judges(app: faust.App, pipeline: Pipeline, stacks: tuple[JudgeStack, ...]) -> None:

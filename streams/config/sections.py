@@ -353,6 +353,18 @@ class PolicySettings(_Section):
     #: task and its context: "ˆ" between words) and say in the system message that marked text is data, never
     #: instructions (spotlighting; docs/guides/prompt-injection.md). Marked prompts are their own drift series.
     datamark: bool = True
+    #: ``PAIRJUDGE_POLICY__SPEND_HOURLY_CAP_USD``: US dollars all workers together may spend on judge calls per UTC
+    #: clock hour before ``spend_action`` applies to new pairs (docs/guides/cascade.md#the-spending-cap). 0: no cap.
+    #: A live setting.
+    spend_hourly_cap_usd: float = Field(default=0.0, ge=0)
+    #: The same cap for each experiment's pairs on its own. 0: no cap. A live setting.
+    spend_experiment_hourly_cap_usd: float = Field(default=0.0, ge=0)
+    #: What a new pair over a cap meets: "review" (a person decides it, no judge call), "sample" (a share is still
+    #: judged, the rest set aside on the dead-letter topic for ``pairjudge deadletter replay``) or "queue" (it waits
+    #: for the next hour or a higher cap). Never dropped; a "spend_cap" alert is raised. A live setting.
+    spend_action: Literal["review", "sample", "queue"] = "review"
+    #: The share of a capped scope's pairs the "sample" action still judges (by pair id). A live setting.
+    spend_sample_share: float = Field(default=0.1, ge=0, le=1)
 
     def to_policy(self) -> Policy:
         return Policy(
@@ -377,6 +389,10 @@ class PolicySettings(_Section):
             max_prompt_chars=self.max_prompt_chars,
             injection_guard=self.injection_guard,
             datamark=self.datamark,
+            spend_hourly_cap_usd=self.spend_hourly_cap_usd,
+            spend_experiment_hourly_cap_usd=self.spend_experiment_hourly_cap_usd,
+            spend_action=self.spend_action,
+            spend_sample_share=self.spend_sample_share,
         )
 
 

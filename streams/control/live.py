@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from pairjudge.agents import InputRejected, Policy
 from pairjudge.schemas import ControlUpdate, ThresholdUpdate
-from pairjudge.schemas.events import SWITCH_KEYS, ControlKey
+from pairjudge.schemas.events import CHOICE_KEYS, SWITCH_KEYS, ControlKey
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.signing import ControlSigner, signer_from_settings, with_signature
 from pairjudge.streams.kafka.codecs import decode, encode
@@ -199,7 +199,12 @@ def _offsets_text(offsets: Mapping[TopicPartition, int]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]@{offset}" for tp, offset in sorted(offsets.items()))
 
 
-def parse_value(key: str, raw: str) -> float | bool:
+def parse_value(key: str, raw: str) -> float | bool | str:
+    if key in CHOICE_KEYS:
+        word = raw.strip().lower()
+        if word not in CHOICE_KEYS[key]:
+            raise ValueError(f"{key} takes one of {', '.join(CHOICE_KEYS[key])}, not {raw!r}")
+        return word
     if key in SWITCH_KEYS:
         lowered = raw.strip().lower()
         if lowered not in ("true", "false"):
@@ -208,7 +213,7 @@ def parse_value(key: str, raw: str) -> float | bool:
     return float(raw)
 
 
-async def publish_control(settings: Settings, key: str, value: float | bool | None, updated_by: str) -> None:
+async def publish_control(settings: Settings, key: str, value: float | bool | str | None, updated_by: str) -> None:
     """Write one update (``value=None`` writes a tombstone: back to the configured value)."""
     payload: bytes | None = None
     if value is not None:

@@ -34,9 +34,12 @@ KINDS = (
     "score-events",
     "scores",
     "gate",
+    # What each worker spent on judge calls per clock hour (compacted, latest per worker and hour): every worker
+    # follows it for the spending caps (streams.worker.spend).
+    "spend",
 )
-#: Compacted, one partition, read whole by every worker (streams.control.live).
-FOLLOWED_KINDS = ("control", "thresholds")
+#: Compacted, one partition, read whole by every worker (streams.control.live, streams.worker.spend).
+FOLLOWED_KINDS = ("control", "thresholds", "spend")
 #: Compacted, one partition, read whole by whoever asks (``pairjudge gate``).
 LATEST_KINDS = ("gate",)
 #: Where a pair's story ends. ``tiebreak`` is a way-station, not an outcome.

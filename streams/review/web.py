@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pairjudge.agents.prompt_blocks import interleave
 from pairjudge.schemas import TIE, CandidatePair, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
+from pairjudge.schemas.events import CHOICE_KEYS
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder, publish_control
@@ -71,6 +72,11 @@ CONTROLS: dict[str, str] = {
     "high_primary_confidence_threshold": "number",
     "high_tiebreak_confidence_threshold": "number",
     "high_review_below_confidence": "number",
+    # The spending caps (docs/guides/cascade.md#the-spending-cap).
+    "spend_hourly_cap_usd": "number",
+    "spend_experiment_hourly_cap_usd": "number",
+    "spend_action": "choice",
+    "spend_sample_share": "number",
 }
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -400,6 +406,7 @@ async def operators_page(app: ReviewApp, request: Request, user: User, message: 
         "user": user,
         "csrf": csrf_token(request),
         "controls": CONTROLS,
+        "choices": CHOICE_KEYS,
         "configured": {k: getattr(configured, k) for k in CONTROLS},
         "live": {k: getattr(live, k) for k in CONTROLS} if live is not None else None,
         "set_by": {k: f"{u.updated_by} at {u.updated_at:%Y-%m-%d %H:%M:%S} UTC" for k, u in overrides.items()},
@@ -461,9 +468,12 @@ async def set_control(app: ReviewApp, request: Request, user: User) -> Response:
     key, raw = str(form.get("key", "")), str(form.get("value", "")).strip().lower()
     if key not in CONTROLS:
         return _deny(app, request, 400, "Unknown control.")
-    value: float | bool
+    value: float | bool | str
     try:
-        value = raw in ("true", "on", "1", "yes") if CONTROLS[key] == "switch" else float(raw)
+        if CONTROLS[key] == "switch":
+            value = raw in ("true", "on", "1", "yes")
+        else:
+            value = raw if CONTROLS[key] == "choice" else float(raw)
         await publish_control(app.settings, key, value, f"{user.name} (review UI)")
     except ValueError as exc:
         return _deny(app, request, 400, str(exc))
@@ -562,7 +572,7 @@ def score_boards(latest: Mapping[str, ScoreSnapshot]) -> list[dict[str, Any]]:
     ]
 
 
-async def _seen(app: ReviewApp, key: str, value: float | bool, timeout_s: float = 5.0) -> None:
+async def _seen(app: ReviewApp, key: str, value: float | bool | str, timeout_s: float = 5.0) -> None:
     """Wait (briefly) until the control follower has read the update, so the page shows it as live."""
     if app.policy is None:
         return

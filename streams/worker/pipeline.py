@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -23,6 +23,7 @@ from pairjudge.agents import (
     InputRejected,
     Judge,
     Policy,
+    capped_decision,
     is_judge_rejected,
     judge_pair,
     rejected_detail,
@@ -31,6 +32,8 @@ from pairjudge.agents import (
 )
 from pairjudge.agents.audit import record_for
 from pairjudge.agents.cascade import Cascade
+from pairjudge.agents.facts import spend_of
+from pairjudge.agents.spend import still_sampled
 from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.judges.breaker import CircuitBreaker
@@ -39,6 +42,9 @@ from pairjudge.streams.kafka.dead_letters import build_dead_letter
 from pairjudge.streams.security.redaction_hook import EventRedactor
 from pairjudge.streams.telemetry.tracing import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
 from pairjudge.streams.worker.error_budget import ErrorBudget, WorkerBroken
+
+if TYPE_CHECKING:
+    from pairjudge.streams.worker.spend import SpendTracker
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +64,7 @@ TopicKind = Literal[
     "score-events",
     "scores",
     "gate",
+    "spend",
 ]
 #: At most one alert per judge series this often while its requests keep being refused.
 ALERT_EVERY_S = 60.0
@@ -134,6 +141,12 @@ class JudgePanel:
         judges = self.cascade or (self.primary[0] if len(self.primary) == 1 else self.primary)
         return await judge_pair(pair, judges, policy, catalog)
 
+    def capped(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
+        """Review "spend_capped", with no judge call (``agents.spend``'s ``review`` action)."""
+        judges: Judge | tuple[Judge, ...] | Cascade
+        judges = self.cascade or (self.primary[0] if len(self.primary) == 1 else self.primary)
+        return capped_decision(pair, judges, policy, catalog)
+
     def traced(self, telemetry: Telemetry) -> JudgePanel:
         """The same panel with every judge call recorded as a span (naming its tier in a cascade)."""
         cascade = None
@@ -182,6 +195,8 @@ class Pipeline:
         #: Told of every freshly decided outcome before it is published (never of a replay): the audit
         #: label budget's rate meter (``streams.audit.budget``).
         self.on_decision: Callable[[Decision], None] | None = None
+        #: The spending caps' ledger and gate (``streams.worker.spend``); None: spend is neither counted nor capped.
+        self.spend: SpendTracker | None = None
         self.policy = policy
         self.telemetry = telemetry
         self.catalog = catalog
@@ -294,16 +309,25 @@ class Pipeline:
                 )
                 self.telemetry.instruments.replays.add(1, {"pairjudge.stage": stage})
                 return StageResult(recorded, pair_id=pair_id, replayed=True)
+            #: Alerts raised on the way, published with the outcome (a spending cap's).
+            alerts: list[Outgoing] = []
             try:
+                if stage == "primary" and self.spend is not None and isinstance(item, CandidatePair):
+                    capped, alerts = await self._over_budget(span, item, raw, origin)
+                    if capped is not None:
+                        return capped
                 decision = await decide(item)
+                if self.spend is not None:
+                    self.spend.record(_experiment_of(item), spend_of(decision.calls))
                 if is_judge_rejected(decision):
                     # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
                     # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery),
                     # until `pairjudge deadletter replay` re-publishes it once the cause is fixed.
                     detail = rejected_detail(decision) or "the judge refused the request"
                     letter = self._dead_letter(span, where, "judge_rejected", detail, raw, origin)
-                    return StageResult([letter], pair_id=pair_id, alerts=self._rejection_alert(decision, detail))
-                return StageResult(self._publish(span, decision, item), pair_id=pair_id)
+                    rejected = self._rejection_alert(decision, detail)
+                    return StageResult([letter], pair_id=pair_id, alerts=alerts + rejected)
+                return StageResult(self._publish(span, decision, item), pair_id=pair_id, alerts=alerts)
             except asyncio.CancelledError:
                 if self.outcomes is not None:
                     self.outcomes.release(stage, pair_id)
@@ -318,6 +342,34 @@ class Pipeline:
                     if self.outcomes is not None:
                         self.outcomes.release(stage, pair_id)
                     raise
+
+    async def _over_budget(
+        self, span: Span, pair: CandidatePair, raw: bytes | None, origin: Origin
+    ) -> tuple[StageResult | None, list[Outgoing]]:
+        """What a new pair over a spending cap meets (``agents.spend``): its outcome, or None to judge it; and
+        the "spend_cap" alert (at most one a minute per scope, on every worker), published with the outcome.
+
+        ``queue`` waits here, holding the judging slot, until the cap no longer holds the pair back; ``review``
+        and ``sample`` (for the pairs it does not keep) end the pair without a judge call."""
+        assert self.spend is not None
+        caps = self.policy.current.spend_caps()
+        reached = self.spend.reached(caps, pair.metadata.experiment_id)
+        if reached is None:
+            return None, []
+        alerts = self._alert("spend_cap", f"spend:{reached.scope}", "pair(s) over a spending cap", reached.describe)
+        span.set_attribute("pairjudge.spend_capped", reached.scope)
+        if caps.action == "queue":
+            log.warning("spend: %s; pair %s waits for budget", reached.describe, pair.pair_id)
+            await self.spend.wait_for_budget(lambda: self.policy.current.spend_caps(), pair.metadata.experiment_id)
+            return None, alerts
+        if caps.action == "sample":
+            if still_sampled(pair.pair_id, caps.sample_share):
+                return None, alerts
+            detail = f"{reached.describe}; set aside by spend_action 'sample' (replay it once there is budget)"
+            letter = self._dead_letter(span, "judge", "spend_capped", detail, raw, origin)
+            return StageResult([letter], pair_id=pair.pair_id, alerts=alerts), alerts
+        decision = self._panel.capped(pair, self.policy.current, self.catalog)
+        return StageResult(self._publish(span, decision, pair), pair_id=pair.pair_id, alerts=alerts), alerts
 
     def _unexpected(
         self,
@@ -487,6 +539,11 @@ def _kind_of(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> TopicKin
     if isinstance(outcome, TieBreakRequest):
         return "tiebreak"
     return "review"
+
+
+def _experiment_of(item: CandidatePair | TieBreakRequest) -> str | None:
+    pair = item if isinstance(item, CandidatePair) else item.pair
+    return pair.metadata.experiment_id
 
 
 def _status_note(decision: Decision) -> str:

@@ -1,0 +1,117 @@
+"""The spending caps at the edge (``agents.spend``): what this worker spends, what the others report, the gate.
+
+Each worker keeps a ledger of the current clock hour's spend. Its own decisions go in as they happen
+(``SpendTracker.record``); every second it reports its total so far for the hour on the compacted
+``pairjudge.spend`` topic (``report``), keyed ``<worker>|<hour>``, and follows that topic for the other
+workers' reports (``follow_spend``), keeping the latest of each. A worker's total is cumulative, so a report
+read twice, or again after a restart, is never counted twice.
+
+What the caps may miss: the spend of the last second of a worker that crashes before reporting it, and the
+other workers' spend of their last second before a pair is gated (a cap holds to within a second of spend
+per worker). A restarted worker reports under a new id, and the old id's report stays counted: nothing spent
+is forgotten within the hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+
+from pairjudge.agents.spend import CapReached, SpendCaps, SpendLedger, hour_of
+from pairjudge.schemas import SpendReport
+from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.codecs import decode, encode
+from pairjudge.streams.kafka.readers import from_start
+from pairjudge.streams.security.kafka_clients import client_config
+from pairjudge.streams.worker.pipeline import Outgoing
+
+log = logging.getLogger(__name__)
+
+#: How often a waiting (``queue``) pair looks at the ledger again, and how often a worker reports.
+RECHECK_S = 1.0
+REPORT_EVERY_S = 1.0
+MAX_REPORT_BYTES = 1_000_000
+
+
+class SpendTracker:
+    """This worker's view of the hour's spend, and the gate new pairs pass."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, worker: str | None = None) -> None:
+        self.worker = worker or uuid.uuid4().hex[:12]
+        self.ledger = SpendLedger()
+        self._clock = clock
+        #: Hours whose own total changed since the last report.
+        self._changed: set[int] = set()
+        #: Hours this worker has reported (tombstoned once they are old).
+        self._reported: set[int] = set()
+
+    def record(self, experiment: str | None, usd: float | None) -> None:
+        """A decision's spend (None: unpriced, nothing to add)."""
+        if not usd:
+            return
+        hour = hour_of(self._clock())
+        self.ledger.add(self.worker, hour, experiment, usd)
+        self._changed.add(hour)
+
+    def reached(self, caps: SpendCaps, experiment: str | None) -> CapReached | None:
+        """The cap a new pair of ``experiment`` is over now, if any."""
+        if not caps.any:
+            return None
+        return self.ledger.reached(caps, hour_of(self._clock()), experiment)
+
+    async def wait_for_budget(self, caps: Callable[[], SpendCaps], experiment: str | None) -> None:
+        """Wait until no cap holds a pair of ``experiment`` back (the ``queue`` action): the hour turns, the
+        cap is raised, or the action changes."""
+        # Polled: the hour turning, a live cap change and other workers' reports would each need to signal.
+        while (current := caps()).action == "queue" and self.reached(current, experiment) is not None:  # noqa: ASYNC110
+            await asyncio.sleep(RECHECK_S)
+
+    def take_in(self, key: bytes | None, value: bytes | None) -> None:
+        """One record of the spend topic: another worker's total for an hour (its own are already counted)."""
+        if value is None:
+            return
+        report = decode(SpendReport, value, max_bytes=MAX_REPORT_BYTES)
+        if report.worker != self.worker:
+            self.ledger.set_worker(report.worker, report.hour, report.by_experiment)
+
+    def not_reported(self, reports: list[Outgoing]) -> None:
+        """``reports`` did not reach the broker: report their hours again next time."""
+        for out in reports:
+            worker, hour = out.key.decode().split("|")
+            if out.value and worker == self.worker:
+                self._changed.add(int(hour))
+
+    def reports(self) -> list[Outgoing]:
+        """This worker's changed totals as spend records, and an empty record for each of its hours gone by:
+        compaction then keeps only that under the hour's key (the followers skip it)."""
+        out: list[Outgoing] = []
+        for hour in sorted(self._changed):
+            report = SpendReport(worker=self.worker, hour=hour, by_experiment=self.ledger.of_worker(self.worker, hour))
+            out.append(Outgoing("spend", _key(self.worker, hour), encode(report), []))
+            self._reported.add(hour)
+        self._changed.clear()
+        now = hour_of(self._clock())
+        for hour in [h for h in self._reported if h < now - 1]:
+            out.append(Outgoing("spend", _key(self.worker, hour), b"", []))
+            self._reported.discard(hour)
+        return out
+
+
+def _key(worker: str, hour: int) -> bytes:
+    return f"{worker}|{hour}".encode()
+
+
+async def follow_spend(settings: Settings, tracker: SpendTracker) -> None:
+    """Read the spend topic from its start, then keep following it, into ``tracker``."""
+    topic = settings.topics.name("spend")
+    async with from_start(client_config(settings.kafka), [topic]) as reader:
+        while True:
+            for records in (await reader.batches(timeout_ms=1000)).values():
+                for record in records:
+                    try:
+                        tracker.take_in(record.key, record.value or None)
+                    except Exception as exc:  # noqa: BLE001  # a bad record must not stop the worker's caps
+                        log.error("spend: ignored an invalid report (key %r): %s", record.key, exc)
