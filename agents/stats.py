@@ -391,3 +391,184 @@ def _count_at_least(ranked: Sequence[tuple[float, bool]], threshold: float) -> i
         else:
             hi = mid
     return lo
+
+
+# --- A cascade of judges with a guarantee ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeGuarantee:
+    """The calibrated thresholds of a judge cascade (judge tiers, cheap to strong) and what they guarantee.
+
+    ``tiers[k]`` is tier k's :class:`Guarantee`, calibrated on the ``reaching[k]`` calibration pairs that no
+    earlier tier auto-decided; its ``coverage`` and ``n_labels`` are relative to those pairs, not to all.
+    ``decided[k]`` of them tier k auto-decided (its ``n_used``). ``coverage`` is the share of all ``n_labels``
+    calibration pairs auto-decided by some tier, ``realised_agreement`` the agreement with humans of the
+    deciding tiers' verdicts on them (None when none was decided): a description of the calibration set, a
+    little optimistic as an estimate since the thresholds were chosen on it; ``target`` is what is claimed.
+
+    ``target`` is the agreement guaranteed for the auto-decided pairs as a whole: the lowest target among the
+    tiers that got a threshold (None when no tier got one: nothing is auto-decided, nothing is claimed). A tier
+    without a threshold decides nothing, so its target bounds nothing. ``risk`` is the sum of the tiers' risks:
+    the chance, over the draw of the calibration set, that any tier's guarantee fails (see
+    :func:`calibrate_cascade`).
+    """
+
+    tiers: tuple[Guarantee, ...]
+    reaching: tuple[int, ...]
+    decided: tuple[int, ...]
+    n_labels: int
+    coverage: float
+    realised_agreement: float | None
+    target: float | None
+    risk: float
+    method: str
+
+    @property
+    def thresholds(self) -> tuple[float | None, ...]:
+        """Each tier's threshold (None: the tier decides nothing, every pair passes to the next)."""
+        return tuple(g.threshold for g in self.tiers)
+
+
+def deciding_tier(thresholds: Sequence[float | None], confidences: Sequence[float]) -> int | None:
+    """The index of the tier that auto-decides a pair with these per-tier confidences under these thresholds:
+    the first tier whose confidence reaches its threshold; None when the pair passes every tier (then it goes
+    to the tie-break and humans). A tier whose threshold is None decides nothing.
+
+    The same rule :func:`calibrate_cascade` applies to its calibration pairs, so a guarantee computed there
+    speaks about the pairs this function sends to each tier.
+    """
+    _check_lengths(thresholds, confidences)
+    for tier, (t, c) in enumerate(zip(thresholds, confidences, strict=True)):
+        if t is not None and c >= t:
+            return tier
+    return None
+
+
+def calibrate_cascade(
+    confidences: Sequence[Sequence[float]],
+    agrees: Sequence[Sequence[bool]],
+    targets: Sequence[float],
+    risks: Sequence[float],
+    *,
+    grid: Sequence[float] = DEFAULT_THRESHOLD_GRID,
+    min_labels: int = 100,
+    min_pairs: int = 40,
+) -> CascadeGuarantee:
+    """Thresholds for a cascade of judge tiers (cheap to strong) such that the pairs each tier auto-decides
+    agree with humans at its target, with probability at least 1 - sum(``risks``): each tier calibrated by
+    :func:`calibrate_threshold` (fixed-sequence binomial testing) at its own target and risk, on the pairs
+    that would reach it, and the tiers combined by Bonferroni ("Trust or Escalate", Jung et al., ICLR 2025,
+    Cascaded Selective Evaluation).
+
+    Inputs: ``confidences[k][j]`` and ``agrees[k][j]`` are tier k's confidence on calibration pair j and
+    whether its verdict agreed with the human label; every calibration pair was judged by every tier.
+    ``targets[k]``, ``risks[k]``: tier k's. The first tier is calibrated on every pair, each later one on the
+    pairs that no earlier tier auto-decided under the thresholds already chosen (confidence below the threshold, or the
+    tier has none), which are the pairs that would reach it (:func:`deciding_tier` is the same rule).
+    ``min_labels`` and ``min_pairs`` are :func:`calibrate_threshold`'s, applied per tier to the pairs
+    reaching it.
+
+    What is guaranteed. Let A_k(t) = P(tier k agrees with the human | the pair reaches tier k, c_k >= t),
+    with "reaches" under the thresholds chosen for the earlier tiers. If calibration pairs and future pairs
+    are exchangeable (the same distribution: the same judges, versions, templates and rubric, one series
+    per tier), then with probability at least 1 - sum(risks) over the draw of the calibration set, every
+    tier k that got a threshold t_k has A_k(t_k) >= targets[k]: each tier's share of the auto-decided pairs
+    agrees at its target in the long run. The auto-decided pairs as a whole are a mixture over the deciding
+    tiers, A = sum_k w_k A_k(t_k) with w_k the share that tier k decides, so A >= min over those tiers of
+    targets[k]: that minimum is ``target``. (A weighted bound sum_k w_k targets[k] is tighter, but w_k is a
+    population share only estimated here; the minimum needs no estimate.) Like :func:`calibrate_threshold`,
+    it bounds rates, not any one pair or any finite batch, and says nothing once the distribution moves.
+
+    The risks add (Bonferroni) because the guarantee needs every tier's test to be right at once: the
+    union bound gives P(some tier wrong) <= sum_k P(tier k wrong) <= sum(risks), whatever the dependence
+    between the tiers (the judges are correlated: hard pairs are hard for both). Chaining every tier's
+    thresholds into one fixed sequence at one risk would not help: that sequence stops at its first
+    failure, so it would test tier 1's grid to its end before any of tier 2's thresholds, and tier 1's walk
+    only runs to the end of its grid when tier 1 may decide every pair, leaving tier 2 nothing. Interleaving
+    the tiers' grids fails too, since tier k's hypotheses are about the pairs reaching it, which depend on
+    the earlier thresholds not yet chosen; and passing a tier's risk on to the next (graphical procedures)
+    happens only when that tier's whole grid passes, the same dead end. A valid alternative at a single
+    risk is one fixed sequence along a path of joint thresholds fixed in advance, testing the pooled
+    agreement of all auto-decided pairs; it guarantees the mixture only, not each tier, and ties the tiers'
+    calibrations together. Per-tier guarantees are what the drift audit can keep (each tier is its own
+    series), so the risks are split.
+
+    The subtlety of tiers after the first: tier k's calibration pairs are selected by thresholds chosen
+    from the same calibration set, so they are not an independent sample of the pairs reaching tier k under
+    those thresholds. The p-value of tier k's test is exact when the earlier thresholds do not depend on the
+    calibration data (fixed in advance, or calibrated on other pairs); here they do, a little. The walk that
+    chose t_{k-1} looked only at the pairs at or above the threshold where it stopped (the first that failed:
+    the next grid threshold below t_{k-1}, or the first tested when the tier got no threshold). The pairs below that are
+    an ordinary sample; the pairs between it and t_{k-1} (one grid cell, or the few dozen pairs of a first
+    test that failed) are selected, since the walk stopped because they disagreed with the humans more than
+    their share, and they reach tier k. If tier k's correctness is correlated with tier k-1's, they are a
+    little harder (positive correlation: conservative) or easier (negative: anti-conservative) for tier k
+    than the population. They are a few pairs among the hundreds reaching tier k, so the effect is small: the
+    simulation (tests/unit/test_cascade_guarantee.py, bench/cascade_sim.py), with judges whose correctness is
+    correlated through a shared per-pair difficulty in either direction, finds tier 2's agreement on its
+    calibration pairs within a tenth of a point (0.001) of the truth on average, as on fresh pairs, and tier 2's
+    guarantee holding as often as when it is calibrated on fresh pairs. The drift audit's path does not have
+    the selection: it calibrates each tier from the labels of pairs that reached it under the thresholds in
+    force, labels not used to choose the earlier tiers' thresholds (those came from the pairs the earlier
+    tiers decided); its caveat is another: when an earlier threshold moves, tier k's older labels describe
+    pairs it no longer sees (docs/guides/cascade.md).
+
+    Raises ValueError when the tiers' inputs differ in length, there is no tier, or the risks sum to 1 or
+    more (the statement would be empty).
+    """
+    tiers = len(confidences)
+    if tiers == 0:
+        raise ValueError("a cascade needs at least one tier")
+    if not len(agrees) == len(targets) == len(risks) == tiers:
+        raise ValueError(
+            f"one confidence list, agreement list, target and risk per tier: {tiers}, {len(agrees)}, "
+            f"{len(targets)}, {len(risks)}"
+        )
+    n = len(confidences[0])
+    for k in range(tiers):
+        _check_calibration(confidences[k], agrees[k])
+        if len(confidences[k]) != n:
+            raise ValueError(f"every tier judges every calibration pair: tier {k} has {len(confidences[k])}, not {n}")
+    total_risk = math.fsum(risks)
+    if not total_risk < 1.0:
+        raise ValueError(f"the tiers' risks sum to {total_risk:g}: the guarantee needs a total below 1")
+    reach = list(range(n))
+    guarantees: list[Guarantee] = []
+    reaching: list[int] = []
+    decided: list[int] = []
+    agreeing = 0
+    for k in range(tiers):
+        c_k, a_k = confidences[k], agrees[k]
+        g = calibrate_threshold(
+            [c_k[j] for j in reach],
+            [a_k[j] for j in reach],
+            target=targets[k],
+            risk=risks[k],
+            grid=grid,
+            min_labels=min_labels,
+            min_pairs=min_pairs,
+        )
+        guarantees.append(g)
+        reaching.append(len(reach))
+        decided.append(g.n_used)
+        t = g.threshold
+        if t is not None:
+            agreeing += sum(1 for j in reach if c_k[j] >= t and a_k[j])
+            reach = [j for j in reach if c_k[j] < t]
+    total_decided = sum(decided)
+    certified = [g.target for g in guarantees if g.threshold is not None]
+    return CascadeGuarantee(
+        tiers=tuple(guarantees),
+        reaching=tuple(reaching),
+        decided=tuple(decided),
+        n_labels=n,
+        coverage=total_decided / n if n else 0.0,
+        realised_agreement=agreeing / total_decided if total_decided else None,
+        target=min(certified) if certified else None,
+        risk=total_risk,
+        method=(
+            f"per-tier fixed-sequence binomial tests (Learn-then-Test) on the pairs reaching each tier, "
+            f"Bonferroni over {tiers} tiers: total risk {total_risk:g}"
+        ),
+    )
