@@ -28,25 +28,29 @@ from pairjudge.streams.kafka.topics import AUDIT_JOIN_TABLE, changelog_topic, to
 from pairjudge.streams.security.kafka_clients import ClientConfig, as_client_config, client_config
 
 
-def run_settings(base: Settings, bootstrap: str, work: Path, *, tag: str, **sections: dict[str, Any]) -> Settings:
+def run_settings(base: Settings, bootstrap: str, work: Path, *, tag: str, **sections: Any) -> Settings:
     """``base`` for one run on ``bootstrap``: a topic prefix and consumer group of its own (``<tag>-<id>``),
-    4 partitions, worker data under ``work``. ``sections`` add to (or override) those settings."""
+    4 partitions, worker data under ``work``. ``sections`` add to (or override) those settings; a list
+    (``tiers``, ``jury``) replaces the setting whole."""
     run = f"{tag}-{uuid.uuid4().hex[:8]}"
     values: dict[str, dict[str, Any]] = {
         "kafka": {"bootstrap_servers": bootstrap, "partitions": 4},
         "topics": {"prefix": run},
         "worker": {"app_id": f"pairjudge-{run}", "data_dir": work / "data"},
     }
+    lists = {name: section for name, section in sections.items() if isinstance(section, list | tuple)}
     for name, section in sections.items():
-        values[name] = {**values.get(name, {}), **section}
+        if name not in lists:
+            values[name] = {**values.get(name, {}), **section}
     merged = base.model_dump()
     for name, section in values.items():
         merged[name] = {**merged[name], **section}
+    merged.update(lists)
     # Validated again (model_copy would not): sections may carry strings for URLs and paths.
     return Settings.model_validate(merged)
 
 
-async def kafka_run(bootstrap: str, tmp_path: Path, tag: str, **sections: dict[str, Any]) -> Settings:
+async def kafka_run(bootstrap: str, tmp_path: Path, tag: str, **sections: Any) -> Settings:
     """Settings for one test run (``run_settings`` over the defaults), with its topics created."""
     settings = run_settings(Settings(), bootstrap, tmp_path, tag=tag, **sections)
     await create_topics(client_config(settings.kafka), topic_specs(settings))
