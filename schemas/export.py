@@ -21,6 +21,7 @@ from pairjudge.schemas.events import (
     HumanLabel,
     PairVerdict,
     ReviewRequest,
+    SpendReport,
     TieBreakRequest,
 )
 from pairjudge.schemas.pair import CandidatePair
@@ -46,6 +47,8 @@ EXPORTED: tuple[type[BaseModel], ...] = (
     ScoreEventBatch,
     ScoreSnapshot,
     GateUpdate,
+    # What each worker spent per clock hour (pairjudge.spend), for the spending caps.
+    SpendReport,
     ToneStyleReply,
     HeadToHeadReply,
     PairwiseReply,

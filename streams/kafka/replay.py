@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 
 #: Reasons replayed without being named: their cause lies outside the event, so the same bytes can
 #: succeed once it is fixed (a judge key renewed, a bug fixed, a topic's size limit raised, the workers
-#: upgraded to a schema version, a rubric added to the catalog). Any other reason must be given with
-#: ``--reason`` to be replayed.
+#: upgraded to a schema version, a rubric added to the catalog, budget again under a spending cap). Any other
+#: reason must be given with ``--reason`` to be replayed.
 REPLAYABLE_REASONS: Final = frozenset(
     {
         "judge_rejected",
@@ -44,6 +44,7 @@ REPLAYABLE_REASONS: Final = frozenset(
         "outcome_undeliverable",
         "unsupported_schema_version",
         "unknown_rubric",
+        "spend_capped",
     }
 )
 #: Header on every replayed record: the dead letter it came from (``topic[partition]@offset``), for tracing

@@ -357,6 +357,9 @@ class Pipeline:
         if reached is None:
             return None, []
         alerts = self._alert("spend_cap", f"spend:{reached.scope}", "pair(s) over a spending cap", reached.describe)
+        if alerts:
+            # On /metrics too (pairjudge_alerts_total), for the PairjudgeSpendCapReached rule.
+            self.telemetry.instruments.alerts.add(1, {"pairjudge.alert": "spend_cap"})
         span.set_attribute("pairjudge.spend_capped", reached.scope)
         if caps.action == "queue":
             log.warning("spend: %s; pair %s waits for budget", reached.describe, pair.pair_id)
