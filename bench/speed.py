@@ -7,6 +7,7 @@ Run from the checkout root::
     python -m bench.speed --rows 1,2,3          # some rows (and only the phases they need)
     python -m bench.speed --tree /path/to/old   # the workers from another checkout (a git worktree)
     python -m bench.speed --rows 4,5,6 --worker-env PAIRJUDGE_KAFKA__PRODUCER_LINGER_MS=0   # a tuning under test
+    python -m bench.speed --rows 1,5 --tiers decide     # with a two-tier judge cascade (issue 28)
     python -m bench.speed --rows 4,5 --paced-share 0.75   # row 4 at 3/4 of the worker's own backlog rate
     python -m bench.speed --latency 0.5 --outage 60 --bootstrap 127.0.0.1:9092
 
@@ -259,20 +260,47 @@ def pairjudge_envs(
     run: Run, settings: Settings, calls: int, count: int = 1, cache: bool = False
 ) -> list[dict[str, str]]:
     return [
-        with_worker_env(
+        with_tiers(
             run,
-            worker_env(
-                settings,
-                run.tree,
-                pairs_in_flight=calls // 2,
-                calls_in_flight=calls,
-                data_dir=run.work / f"{settings.topics.prefix}-data-{i}",
-                judge_url=run.server.base_url,
-                cache_dir=run.work / f"{settings.topics.prefix}-cache" if cache else None,
+            calls,
+            with_worker_env(
+                run,
+                worker_env(
+                    settings,
+                    run.tree,
+                    pairs_in_flight=calls // 2,
+                    calls_in_flight=calls,
+                    data_dir=run.work / f"{settings.topics.prefix}-data-{i}",
+                    judge_url=run.server.base_url,
+                    cache_dir=run.work / f"{settings.topics.prefix}-cache" if cache else None,
+                ),
             ),
         )
         for i in range(count)
     ]
+
+
+def with_tiers(run: Run, calls: int, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with ``--tiers``' two-tier cascade on the same simulated judge (as models "bench-cheap" and
+    "bench-strong"): ``decide``, the cheap tier decides every pair (its threshold 0: the judge answers 0.9), which
+    measures the cascade's own work; ``escalate``, it passes every pair on (0.95), so each pair costs both tiers'
+    calls. A tree from before the tiers ignores the variable and runs its one judge."""
+    if run.args.tiers is None:
+        return env
+    threshold = 0.0 if run.args.tiers == "decide" else 0.95
+    tiers = [
+        {
+            "name": name,
+            "kind": "openai",
+            "base_url": run.server.base_url,
+            "model": f"bench-{name}",
+            "max_concurrency": calls,
+            "cache_enabled": False,
+            "threshold": tier_threshold,
+        }
+        for name, tier_threshold in (("cheap", threshold), ("strong", 0.0))
+    ]
+    return {**env, "PAIRJUDGE_TIERS": json.dumps(tiers)}
 
 
 def with_worker_env(run: Run, env: dict[str, str]) -> dict[str, str]:
@@ -787,6 +815,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=float,
         help="pace row 4 at this share of the worker's measured backlog rate (rows 1-3 or 5 measure it), e.g. 0.75;"
         " default: half the 128-call bound",
+    )
+    parser.add_argument(
+        "--tiers",
+        choices=("decide", "escalate"),
+        help="run the pairjudge workers with a two-tier cascade on the simulated judge: the cheap tier decides every"
+        " pair (decide) or passes every pair on (escalate)",
     )
     parser.add_argument(
         "--worker-env",
