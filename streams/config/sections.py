@@ -284,6 +284,22 @@ class TierSettings(JudgeSettings):
     #: The chance this tier's promise fails; unset: ``audit.calibration_risk``. The tiers' risks add up to the
     #: cascade's (docs/guides/cascade.md).
     calibration_risk: float | None = Field(default=None, gt=0, lt=1)
+    #: A jury as this tier (``[[tiers.jury]]`` tables, at least two): its judges vote as a jury does
+    #: (``jury_quorum``), and the tier decides when the majority's mean confidence reaches its threshold. The tier's
+    #: own judge settings (``kind``, ``model`` ...) are then not used, and must be left out.
+    jury: tuple[JudgeSettings, ...] = ()
+
+    @model_validator(mode="after")
+    def _a_judge_or_a_jury(self) -> TierSettings:
+        judge_fields = self.model_fields_set & set(JudgeSettings.model_fields)
+        if self.jury and judge_fields:
+            raise ValueError(
+                f"tier {self.name!r} has a jury: its judges come from its jury tables only, so leave out "
+                f"{', '.join(sorted(judge_fields))}"
+            )
+        if len(self.jury) == 1:
+            raise ValueError(f"tier {self.name!r}: a jury needs at least two judges (or make the one judge the tier)")
+        return self
 
 
 class PolicySettings(_Section):

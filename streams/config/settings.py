@@ -115,12 +115,22 @@ class Settings(BaseSettings):
         for i, juror in enumerate(self.jury):
             check_api_key(juror, f"jury[{i}].api_key (PAIRJUDGE_JURY)")
         for i, tier in enumerate(self.tiers):
-            check_api_key(tier, f"tiers[{i}].api_key (PAIRJUDGE_TIERS)")
+            if tier.jury:
+                for j, juror in enumerate(tier.jury):
+                    check_api_key(juror, f"tiers[{i}].jury[{j}].api_key (PAIRJUDGE_TIERS)")
+            else:
+                check_api_key(tier, f"tiers[{i}].api_key (PAIRJUDGE_TIERS)")
         names = [tier.name for tier in self.tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"PAIRJUDGE_TIERS: tier names must be unique, got {names}")
         if self.tiers and self.jury:
             raise ValueError("PAIRJUDGE_TIERS and PAIRJUDGE_JURY: configure a cascade or a jury, not both")
+        for tier in self.tiers:
+            if tier.jury and self.jury_quorum is not None and self.jury_quorum > len(tier.jury):
+                raise ValueError(
+                    f"PAIRJUDGE_JURY_QUORUM: {self.jury_quorum} votes cannot come from tier {tier.name!r}'s "
+                    f"{len(tier.jury)} jurors"
+                )
         check_webhook_url(self.audit)
         check_otlp_settings(self.telemetry)
         if self.jury_quorum is not None and self.jury and self.jury_quorum > len(self.jury):

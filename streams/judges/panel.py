@@ -38,23 +38,24 @@ def build_panel(settings: Settings) -> tuple[JudgePanel, tuple[JudgeStack, ...]]
     closes its client."""
     main = build_judge_stack(settings.judge)
     jurors = tuple(build_judge_stack(juror) for juror in settings.jury)
-    tiers = tuple(build_judge_stack(tier) for tier in settings.tiers)
+    # A tier is one judge, or a jury of its own (``[[tiers.jury]]``): one stack per judge either way.
+    tier_stacks = tuple(tuple(build_judge_stack(j) for j in (tier.jury or (tier,))) for tier in settings.tiers)
     primary = tuple(s.judge for s in jurors) or (main.judge,)
-    tier_judges = tuple(s.judge for s in tiers)
+    tier_judges = tuple(tuple(s.judge for s in stacks) for stacks in tier_stacks)
     if settings.injection_screen.url is not None:
         screen = HttpInjectionScreen.from_settings(settings.injection_screen)
         main = dataclasses.replace(main, screen=screen)
         primary = tuple(ScreenedJudge(judge, screen) for judge in primary)
-        tier_judges = tuple(ScreenedJudge(judge, screen) for judge in tier_judges)
+        tier_judges = tuple(tuple(ScreenedJudge(judge, screen) for judge in judges) for judges in tier_judges)
     cascade = None
     if settings.tiers:
         cascade = Cascade(
             tuple(
-                Tier(name=tier.name, judges=(judge,), threshold=tier.threshold)
-                for tier, judge in zip(settings.tiers, tier_judges, strict=True)
+                Tier(name=tier.name, judges=judges, threshold=tier.threshold)
+                for tier, judges in zip(settings.tiers, tier_judges, strict=True)
             )
         )
-    stacks = (main, *jurors, *tiers)
+    stacks = (main, *jurors, *(s for stacks in tier_stacks for s in stacks))
     panel = JudgePanel(
         primary=primary,
         tiebreak=main.judge,

@@ -159,6 +159,22 @@ async def test_three_tiers_walk_in_order_until_one_decides() -> None:
     assert (a.calls, b.calls, c.calls) == (2, 2, 2)
 
 
+async def test_a_jury_tier_decides_by_majority_and_records_its_votes() -> None:
+    pair = _pair()
+    cheap = flipping(pair, "small")
+    jurors = (sure(pair, "j1"), sure(pair, "j2"), flipping(pair, "j3"))
+    tiers = Cascade((Tier("cheap", (cheap,)), Tier("panel", jurors)))
+    decision = await judge_pair(pair, tiers, Policy())
+    assert isinstance(decision.outcome, PairVerdict)
+    assert decision.outcome.winner == X
+    assert decision.outcome.judge.tier == "panel"
+    assert decision.outcome.judge.provider == "jury"
+    assert [v.abstained for v in decision.outcome.jury] == [False, False, True]
+    assert decision.facts.jury_size == 3
+    assert decision.facts.calls == 2 + 6
+    assert decision.facts.escalated_from == ("cheap",)
+
+
 async def test_rules_settle_a_pair_before_any_tier_is_asked() -> None:
     pair = _pair()
     same = pair.model_copy(

@@ -64,18 +64,53 @@ def test_tiers_from_the_config_file_build_a_cascade_with_a_stack_each(config: Pa
     assert (settings.tiers[0].calibration_target, settings.tiers[0].calibration_risk) == (0.85, 0.05)
 
 
+JURY_TIER = """
+[[tiers]]
+name = "panel"
+threshold = 0.8
+
+[[tiers.jury]]
+kind = "openai"
+base_url = "http://127.0.0.1:8082/v1"
+model = "juror-one"
+
+[[tiers.jury]]
+kind = "openai"
+base_url = "http://127.0.0.1:8083/v1"
+model = "juror-two"
+
+[[tiers.jury]]
+kind = "offline"
+"""
+
+
+def test_a_tier_may_be_a_jury_with_a_stack_per_juror(config: Path) -> None:
+    config.write_text(CONFIG + JURY_TIER)
+    panel, stacks = build_panel(Settings())
+    assert panel.cascade is not None
+    *_, jury = panel.cascade.tiers
+    assert (jury.name, jury.threshold, jury.is_jury) == ("panel", 0.8, True)
+    assert [j.identity.model for j in jury.judges] == ["juror-one", "juror-two", "pairjudge-heuristic"]
+    assert len(stacks) == 6
+
+
 @pytest.mark.parametrize(
     ("extra", "error"),
     [
         ('[[jury]]\nkind = "offline"\n', "not both"),
         ('[[tiers]]\nname = "local"\nkind = "offline"\n', "unique"),
         ('[[tiers]]\nname = "bad name"\nkind = "offline"\n', "name"),
+        (JURY_TIER.replace("threshold = 0.8", 'threshold = 0.8\nmodel = "x"'), "leave out model"),
+        ('[[tiers]]\nname = "solo"\n[[tiers.jury]]\nkind = "offline"\n', "at least two"),
+        (JURY_TIER, "cannot come from tier 'panel'"),
     ],
 )
 def test_a_cascade_config_is_checked_at_start(
     config: Path, extra: str, error: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config.write_text(CONFIG + "\n" + extra)
+    # A top-level setting must come before the first table.
+    top = "jury_quorum = 4\n" if "cannot come from" in error else ""
+    config.write_text(top + CONFIG + "\n" + extra)
     with pytest.raises(ValueError, match=error):
         Settings()
 
