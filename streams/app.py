@@ -11,7 +11,7 @@ wiring the worker runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -297,32 +297,32 @@ def _keep_label_budget(app: faust.App, settings: Settings, holder: PolicyHolder,
 
 
 def _follow_control(app: faust.App, settings: Settings, holder: PolicyHolder) -> None:
-    """A task that follows ``pairjudge.control`` into ``holder`` for as long as the worker runs."""
+    """A task that follows ``pairjudge.control`` into ``holder`` for as long as the worker runs. Without its
+    control state the worker must not judge."""
+    _keep_following(app, settings.topics.name("control"), lambda: follow_control_topic(settings, holder))
 
-    async def control_follower() -> None:
+
+def _keep_following(app: faust.App, topic: str, follow: Callable[[], Awaitable[None]]) -> None:
+    """A task that runs ``follow`` (reading ``topic`` for as long as the worker runs); its failure stops the
+    worker loudly instead of leaving it judging on stale state."""
+
+    async def follower() -> None:
         try:
-            await follow_control_topic(settings, holder)
+            await follow()
         except Exception as exc:
-            # Without its control state the worker must not judge: stop it loudly instead of stalling.
-            log.exception("following %s failed", settings.topics.name("control"))
+            log.exception("following %s failed", topic)
             await app.crash(exc)
 
-    app.task(control_follower)
+    app.task(follower)
 
 
 def _keep_spend(app: faust.App, settings: Settings, pipeline: Pipeline, delivery: Delivery) -> None:
     """The spending caps' ledger (streams.worker.spend): this worker's spend reported every second, every
-    worker's followed. Always on, so a cap set live finds the hour's spend already counted."""
+    worker's followed (without the others' spend the caps would let through what they should hold). Always on,
+    so a cap set live finds the hour's spend already counted."""
     tracker = SpendTracker()
     pipeline.spend = tracker
-
-    async def spend_follower() -> None:
-        try:
-            await follow_spend(settings, tracker)
-        except Exception as exc:
-            # Without the others' spend the caps would let through what they should hold: stop loudly.
-            log.exception("following %s failed", settings.topics.name("spend"))
-            await app.crash(exc)
+    _keep_following(app, settings.topics.name("spend"), lambda: follow_spend(settings, tracker))
 
     async def report_spend() -> None:
         reports = tracker.reports()
@@ -334,7 +334,6 @@ def _keep_spend(app: faust.App, settings: Settings, pipeline: Pipeline, delivery
             tracker.not_reported(reports)
             log.warning("could not report this worker's spend (%s); trying again in %g s", exc, REPORT_EVERY_S)
 
-    app.task(spend_follower)
     app.timer(interval=REPORT_EVERY_S)(report_spend)
 
 

@@ -74,13 +74,7 @@ async def test_pairs_flow_through_both_tiers_and_the_cap_trips_when_the_price_is
         tiers=[
             {
                 "name": "local",
-                "kind": "openai",
-                "base_url": llama_server.base_url,
-                "model": llama_server.model,
-                "response_format": "json_object_schema",  # llama.cpp rejects the json_schema form
-                "max_tokens": 400,
-                "read_timeout_s": 120,
-                "max_retries": 1,
+                **llama_server.judge_settings(),
                 "cache_enabled": False,
                 # SmolLM2 rarely clears it: most pairs go on to the strong tier.
                 "threshold": 0.95,

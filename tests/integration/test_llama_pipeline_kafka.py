@@ -31,13 +31,7 @@ async def test_a_pair_judged_by_llama_cpp_reaches_a_final_outcome(
         "ll",
         worker={"concurrency": 1},
         judge={
-            "kind": "openai",
-            "base_url": llama_server.base_url,
-            "model": llama_server.model,
-            "response_format": "json_object_schema",  # llama.cpp rejects the json_schema form
-            "max_tokens": 400,
-            "read_timeout_s": 120,
-            "max_retries": 1,
+            **llama_server.judge_settings(),
             "cache_dir": tmp_path / "cache",
             "prices": {llama_server.model: {"input_per_mtok": 0.1, "output_per_mtok": 0.2}},
         },
