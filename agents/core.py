@@ -333,6 +333,8 @@ class _TierJudgement:
     tier: Tier
     info: JudgeInfo
     jurors: list[Juror]
+    #: Judged as a jury (its votes are worked out and recorded), and the votes its winner needed.
+    jury: bool
     needed: int
     threshold: float
     raw: Reconciliation
@@ -369,10 +371,14 @@ async def judge_pair(
     agreement with the humans' labels can still be measured while auto-deciding is paused.
     """
     tiers, is_jury = _tiers_of(judges)
-    for tier in tiers:
-        # Before any call: an unreachable quorum. A single judge needs its one vote whatever quorum is
-        # configured for juries.
-        required_votes(len(tier.judges), policy.jury_quorum if (is_jury or tier.is_jury) else None)
+    # A list of judges is a jury even of one; a cascade's tier is one when it has several judges.
+    juries = [is_jury or tier.is_jury for tier in tiers]
+    # Before any call: an unreachable quorum raises. A single judge needs its one vote whatever quorum is
+    # configured for juries.
+    needed = [
+        required_votes(len(tier.judges), policy.jury_quorum if jury else None)
+        for tier, jury in zip(tiers, juries, strict=True)
+    ]
     rubric = check_pair(pair, policy, catalog)
     judged_pair = snapshot_pair(pair, rubric)
     flags = scan_for_injection(judged_pair) if policy.injection_guard else ()
@@ -389,11 +395,13 @@ async def judge_pair(
         return _settled_decision(judged_pair, rubric, settled, _tier_info(tiers[0], prompt_hash), prompt_hash)
     passed: list[_TierJudgement] = []
     for index, tier in enumerate(tiers):
-        judged = await _judge_tier(judged_pair, rubric, tier, policy, prompt_hash, jury=is_jury)
+        judged = await _judge_tier(
+            judged_pair, rubric, tier, policy, prompt_hash, jury=juries[index], needed=needed[index]
+        )
         if index == len(tiers) - 1 or not passes_on(judged.raw):
             break
         passed.append(judged)
-    return _primary_decision(judged_pair, rubric, policy, prompt_hash, judged, passed, is_jury=is_jury)
+    return _primary_decision(judged_pair, rubric, policy, prompt_hash, judged, passed)
 
 
 def capped_decision(
@@ -430,16 +438,22 @@ def _tier_info(tier: Tier, prompt_hash: str) -> JudgeInfo:
 
 
 async def _judge_tier(
-    pair: CandidatePair, rubric: InlineRubric, tier: Tier, policy: Policy, prompt_hash: str, *, jury: bool
+    pair: CandidatePair,
+    rubric: InlineRubric,
+    tier: Tier,
+    policy: Policy,
+    prompt_hash: str,
+    *,
+    jury: bool,
+    needed: int,
 ) -> _TierJudgement:
     """One tier's judgement: both orders by its judge, or by each of its jurors, reconciled at its threshold."""
-    needed = required_votes(len(tier.judges), policy.jury_quorum if (jury or tier.is_jury) else None)
     info = _tier_info(tier, prompt_hash)
     # The risk level's threshold, raised by its series' calibrated one when the audit has published one,
     # and by the tier's own floor.
     threshold = max(policy.primary_threshold_for(AuditSeries.for_pair(info, pair).key, pair.risk), tier.threshold)
     jurors = await _judge_jurors(pair, rubric, tier.judges, policy, prompt_hash, threshold)
-    return _TierJudgement(tier, info, jurors, needed, threshold, reconcile_jury(jurors, needed, threshold))
+    return _TierJudgement(tier, info, jurors, jury, needed, threshold, reconcile_jury(jurors, needed, threshold))
 
 
 def _primary_decision(
@@ -449,16 +463,13 @@ def _primary_decision(
     prompt_hash: str,
     judged: _TierJudgement,
     passed: Sequence[_TierJudgement],
-    *,
-    is_jury: bool,
 ) -> Decision:
     """The decision from the tier that decided (or the last one), with the calls of the tiers it passed."""
     jurors, info, threshold, raw = judged.jurors, judged.info, judged.threshold, judged.raw
-    votes_of_jury = is_jury or judged.tier.is_jury
     # Agreement is with the majority candidate, even when low confidence keeps it from deciding. Only a
     # jury's events carry votes: one judge's are not worked out.
     tallied = [j.vote for j in jurors]
-    votes = with_agreement(tallied, tally(tallied, judged.needed)) if votes_of_jury else ()
+    votes = with_agreement(tallied, tally(tallied, judged.needed)) if judged.jury else ()
     rec = apply_policy(raw, policy, pair.risk)
     orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
     # A jury's verdict is explained by its majority's justifications; one judge's by its own two.
@@ -498,7 +509,7 @@ def _primary_decision(
         policy_overrode=raw.outcome if rec is not raw else None,
         judged=raw,
         primary_threshold=threshold,
-        jury=votes if votes_of_jury else None,
+        jury=votes if judged.jury else None,
         tier=judged.tier.name or None,
         escalated_from=[step.tier.name for step in passed],
     )

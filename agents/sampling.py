@@ -102,6 +102,17 @@ def audit_fraction(pair_id: str, seed: str = "") -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+#: The seed of the spending cap's ``sample`` action (``agents.spend``): its own stable fraction, so which pairs
+#: it keeps says nothing about which are audited.
+SPEND_SAMPLE_SEED = "spend-cap"
+
+
+def still_sampled(pair_id: str, share: float) -> bool:
+    """Whether a pair is among the ``share`` still judged under the spending cap's ``sample`` action: by its id
+    alone, so a redelivered pair is sampled the same way."""
+    return share >= 1.0 or audit_fraction(pair_id, seed=SPEND_SAMPLE_SEED) < share
+
+
 def verdict_class(
     *,
     stage: Stage,

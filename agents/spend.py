@@ -5,7 +5,7 @@ on everything the workers spend together, and one on each experiment's share. A 
 judged only while neither cap it falls under is reached; past one, the configured action applies:
 
 * ``review``: the pair goes to a person (review "spend_capped"), with no judge call;
-* ``sample``: a stable share of the pairs (by pair id, so a redelivery decides the same) is still judged, the
+* ``sample``: a stable share of the pairs (by pair id, ``agents.sampling.still_sampled``) is still judged, the
   rest are set aside on the dead-letter topic with their bytes ("spend_capped"): ``pairjudge deadletter replay``
   judges them once there is budget again;
 * ``queue``: the pair waits, holding its judging slot, until the hour turns or the cap is raised. Once every
@@ -23,7 +23,6 @@ Pure: the clock and the spend come in as arguments.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -127,12 +126,3 @@ class SpendLedger:
             if share >= caps.experiment_hourly_usd:
                 return CapReached(experiment, share, caps.experiment_hourly_usd)
         return None
-
-
-def still_sampled(pair_id: str, share: float) -> bool:
-    """Whether a pair is among the ``share`` still judged under the ``sample`` action: by its id alone, so a
-    redelivered pair is sampled the same way."""
-    if share >= 1.0:
-        return True
-    digest = hashlib.blake2b(pair_id.encode("utf-8"), digest_size=8, person=b"pj-spend").digest()
-    return int.from_bytes(digest, "big") / 2**64 < share

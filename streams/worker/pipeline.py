@@ -32,8 +32,7 @@ from pairjudge.agents import (
 )
 from pairjudge.agents.audit import record_for
 from pairjudge.agents.cascade import Cascade
-from pairjudge.agents.facts import spend_of
-from pairjudge.agents.spend import still_sampled
+from pairjudge.agents.sampling import still_sampled
 from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.judges.breaker import CircuitBreaker
@@ -137,15 +136,16 @@ class JudgePanel:
 
     async def judge_primary(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
         """Both orders by the one judge, by every juror, or by the cascade's tiers in turn."""
-        judges: Judge | tuple[Judge, ...] | Cascade
-        judges = self.cascade or (self.primary[0] if len(self.primary) == 1 else self.primary)
-        return await judge_pair(pair, judges, policy, catalog)
+        return await judge_pair(pair, self._primary_judges, policy, catalog)
 
     def capped(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
         """Review "spend_capped", with no judge call (``agents.spend``'s ``review`` action)."""
-        judges: Judge | tuple[Judge, ...] | Cascade
-        judges = self.cascade or (self.primary[0] if len(self.primary) == 1 else self.primary)
-        return capped_decision(pair, judges, policy, catalog)
+        return capped_decision(pair, self._primary_judges, policy, catalog)
+
+    @property
+    def _primary_judges(self) -> Judge | tuple[Judge, ...] | Cascade:
+        """Who judges the primary stage, as the core takes it: the cascade, the jury, or the one judge."""
+        return self.cascade or (self.primary[0] if len(self.primary) == 1 else self.primary)
 
     def traced(self, telemetry: Telemetry) -> JudgePanel:
         """The same panel with every judge call recorded as a span (naming its tier in a cascade)."""
@@ -318,7 +318,7 @@ class Pipeline:
                         return capped
                 decision = await decide(item)
                 if self.spend is not None:
-                    self.spend.record(_experiment_of(item), spend_of(decision.calls))
+                    self.spend.record(_experiment_of(item), decision.facts.cost_usd)
                 if is_judge_rejected(decision):
                     # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
                     # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery),
@@ -346,8 +346,9 @@ class Pipeline:
     async def _over_budget(
         self, span: Span, pair: CandidatePair, raw: bytes | None, origin: Origin
     ) -> tuple[StageResult | None, list[Outgoing]]:
-        """What a new pair over a spending cap meets (``agents.spend``): its outcome, or None to judge it; and
-        the "spend_cap" alert (at most one a minute per scope, on every worker), published with the outcome.
+        """What a new pair over a spending cap meets (``agents.spend``): its outcome (the "spend_cap" alert in it),
+        or None to judge it with the alerts to publish beside its outcome. The alert comes at most once a
+        minute per scope, on every worker.
 
         ``queue`` waits here, holding the judging slot, until the cap no longer holds the pair back; ``review``
         and ``sample`` (for the pairs it does not keep) end the pair without a judge call."""
@@ -370,9 +371,9 @@ class Pipeline:
                 return None, alerts
             detail = f"{reached.describe}; set aside by spend_action 'sample' (replay it once there is budget)"
             letter = self._dead_letter(span, "judge", "spend_capped", detail, raw, origin)
-            return StageResult([letter], pair_id=pair.pair_id, alerts=alerts), alerts
+            return StageResult([letter], pair_id=pair.pair_id, alerts=alerts), []
         decision = self._panel.capped(pair, self.policy.current, self.catalog)
-        return StageResult(self._publish(span, decision, pair), pair_id=pair.pair_id, alerts=alerts), alerts
+        return StageResult(self._publish(span, decision, pair), pair_id=pair.pair_id, alerts=alerts), []
 
     def _unexpected(
         self,

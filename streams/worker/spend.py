@@ -45,7 +45,7 @@ class SpendTracker:
         self._clock = clock
         #: Hours whose own total changed since the last report.
         self._changed: set[int] = set()
-        #: Hours this worker has reported (tombstoned once they are old).
+        #: Hours this worker has reported (emptied on the topic once two hours past).
         self._reported: set[int] = set()
 
     def record(self, experiment: str | None, usd: float | None) -> None:
@@ -69,7 +69,7 @@ class SpendTracker:
         while (current := caps()).action == "queue" and self.reached(current, experiment) is not None:  # noqa: ASYNC110
             await asyncio.sleep(RECHECK_S)
 
-    def take_in(self, key: bytes | None, value: bytes | None) -> None:
+    def take_in(self, value: bytes | None) -> None:
         """One record of the spend topic: another worker's total for an hour (its own are already counted)."""
         if value is None:
             return
@@ -112,6 +112,6 @@ async def follow_spend(settings: Settings, tracker: SpendTracker) -> None:
             for records in (await reader.batches(timeout_ms=1000)).values():
                 for record in records:
                     try:
-                        tracker.take_in(record.key, record.value or None)
+                        tracker.take_in(record.value or None)
                     except Exception as exc:  # noqa: BLE001  # a bad record must not stop the worker's caps
                         log.error("spend: ignored an invalid report (key %r): %s", record.key, exc)

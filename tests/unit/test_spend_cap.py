@@ -9,8 +9,9 @@ import time
 import pytest
 
 from pairjudge.agents.policy import Policy
+from pairjudge.agents.sampling import still_sampled
 from pairjudge.agents.scripted import ScriptedJudge
-from pairjudge.agents.spend import SpendCaps, SpendLedger, hour_of, still_sampled
+from pairjudge.agents.spend import SpendCaps, SpendLedger, hour_of
 from pairjudge.schemas import ControlUpdate, DeadLetter, PairVerdict, ReviewRequest
 from pairjudge.schemas.audit import Alert
 from pairjudge.schemas.events import SpendReport
@@ -100,9 +101,9 @@ def test_the_tracker_reports_its_own_totals_and_takes_in_the_others() -> None:
     assert report.kind == "spend"
     assert report.key == f"me|{HOUR}".encode()
     assert me.reports() == []  # nothing changed since
-    other.take_in(report.key, report.value)
-    other.take_in(report.key, report.value)  # read twice (a restart): still counted once
-    me.take_in(report.key, report.value)  # its own: already counted
+    other.take_in(report.value)
+    other.take_in(report.value)  # read twice (a restart): still counted once
+    me.take_in(report.value)  # its own: already counted
     assert other.ledger.spent(HOUR) == me.ledger.spent(HOUR) == pytest.approx(0.5)
     # A failed report is sent again.
     me.record("exp-a", 1.0)
@@ -114,7 +115,7 @@ def test_the_tracker_reports_its_own_totals_and_takes_in_the_others() -> None:
     me.record("exp-a", 0.1)
     keys = {r.key: r.value for r in me.reports()}
     assert keys[f"me|{HOUR}".encode()] == b""
-    other.take_in(f"me|{HOUR}".encode(), None)
+    other.take_in(None)
     assert other.ledger.spent(HOUR) == pytest.approx(0.5)
     assert SpendReport.model_validate_json(keys[f"me|{HOUR + 2}".encode()]).by_experiment == {"exp-a": 0.1}
 
