@@ -25,7 +25,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, Reply, Tie
 from pairjudge.schemas.rubric import Criterion, HeadToHeadRubric, PairwiseRubric
 from pairjudge_dev.core_cases import CATALOG, varied_pairs
 from pairjudge_dev.replies import h2h_reply, pairwise_reply, tiebreak_reply, tone_reply
+from tests.fixtures.golden import current_or_repin, read_pins
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "core_golden.json"
 ORDERS: tuple[Order, Order] = ("AB", "BA")
@@ -281,16 +281,12 @@ def _current() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def current() -> dict[str, Any]:
     pins = _current()
-    if os.environ.get("PAIRJUDGE_REPIN") == "1":
-        GOLDEN.write_text(json.dumps(pins, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        pytest.fail(f"re-pinned {len(pins['pairs'])} pairs into {GOLDEN.name}; run again without PAIRJUDGE_REPIN")
-    return pins
+    return current_or_repin(GOLDEN, pins, f"{len(pins['pairs'])} pairs")
 
 
 @pytest.fixture(scope="module")
 def pinned(current: dict[str, Any]) -> dict[str, Any]:  # after ``current``, which may re-pin
-    data: dict[str, Any] = json.loads(GOLDEN.read_text(encoding="utf-8"))
-    return data
+    return read_pins(GOLDEN)
 
 
 def test_the_cases_cover_every_kind_of_pair(pinned: dict[str, Any]) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from pairjudge.agents.untrusted import (
 from pairjudge_dev.core_cases import EDGE_TEXTS
 from pairjudge_dev.injection_bipia import FORMS, POSITIONS, disguised, embed, ordinary, read_attacks
 from pairjudge_dev.injection_eval import Corpus, demo_pairs
+from tests.fixtures.golden import current_or_repin, read_pins
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "injection_golden.json"
 
@@ -126,16 +126,12 @@ def _current() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def current() -> dict[str, Any]:
     pins = _current()
-    if os.environ.get("PAIRJUDGE_REPIN") == "1":
-        GOLDEN.write_text(json.dumps(pins, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        pytest.fail(f"re-pinned the injection scan into {GOLDEN.name}; run again without PAIRJUDGE_REPIN")
-    return pins
+    return current_or_repin(GOLDEN, pins, "the injection scan")
 
 
 @pytest.fixture(scope="module")
 def pinned(current: dict[str, Any]) -> dict[str, Any]:  # after ``current``, which may re-pin
-    data: dict[str, Any] = json.loads(GOLDEN.read_text(encoding="utf-8"))
-    return data
+    return read_pins(GOLDEN)
 
 
 def test_the_hostile_corpus_is_flagged_as_pinned(current: dict[str, Any], pinned: dict[str, Any]) -> None:
