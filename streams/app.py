@@ -320,7 +320,7 @@ def _keep_spend(app: faust.App, settings: Settings, pipeline: Pipeline, delivery
     """The spending caps' ledger (streams.worker.spend): this worker's spend reported every second, every
     worker's followed (without the others' spend the caps would let through what they should hold). Always on,
     so a cap set live finds the hour's spend already counted."""
-    tracker = SpendTracker()
+    tracker = SpendTracker(follows_topic=True)
     pipeline.spend = tracker
     _keep_following(app, settings.topics.name("spend"), lambda: follow_spend(settings, tracker))
 

@@ -354,7 +354,7 @@ class Pipeline:
         and ``sample`` (for the pairs it does not keep) end the pair without a judge call."""
         assert self.spend is not None
         caps = self.policy.current.spend_caps()
-        reached = self.spend.reached(caps, pair.metadata.experiment_id)
+        reached = await self.spend.reached_now(caps, pair.metadata.experiment_id)
         if reached is None:
             return None, []
         alerts = self._alert("spend_cap", f"spend:{reached.scope}", "pair(s) over a spending cap", reached.describe)

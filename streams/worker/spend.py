@@ -9,7 +9,7 @@ read twice, or again after a restart, is never counted twice.
 What the caps may miss: the spend of the last second of a worker that crashes before reporting it, and the
 other workers' spend of their last second before a pair is gated (a cap holds to within a second of spend
 per worker). A restarted worker reports under a new id, and the old id's report stays counted: nothing spent
-is forgotten within the hour.
+is forgotten within the hour. A worker that starts gates no pair before it has read the topic up to date.
 """
 
 from __future__ import annotations
@@ -39,9 +39,16 @@ MAX_REPORT_BYTES = 1_000_000
 class SpendTracker:
     """This worker's view of the hour's spend, and the gate new pairs pass."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time, worker: str | None = None) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.time, worker: str | None = None, follows_topic: bool = False
+    ) -> None:
         self.worker = worker or uuid.uuid4().hex[:12]
         self.ledger = SpendLedger()
+        #: Set once the spend topic has been read up to date (``follow_spend``): a worker that has just started
+        #: gates no pair before it knows what the others (and its own earlier run) spent this hour.
+        self.caught_up = asyncio.Event()
+        if not follows_topic:
+            self.caught_up.set()
         self._clock = clock
         #: Hours whose own total changed since the last report.
         self._changed: set[int] = set()
@@ -55,6 +62,11 @@ class SpendTracker:
         hour = hour_of(self._clock())
         self.ledger.add(self.worker, hour, experiment, usd)
         self._changed.add(hour)
+
+    async def reached_now(self, caps: SpendCaps, experiment: str | None) -> CapReached | None:
+        """``reached``, once the spend topic has been read up to date."""
+        await self.caught_up.wait()
+        return self.reached(caps, experiment)
 
     def reached(self, caps: SpendCaps, experiment: str | None) -> CapReached | None:
         """The cap a new pair of ``experiment`` is over now, if any."""
@@ -109,6 +121,9 @@ async def follow_spend(settings: Settings, tracker: SpendTracker) -> None:
     topic = settings.topics.name("spend")
     async with from_start(client_config(settings.kafka), [topic]) as reader:
         while True:
+            # Checked before each poll, so an empty topic is caught up without waiting for one.
+            if not tracker.caught_up.is_set() and await reader.caught_up():
+                tracker.caught_up.set()
             for records in (await reader.batches(timeout_ms=1000)).values():
                 for record in records:
                     try:

@@ -203,3 +203,21 @@ async def test_the_queue_action_waits_until_the_cap_is_raised_live() -> None:
 def test_a_spend_report_round_trips() -> None:
     report = SpendReport(worker="w", hour=HOUR, by_experiment={"-": 1.5})
     assert SpendReport.model_validate_json(encode(report)) == report
+
+
+async def test_a_starting_worker_gates_no_pair_before_it_has_read_the_spend_topic() -> None:
+    raw, judge = _consistent()
+    tracker = SpendTracker(worker="me", follows_topic=True)
+    pipeline = _pipeline(Policy(spend_hourly_cap_usd=1.0), judge, tracker)
+    waiting = asyncio.create_task(pipeline.handle("primary", raw, None, Origin("pairs", 0, 1)))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    assert judge.calls == 0
+    # The topic, read up to date: an earlier run of this worker had spent the hour's budget.
+    earlier = SpendReport(worker="me-before-a-crash", hour=hour_of(time.time()), by_experiment={"-": 5.0})
+    tracker.take_in(encode(earlier))
+    tracker.caught_up.set()
+    result = await asyncio.wait_for(waiting, 5)
+    review = ReviewRequest.model_validate_json(next(m.value for m in result.outgoing if m.kind == "review"))
+    assert review.reason == "spend_capped"
+    assert judge.calls == 0
