@@ -41,6 +41,10 @@ class JudgeRequest:
     forced_choice: bool = False
     #: Which ordering this prompt shows: "AB" shows the pair's first candidate as A.
     order: Literal["AB", "BA"] = "AB"
+    #: The reply must come from the judge itself: never from a response cache, never shared with an
+    #: identical call in flight, and not stored for later calls. Set for canary pairs
+    #: (``agents.prompts.needs_fresh_reply``), whose rounds measure the judge as it answers today.
+    fresh: bool = False
 
 
 @dataclass(frozen=True, slots=True)

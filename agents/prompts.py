@@ -497,9 +497,10 @@ FILLINGS: Final = (NONE_GIVEN, FORBIDDEN_TERMS, REQUIRED_TERMS, TASK_INTRO, RUBR
 # --- requests ---------------------------------------------------------------------------------
 
 
-def render(kind: TemplateKind, slots: PromptSlots, order: Order = "AB") -> JudgeRequest:
+def render(kind: TemplateKind, slots: PromptSlots, order: Order = "AB", *, fresh: bool = False) -> JudgeRequest:
     """The first ask for one ordering: system note + the filled seed template. ``order`` only labels
-    the request (which candidate the slots put at A); the prompt never depends on it."""
+    the request (which candidate the slots put at A); the prompt never depends on it. ``fresh`` asks for
+    the judge's own reply, never a cached one (``JudgeRequest.fresh``)."""
     slots = visible_slots(slots)
     return JudgeRequest(
         template=kind,
@@ -507,13 +508,22 @@ def render(kind: TemplateKind, slots: PromptSlots, order: Order = "AB") -> Judge
         response_schema=response_schema(kind, slots),
         schema_name=SCHEMA_NAMES[kind],
         order=order,
+        fresh=fresh,
     )
+
+
+def needs_fresh_reply(pair: CandidatePair) -> bool:
+    """Whether ``pair``'s judge calls must reach the judge whatever a response cache holds: canary pairs
+    (seed 000). Every canary round sends the same prompts again to see how the judge answers *now*; a
+    cached reply would hide a model that changed behind its name."""
+    return pair.metadata.traffic == "canary"
 
 
 def render_primary(pair: CandidatePair, rubric: InlineRubric, order: Order, *, datamark: bool = False) -> JudgeRequest:
     """The primary-stage request for ``pair`` in ``order``, with the rubric's own seed template (its untrusted
     texts datamarked when ``datamark``: ``agents.core`` passes ``Policy.datamark``)."""
-    return render(rubric.kind, slots_for(pair, order, rubric, datamark=datamark), order)
+    slots = slots_for(pair, order, rubric, datamark=datamark)
+    return render(rubric.kind, slots, order, fresh=needs_fresh_reply(pair))
 
 
 def render_tiebreak(
@@ -521,7 +531,8 @@ def render_tiebreak(
 ) -> JudgeRequest:
     """The seed 002 tie-break request for ``pair`` in ``order`` (datamarked like :func:`render_primary`)."""
     rubric = None if isinstance(pair.rubric, RubricRef) else pair.rubric
-    return render("tiebreak", slots_for(pair, order, rubric, weights, datamark=datamark), order)
+    slots = slots_for(pair, order, rubric, weights, datamark=datamark)
+    return render("tiebreak", slots, order, fresh=needs_fresh_reply(pair))
 
 
 def _echo(previous_reply: str) -> str:

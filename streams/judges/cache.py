@@ -53,6 +53,13 @@ the other workers' for the write lock (they timed out under load). Now:
   paid for (for information) and the lookup's own latency.
 * Identical requests in flight in one process are coalesced (single flight): the first goes to the
   cache and the judge, the others wait for its result and get it as a cache hit (or its exception).
+* A **fresh** request (``JudgeRequest.fresh``: a canary pair's, seed 000) bypasses all of this: it
+  goes to the judge, is not coalesced, and its reply is **not stored**. A canary round re-sends the
+  same prompts to see how the judge answers *now*; served from the cache, ``canary_accuracy`` could
+  not move when a provider re-points a model alias. Not storing is deliberate too: the cache's
+  contents stay production's (a redelivered pair is served the reply it was first judged with, not
+  one a canary fetched later), and a canary round does not churn the store or evict production's
+  entries. A canary that shows drift is the cue to clear the cache or set ``cache_ttl_s``.
 * The store is private to its owner: the directory is ``0o700`` and its files ``0o600`` whatever the
   umask, and an existing store with wider permissions is tightened (logged; see
   ``streams.security.files``). Cached replies quote the outputs judged.
@@ -650,6 +657,8 @@ class CacheStats:
     errors: int = 0
     #: Lookups that read the disk in a worker thread (the only lookups that hop threads).
     disk_reads: int = 0
+    #: Fresh requests (canaries) sent to the judge without looking in the cache or storing the reply.
+    bypassed: int = 0
 
 
 @dataclass(slots=True)
@@ -693,6 +702,10 @@ class CachingJudge(JudgeWrapper):
         )
 
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
+        if request.fresh:
+            self._count(bypassed=1)
+            response = await self._inner.complete(request)
+            return dataclasses.replace(response, extra={**response.extra, "cache": "bypassed"})
         key = self.key_for(request)
         started = time.perf_counter()
         while (flight := self._inflight.get(key)) is not None:

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.schemas import CandidatePair, KnownLabel
+from pairjudge.agents.core import resolve_rubric
+from pairjudge.agents.prompts import reask, render_primary, render_tiebreak
+from pairjudge.schemas import CandidatePair, KnownLabel, PairMetadata
+from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS
 from pairjudge.streams.audit.canary import CanaryFileError, load_canaries, round_events, round_stamp
 from tests.unit.factories import FIRST_ID, make_pair
 
@@ -46,3 +49,14 @@ def test_long_ids_are_cut_to_the_pair_id_limit(tmp_path: Path) -> None:
     pairs = load_canaries(write(tmp_path / "c.jsonl", make_pair(pair_id=long_id, human_label=KnownLabel(winner="TIE"))))
     (event,) = round_events(pairs, "20261201T100000")
     assert len(CandidatePair.model_validate_json(event).pair_id) == 128
+
+
+def test_a_canary_pairs_requests_ask_for_a_fresh_reply_and_no_other_pairs_do(tmp_path: Path) -> None:
+    pairs = load_canaries(write(tmp_path / "c.jsonl", make_pair(human_label=KnownLabel(winner=FIRST_ID))))
+    canary = CandidatePair.model_validate_json(round_events(pairs, "20261201T100000")[0])
+    weights = DEFAULT_TIEBREAK_WEIGHTS
+    for pair, fresh in ((canary, True), (pairs[0], False), (make_pair(metadata=PairMetadata()), False)):
+        rubric = resolve_rubric(pair, {})
+        requests = [render_primary(pair, rubric, "BA"), render_tiebreak(pair, weights, "AB")]
+        requests.append(reask(requests[0], "not json", "no JSON object", attempt=1))  # a re-ask keeps it
+        assert [r.fresh for r in requests] == [fresh] * 3, pair.metadata.traffic

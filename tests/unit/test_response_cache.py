@@ -442,6 +442,44 @@ async def test_entries_expire_after_the_ttl(tmp_path: Path) -> None:
     last.close()
 
 
+# --- fresh requests (canaries) ----------------------------------------------------------------
+
+
+async def test_a_fresh_request_calls_the_judge_over_a_cached_reply_and_stores_nothing(cache: ResponseCache) -> None:
+    inner = scripted(REPLY, tone_reply("B"), tone_reply("B"))
+    judge = CachingJudge(inner, cache)
+    await judge.complete(a_request())  # production's reply, stored
+    fresh = dataclasses.replace(a_request(), fresh=True)
+    assert judge.key_for(fresh) == judge.key_for(a_request())  # the same prompt: only ``fresh`` differs
+    for _ in range(2):
+        reply = await judge.complete(fresh)
+        assert (reply.text, reply.cached, reply.extra["cache"]) == (tone_reply("B"), False, "bypassed")
+    assert inner.calls == 3
+    served = await judge.complete(a_request())  # production still gets the reply it was first given
+    assert (served.text, served.cached) == (REPLY, True)
+    assert (judge.stats.bypassed, judge.stats.stored, judge.stats.hits, judge.stats.misses) == (2, 1, 1, 1)
+    assert len(cache) == 1
+
+
+async def test_identical_fresh_requests_in_flight_each_call_the_judge(cache: ResponseCache) -> None:
+    release = anyio.Event()
+
+    async def hold(_: JudgeRequest) -> None:
+        await release.wait()
+
+    inner = scripted(REPLY, REPLY, REPLY, on_request=hold)
+    judge = CachingJudge(inner, cache)
+    fresh = dataclasses.replace(a_request(), fresh=True)
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            tg.start_soon(judge.complete, fresh)
+        tg.start_soon(judge.complete, a_request())  # an ordinary call never waits on a canary's either
+        await anyio.wait_all_tasks_blocked()
+        assert inner.calls == 3
+        release.set()
+    assert (judge.stats.bypassed, judge.stats.coalesced, judge.stats.stored) == (2, 0, 1)
+
+
 # --- single flight ----------------------------------------------------------------------------
 
 
