@@ -1,17 +1,21 @@
 """Every place pairjudge replaces or reads a private part of Faust (faust-streaming) or mode, in one package.
 
 faust-streaming is pinned (pyproject.toml) because of what is listed here. ``HOOKS`` is the index: each
-entry names the Faust class, the attribute pairjudge replaces or reads, the pairjudge code that does it,
-the Faust code that calls it (so an upgrade that stops calling it is noticed), and why.
+entry names the Faust class, the attribute pairjudge replaces, reads or calls, the pairjudge code that does
+it, the Faust code that calls it (so an upgrade that stops calling it is noticed), and why.
 ``tests/unit/test_faust_hooks.py`` checks every entry against the installed Faust: the attribute exists,
-pairjudge's class really overrides it, and the named Faust caller still calls it.
+pairjudge's class really overrides it, the named Faust caller still calls it, and a member pairjudge calls
+still has the signature (or declared type) it was verified with.
 ``tests/integration/test_faust_hooks_called_kafka.py`` runs a real worker on Kafka and checks that Faust
-calls every override; the worker refuses other versions than ``VERIFIED_VERSIONS`` (``runtime``).
+calls every override; ``tests/unit/test_rocksdb_store_contacts.py`` runs ``rocksdb_store`` on a real store
+and checks it uses every member it is indexed for. The worker refuses other versions than
+``VERIFIED_VERSIONS`` (``runtime``).
 
 - ``offsets``: commits follow the project's offset ledger (faust-streaming#606).
 - ``shutdown``: the shutdown's wait for in-flight pairs, bounded.
 - ``worker``: the worker without its spinner, with the quiet log filter.
 - ``recovery_watch``: reads table recovery's progress and the consumer's fetch state.
+- ``rocksdb_store``: the RocksDB table store read and written by partition (``streams.worker.tables``).
 - ``runtime``: the start-up guard that refuses versions other than ``VERIFIED_VERSIONS``.
 """
 
@@ -41,17 +45,27 @@ class Hook:
 
     #: The Faust (or mode) class, as ``module:Class``.
     faust_class: str
-    #: The attribute replaced (or, for ``kind="reads"``, read).
+    #: The attribute replaced (or set, read, called or updated: see ``kind``).
     attribute: str
     #: pairjudge's class or function, as ``module:name``; for an override, the class that defines it.
     ours: str
     #: The Faust function that calls (or sets) it, as ``module:Class.method``; its source names the attribute.
     caller: str
     why: str
+    #: "overrides" (pairjudge's subclass replaces it), "wraps", "sets" (pairjudge puts its own object there),
+    #: "reads", "calls" (pairjudge calls Faust's private method) or "updates" (pairjudge changes its state).
     kind: str = "overrides"
+    #: For a member pairjudge calls, reads or updates whose shape it relies on: the method's signature, or
+    #: the attribute's declared type (its value when undeclared), as ``inspect`` shows them under
+    #: ``VERIFIED_VERSIONS`` (tests/unit/test_faust_hooks.py compares). None: not pinned.
+    signature: str | None = None
 
 
 _CONSUMER = "faust.transport.drivers.aiokafka:Consumer"
+_ROCKSDB = "faust.stores.rocksdb:Store"
+_TABLES = "pairjudge.streams.faust_compat.rocksdb_store"
+#: Why ``rocksdb_store`` reaches past the store's mapping interface (see its docstring).
+_BY_PARTITION = "outside a stream (timers, sweeps), by the partition the changelog record goes to"
 _BASE_CONSUMER = "faust.transport.consumer"
 _LEDGER = "pairjudge.streams.faust_compat.offsets:LedgerConsumer"
 
@@ -266,5 +280,60 @@ HOOKS: tuple[Hook, ...] = (
         "faust.tables.recovery:Recovery._publish_stats",
         "table recovery's progress, for /readyz and the stall watch",
         kind="reads",
+    ),
+    Hook(
+        _ROCKSDB,
+        "_get_bucket_for_key",
+        f"{_TABLES}:get",
+        f"{_ROCKSDB}._get",
+        f"a table read {_BY_PARTITION}: every open database, the last one the key was seen in first",
+        kind="calls",
+        signature="(self, key: bytes) -> Optional[faust.stores.rocksdb._DBValueTuple]",
+    ),
+    Hook(
+        _ROCKSDB,
+        "_db_for_partition",
+        f"{_TABLES}:put",
+        f"{_ROCKSDB}._set",
+        f"a table write {_BY_PARTITION}, opening its database if need be",
+        kind="calls",
+        signature="(self, partition: int) -> Rdict",
+    ),
+    Hook(
+        _ROCKSDB,
+        "_key_index",
+        f"{_TABLES}:put",
+        f"{_ROCKSDB}._set",
+        "a write points Faust's key index at its partition, as Faust's own write does, so reads look there first",
+        kind="updates",
+        signature="mode.utils.collections.LRUCache[bytes, int]",
+    ),
+    Hook(
+        _ROCKSDB,
+        "_del",
+        f"{_TABLES}:delete",
+        "faust.stores.base:SerializedStore.__delitem__",
+        f"a table delete {_BY_PARTITION}: the database the key was last seen in, else every open one",
+        kind="calls",
+        signature="(self, key: bytes) -> None",
+    ),
+    Hook(
+        _ROCKSDB,
+        "_dbs",
+        f"{_TABLES}:page",
+        f"{_ROCKSDB}._db_for_partition",
+        "the sweeps walk every open database (owned and standby) with an iterator, a page at a time, not a full "
+        "list of the active partitions' entries",
+        kind="reads",
+        signature="typing.MutableMapping[int, Rdict]",
+    ),
+    Hook(
+        _ROCKSDB,
+        "offset_key",
+        f"{_TABLES}:page",
+        f"{_ROCKSDB}.set_persisted_offset",
+        "the changelog offset Faust keeps in each database is not a table entry: the sweeps leave it out",
+        kind="reads",
+        signature="b'__faust\\x00offset__'",
     ),
 )

@@ -5,12 +5,11 @@ Two stores (``PAIRJUDGE_WORKER__TABLE_STORE``, docs/operations/sizing.md#memory)
 
 * ``memory``: Faust's dict. Every entry in memory, the whole changelog re-read at every start.
 * ``rocksdb``: Faust's RocksDB store (``rocksdict``), one database per table and partition under the data
-  directory. Faust's own mapping interface on it assumes it is called from inside a stream: a write goes to
-  the partition of the *current event* (an ``assert`` outside one, as in our timers), a read looks only
-  there, and iteration covers only the active partitions, but through a full list where our sweeps
-  would read days of entries into memory. So this module reads and writes the databases of an explicit
-  partition (the one the caller owns, as with the changelog record) and walks them with a RocksDB
-  iterator, a page at a time.
+  directory. Faust's own mapping interface on it assumes it is called from inside a stream, so this module
+  reads and writes the databases of an explicit partition (the one the caller owns, as with the changelog
+  record) and walks them with a RocksDB iterator, a page at a time, through
+  ``streams.faust_compat.rocksdb_store``: the store's private members are used there and indexed in
+  ``faust_compat.HOOKS``, like every other private contact with Faust.
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from faust.stores.rocksdb import Store as RocksDBStore
+
+from pairjudge.streams.faust_compat import rocksdb_store
 
 #: A sweep lets other tasks run after this many entries.
 SWEEP_YIELD_EVERY = 1000
@@ -65,10 +66,7 @@ async def store(table: Any, partition: int, key: bytes, value: bytes) -> None:
 def read(data: Any, key: bytes) -> bytes | None:
     """The value of ``key`` in a table's store (``table.data``), whichever partition holds it, or None."""
     if isinstance(data, RocksDBStore):
-        # Every open database (owned and standby partitions, as the memory store holds both), the one the
-        # key was last seen in first; a bloom filter answers "not here" for the others.
-        found = data._get_bucket_for_key(key)
-        return None if found is None else bytes(found.value)
+        return rocksdb_store.get(data, key)  # owned and standby partitions, as the memory store holds both
     value = data.get(key)
     return None if value is None else bytes(value)
 
@@ -76,8 +74,7 @@ def read(data: Any, key: bytes) -> bytes | None:
 def put(data: Any, partition: int, key: bytes, value: bytes) -> None:
     """Write ``key`` in ``partition``'s share of a table's store (the changelog partition it is sent to)."""
     if isinstance(data, RocksDBStore):
-        data._db_for_partition(partition).put(key, value)
-        data._key_index[key] = partition
+        rocksdb_store.put(data, partition, key, value)
     else:
         data[key] = value
 
@@ -85,7 +82,7 @@ def put(data: Any, partition: int, key: bytes, value: bytes) -> None:
 def drop(data: Any, key: bytes) -> None:
     """Remove ``key`` from a table's store, wherever it is; nothing if it is not there."""
     if isinstance(data, RocksDBStore):
-        data._del(key)  # the database the key was last seen in, else every open one (a delete of nothing is cheap)
+        rocksdb_store.delete(data, key)
     else:
         data.pop(key, None)
 
@@ -103,29 +100,11 @@ def entries(data: Any) -> Iterator[tuple[bytes, bytes]]:
     if not isinstance(data, RocksDBStore):
         yield from list(data.items())
         return
-    for partition in list(data._dbs):
+    for partition in rocksdb_store.open_partitions(data):
         after: bytes | None = None
-        while True:
-            page = _page(data, partition, after)
-            if not page:
-                break
+        while page := rocksdb_store.page(data, partition, after, SWEEP_YIELD_EVERY):
             yield from page
             after = page[-1][0]
-
-
-def _page(data: Any, partition: int, after: bytes | None) -> list[tuple[bytes, bytes]]:
-    """Up to ``SWEEP_YIELD_EVERY`` entries of ``partition``'s database after the key ``after``."""
-    db = data._dbs.get(partition)
-    if db is None:
-        return []
-    page: list[tuple[bytes, bytes]] = []
-    for key, value in db.items(from_key=after):
-        if key == after or key == data.offset_key:  # Faust keeps the changelog offset it applied in the table
-            continue
-        page.append((bytes(key), bytes(value)))
-        if len(page) == SWEEP_YIELD_EVERY:
-            break
-    return page
 
 
 async def forget(
