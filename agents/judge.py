@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.schemas import JudgeInfo
 from pairjudge.schemas.events import ErrorKind
 
@@ -26,8 +27,8 @@ class ChatMessage:
 class JudgeRequest:
     """One prompt for one ordering of one pair: what every judge gets, HTTP or offline.
 
-    The pair itself travels only as rendered text in ``messages``; a judge that needs its parts reads
-    them back out (``agents.prompt_reader``), as a model would.
+    A model reads the pair in ``messages``; ``slots`` carries the same texts as data, for a judge that
+    scores the parts rather than reading the prose (the offline judge).
     """
 
     template: TemplateKind
@@ -45,6 +46,10 @@ class JudgeRequest:
     #: identical call in flight, and not stored for later calls. Set for canary pairs
     #: (``agents.prompts.needs_fresh_reply``), whose rounds measure the judge as it answers today.
     fresh: bool = False
+    #: What ``messages`` show, as typed data in the positions shown (``agents.prompts.render`` sets it; None
+    #: on a request built by hand). Only a judge that scores the parts reads it: an HTTP judge sends, and
+    #: the response cache keys on, ``messages`` alone.
+    slots: PromptSlots | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Every pair is judged twice, once in each order. :func:`shown` is the one definition of an order: AB
 puts the pair's first candidate at position A, BA puts its second there. The renderer places the
-outputs with it (``agents.prompt_slots.slots_for``), and :func:`build_ordering` maps a reply's positions
+outputs with it (``agents.prompts.slots_for``), and :func:`build_ordering` maps a reply's positions
 back to candidate ids with it, so the two can never disagree about who sat where.
 
 What comes out is an ``OrderingResult``: the winner, the confidence and every per-position score keyed

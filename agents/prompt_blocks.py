@@ -2,9 +2,9 @@
 
 ``agents.prompts`` puts these where a single prompt's task and outputs go (a conversation's lead before
 the task, :func:`conversation_lead`; a whole transcript in an output's slot, :func:`transcript_slot`; the
-risk line, :func:`risk_suffix`); ``agents.prompt_reader`` reads them back. Kept apart from the renderers
-so that module stays readable; every fixed text here is hashed with the templates
-(``agents.prompts.template_parts``), for the prompt forms that show it.
+risk line, :func:`risk_suffix`). Kept apart from the renderers so that module stays readable; every
+fixed text here is hashed with the templates (``agents.prompts.template_parts``), for the prompt forms
+that show it.
 
 * **A turn** is delimited like an output, with the prompt's nonce: ``<user_turn id="NONCE">`` ...
   ``</user_turn id="NONCE">`` (``assistant_turn``, ``system_turn``). Its text is neutralised
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Final, Literal, get_args
+from typing import Final, Literal
 
 from pairjudge.agents.untrusted import datamark, neutralise
 from pairjudge.schemas.pair import ChatRole, RiskLevel
@@ -31,7 +31,6 @@ from pairjudge.schemas.pair import ChatRole, RiskLevel
 __all__ = [
     "HISTORY_INTRO",
     "QUESTION_INTRO",
-    "RISK_LEVELS",
     "RISK_LINE",
     "TRANSCRIPT_INTRO",
     "TRANSCRIPT_NOTE",
@@ -41,10 +40,8 @@ __all__ = [
     "conversation_nonce",
     "delimited",
     "interleave",
-    "risk_line",
     "risk_suffix",
     "transcript_slot",
-    "turn_tag",
     "turns_block",
 ]
 
@@ -53,7 +50,6 @@ Turn = tuple[ChatRole, str]
 #: What a prompt compares: two replies to one prompt, two replies to a conversation's last user turn, or
 #: two whole transcripts. Each form has its own fixed texts, so its own template hash.
 PromptForm = Literal["prompt", "reply", "transcript"]
-RISK_LEVELS: Final[tuple[RiskLevel, ...]] = get_args(RiskLevel)
 
 #: Before the conversation so far, in a reply comparison (the turns follow, then :data:`QUESTION_INTRO`).
 HISTORY_INTRO: Final = (
@@ -84,13 +80,9 @@ def delimited(tag: str, text: str, nonce: str, mark: bool = False) -> str:
     return f'<{tag} id="{nonce}">\n{datamark(shown) if mark else shown}\n</{tag} id="{nonce}">'
 
 
-def turn_tag(role: ChatRole) -> str:
-    return f"{role}_turn"
-
-
 def turns_block(turns: Sequence[Turn], nonce: str, mark: bool = False) -> str:
     """Each turn delimited with its role's tag, in order, one a line."""
-    return "\n".join(delimited(turn_tag(role), text, nonce, mark) for role, text in turns)
+    return "\n".join(delimited(f"{role}_turn", text, nonce, mark) for role, text in turns)
 
 
 def transcript_slot(tag: str, turns: Sequence[Turn], nonce: str, mark: bool = False) -> str:
@@ -125,13 +117,9 @@ def interleave(history: Sequence[Turn], replies: Sequence[str], question: str, o
     return (*turns, ("user", question), ("assistant", output))
 
 
-def risk_line(level: RiskLevel) -> str:
-    return RISK_LINE.format(level=level)
-
-
 def risk_suffix(level: RiskLevel | None) -> str:
     """A blank line and the risk line when the pair names a risk level; nothing otherwise."""
-    return "" if level is None else "\n\n" + risk_line(level)
+    return "" if level is None else "\n\n" + RISK_LINE.format(level=level)
 
 
 def conversation_nonce(output_a: str, output_b: str, history: Sequence[Turn], replies: Sequence[Sequence[str]]) -> str:

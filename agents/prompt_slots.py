@@ -1,16 +1,17 @@
-"""What a judge's prompt shows: :class:`PromptSlots`, filled from a pair in one ordering, and its nonce.
+"""What a judge's prompt shows: :class:`PromptSlots`, and its delimiter nonce.
 
-``agents.prompts`` renders a template from the slots alone, and ``agents.prompt_reader`` reads the same
-slots back out of the rendered messages, so both sides share this one definition of what a prompt can
-show. Kept apart from the renderers because it holds no fixed text a judge is shown (nothing here needs
-hashing with the templates, ``agents.prompts.template_parts``):
+``agents.prompts`` fills the slots from a pair in one ordering (``slots_for``), renders a template from
+them alone, and hands them to the judge with the rendered messages (``JudgeRequest.slots``): a model
+reads the messages, the offline judge scores the slots, and both are given the same texts. Kept apart
+from the renderers because it holds no fixed text a judge is shown (nothing here needs hashing with the
+templates, ``agents.prompts.template_parts``), and so the ``Judge`` port can name the type without
+importing the renderers:
 
-* **Slots, not pairs.** :func:`slots_for` takes from a pair only the texts and the rubric, placed by
-  ``agents.orderings.shown``: never the candidate ids, source model, version, prompt version or role, nor
-  the pair's metadata.
+* **Slots, not pairs.** The slots hold the texts and the rubric only, placed by ``agents.orderings.shown``:
+  never the candidate ids, source model, version, prompt version or role, nor the pair's metadata.
 * **Hidden characters removed up front.** :func:`visible_slots` strips them (``agents.untrusted``), so a
-  context of nothing but zero-width characters is no context, and the reader gets back exactly what was
-  rendered.
+  context of nothing but zero-width characters is no context, and the slots a judge gets hold exactly the
+  texts its prompt shows.
 * **The delimiter nonce** (:func:`slots_nonce`) is derived from every text the slots show: deterministic,
   so the prompt and any response cache stay stable, yet unguessable by an output.
 """
@@ -21,26 +22,18 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 
-from pairjudge.agents.orderings import shown
 from pairjudge.agents.prompt_blocks import PromptForm, Turn, conversation_nonce, interleave
 from pairjudge.agents.untrusted import neutralise, strip_hidden
-from pairjudge.schemas.events import Order
-from pairjudge.schemas.pair import CandidatePair, RiskLevel
-from pairjudge.schemas.rubric import (
-    HeadToHeadRubric,
-    InlineRubric,
-    PairwiseRubric,
-    TieBreakWeights,
-    ToneStyleRubric,
-)
+from pairjudge.schemas.pair import RiskLevel
+from pairjudge.schemas.rubric import HeadToHeadRubric, PairwiseRubric, TieBreakWeights, ToneStyleRubric
 
-__all__ = ["PromptSlots", "delimiter_nonce", "slots_for", "slots_nonce", "visible_slots"]
+__all__ = ["PromptSlots", "delimiter_nonce", "slots_nonce", "visible_slots"]
 
 
 @dataclass(frozen=True, slots=True)
 class PromptSlots:
-    """Everything a rendered prompt shows, in the positions shown; :func:`render` fills a template from
-    it and ``agents.prompt_reader.read_prompt`` reads it back out of the rendered messages.
+    """Everything a rendered prompt shows, in the positions shown: ``agents.prompts.render`` fills a template
+    from it, and the request carries it to the judge (``JudgeRequest.slots``).
 
     Model-identifying metadata never gets here. ``rubric`` is the pair's own rubric (for the
     tie-break, the primary rubric it shows as context; None when the pair names a catalog rubric).
@@ -80,38 +73,9 @@ class PromptSlots:
         )
 
 
-def slots_for(
-    pair: CandidatePair,
-    order: Order,
-    rubric: InlineRubric | None,
-    tiebreak: TieBreakWeights | None = None,
-    *,
-    datamark: bool = False,
-) -> PromptSlots:
-    """What the judge may see of ``pair`` in ``order`` (placed by ``agents.orderings.shown``): texts and
-    rubric only, no metadata."""
-    a, b = shown(pair, order)
-    return PromptSlots(
-        output_a=a.output,
-        output_b=b.output,
-        task_prompt=pair.task.question,
-        task_context=pair.task.context,
-        rubric=rubric,
-        tiebreak=tiebreak,
-        # A transcript's history is the task's user (and system) turns; the replies follow the order, so
-        # swapping the order swaps whole transcripts.
-        history=tuple((m.role, m.content) for m in pair.task.history),
-        transcript=pair.is_transcript,
-        replies_a=a.turns,
-        replies_b=b.turns,
-        risk_level=pair.risk_level,
-        datamark=datamark,
-    )
-
-
 def visible_slots(slots: PromptSlots) -> PromptSlots:
     """The slots with hidden characters removed (``agents.untrusted``), up front: a context of nothing but
-    zero-width characters is no context, and the reader gets back exactly what was rendered."""
+    zero-width characters is no context, and the slots a judge gets hold the texts as its prompt shows them."""
     texts = (
         slots.output_a,
         slots.output_b,

@@ -18,7 +18,8 @@ What the judge sees, and why:
   (``<task>``), because an end user's prompt is untrusted too. Seed 001 has no place for the task,
   so it follows the criteria (``TASK_INTRO``); seed 002 also shows the pair's primary rubric as one
   line of JSON (``RUBRIC_INTRO``): the resolver's criteria (instruction adherence, readability for
-  the audience) are judged against both. Every judge, the offline one included, sees only this.
+  the audience) are judged against both. Every judge, the offline one included, is given only this
+  (the offline judge as the slots the request carries, :func:`render`).
 * **Seed order kept.** Seeds 000 and 001 already put the stable parts (instructions, style guide,
   audience / criteria) before the outputs. Seeds 002 and 003 put per-pair text (the task) and the
   outputs before their criteria; we keep their order rather than reshuffle a prompt users know, so
@@ -41,17 +42,15 @@ What the judge sees, and why:
   before schema version 2, and hashes as before: the new texts are hashed only for the forms that show
   them (``template_hash``'s ``form`` and ``risk``).
 
-The prompt depends only on :class:`~agents.prompt_slots.PromptSlots` (plus the kind), and
-``agents.prompt_reader`` reads the slots back out of it: the offline judge scores what the prompt shows,
-like any other judge.
+The prompt depends only on :class:`~agents.prompt_slots.PromptSlots` (plus the kind); the request carries
+the slots it shows (``JudgeRequest.slots``), which the offline judge scores instead of reading the prose.
 
 Kept together on purpose: the four renderers, the fixed texts they insert (``FILLINGS``), the re-ask
-instructions and :func:`template_hash`, because the hash must cover every text a renderer can add and
-``agents.prompt_reader`` inverts exactly these renderers. Split apart, a filling added in one module
-could go unhashed in the other, and a judge could be told something no drift series records. What holds
-no fixed text lives beside it: the slots, their placement and nonce (``agents.prompt_slots``) and the
-structured-output schema (``agents.response_schemas``), re-exported here for existing importers; the
-conversation blocks (``agents.prompt_blocks``) are hashed here via :data:`FORM_FILLINGS` and ``RISK_LINE``.
+instructions and :func:`template_hash`, because the hash must cover every text a renderer can add: split
+apart, a filling added in one module could go unhashed in the other, and a judge could be told something
+no drift series records. What holds no fixed text lives beside it: the slots and their nonce
+(``agents.prompt_slots``), the structured-output schema (``agents.response_schemas``, re-exported here);
+the conversation blocks (``agents.prompt_blocks``) are hashed here via :data:`FORM_FILLINGS` and ``RISK_LINE``.
 """
 
 from __future__ import annotations
@@ -67,6 +66,7 @@ from types import MappingProxyType
 from typing import Final
 
 from pairjudge.agents.judge import ChatMessage, JudgeRequest, TemplateKind
+from pairjudge.agents.orderings import shown
 from pairjudge.agents.prompt_blocks import (
     HISTORY_INTRO,
     QUESTION_INTRO,
@@ -80,13 +80,10 @@ from pairjudge.agents.prompt_blocks import (
     transcript_slot,
 )
 from pairjudge.agents.prompt_slots import PromptSlots as PromptSlots  # re-exported: tests build slots from here
-from pairjudge.agents.prompt_slots import delimiter_nonce as delimiter_nonce  # re-exported for tests
-from pairjudge.agents.prompt_slots import slots_for as slots_for  # re-exported for tests
 from pairjudge.agents.prompt_slots import slots_nonce, visible_slots
 from pairjudge.agents.response_schemas import SCHEMA_NAMES as SCHEMA_NAMES  # re-exported: fake judges use it
 from pairjudge.agents.response_schemas import response_schema as response_schema  # re-exported for tests
 from pairjudge.agents.untrusted import neutralise as neutralise  # re-exported: tests and callers escape with it
-from pairjudge.agents.untrusted import restore as restore  # re-exported: the reader's inverse of neutralise
 from pairjudge.schemas.events import Order
 from pairjudge.schemas.pair import CandidatePair
 from pairjudge.schemas.rubric import (
@@ -497,10 +494,48 @@ FILLINGS: Final = (NONE_GIVEN, FORBIDDEN_TERMS, REQUIRED_TERMS, TASK_INTRO, RUBR
 # --- requests ---------------------------------------------------------------------------------
 
 
+def slots_for(
+    pair: CandidatePair,
+    order: Order,
+    rubric: InlineRubric | None,
+    tiebreak: TieBreakWeights | None = None,
+    *,
+    datamark: bool = False,
+) -> PromptSlots:
+    """What the judge may see of ``pair`` in ``order`` (placed by ``agents.orderings.shown``): texts and
+    rubric only, no metadata (``agents.prompt_slots``)."""
+    a, b = shown(pair, order)
+    return PromptSlots(
+        output_a=a.output,
+        output_b=b.output,
+        task_prompt=pair.task.question,
+        task_context=pair.task.context,
+        rubric=rubric,
+        tiebreak=tiebreak,
+        # A transcript's history is the task's user (and system) turns; the replies follow the order, so
+        # swapping the order swaps whole transcripts.
+        history=tuple((m.role, m.content) for m in pair.task.history),
+        transcript=pair.is_transcript,
+        replies_a=a.turns,
+        replies_b=b.turns,
+        risk_level=pair.risk_level,
+        datamark=datamark,
+    )
+
+
+def shown_slots(kind: TemplateKind, slots: PromptSlots) -> PromptSlots:
+    """``slots`` as far as ``kind``'s prompt shows them, so a judge given the slots sees no text a model is not
+    shown: seed 000 shows a single prompt's task nowhere, seed 002 no risk level (:data:`RISK_KINDS`)."""
+    if kind == "tone_style" and slots.form == "prompt":
+        slots = dataclasses.replace(slots, task_prompt="", task_context=None)
+    return slots if kind in RISK_KINDS or slots.risk_level is None else dataclasses.replace(slots, risk_level=None)
+
+
 def render(kind: TemplateKind, slots: PromptSlots, order: Order = "AB", *, fresh: bool = False) -> JudgeRequest:
-    """The first ask for one ordering: system note + the filled seed template. ``order`` only labels
-    the request (which candidate the slots put at A); the prompt never depends on it. ``fresh`` asks for
-    the judge's own reply, never a cached one (``JudgeRequest.fresh``)."""
+    """The first ask for one ordering: system note + the filled seed template, and the slots it shows
+    (:func:`shown_slots`). ``order`` only labels the request (which candidate the slots put at A); the
+    prompt never depends on it. ``fresh`` asks for the judge's own reply, never a cached one
+    (``JudgeRequest.fresh``)."""
     slots = visible_slots(slots)
     return JudgeRequest(
         template=kind,
@@ -509,6 +544,7 @@ def render(kind: TemplateKind, slots: PromptSlots, order: Order = "AB", *, fresh
         schema_name=SCHEMA_NAMES[kind],
         order=order,
         fresh=fresh,
+        slots=shown_slots(kind, slots),
     )
 
 

@@ -10,21 +10,21 @@ prompt (``agents.prompts``) it goes through :func:`neutralise`, in two steps:
    where scripts (Persian, Indic) and emoji sequences need it. This step is lossy on purpose: what a
    judge is shown is what a person reading the text would see. ``agents.injection`` flags the text
    when something was hidden in it.
-2. **Structure-like sequences are escaped**, reversibly (:func:`restore` undoes it exactly):
-   delimiter tags of our templates (``<output_a …>``, ``</response_b>``, ``<task>``, ``<context>``, a
-   conversation's ``<user_turn>``, ``<assistant_turn>`` and ``<system_turn>``), and
-   chat-template special tokens that servers may parse into real role markers when they render the
-   prompt (``<|im_start|>``, ``<|eot_id|>``, ``<s>``, ``</s>``, ``<<SYS>>``, ``<start_of_turn>``,
-   ``[INST]``, ``[/INST]``, ``[SYSTEM_PROMPT]`` …). Only the opening bracket is escaped (``<`` becomes
-   ``&lt;``, any other bracket a numeric reference such as ``&#x5B;``), so the judge still reads what
-   was written. Look-alikes count: the sequences are found on a *folded* view of the text, where
-   each character that NFKC maps to one ASCII character (fullwidth ``＜``, mathematical letters) or
-   that is a known confusable (Cyrillic ``е``, Greek ``ο``, angle quotes ``‹``, ``〈``) reads as that
-   ASCII character. The fold maps one character to one, so positions in the folded view are
-   positions in the text.
+2. **Structure-like sequences are escaped**: delimiter tags of our templates (``<output_a …>``,
+   ``</response_b>``, ``<task>``, ``<context>``, a conversation's ``<user_turn>``, ``<assistant_turn>``
+   and ``<system_turn>``), and chat-template special tokens that servers may parse into real role
+   markers when they render the prompt (``<|im_start|>``, ``<|eot_id|>``, ``<s>``, ``</s>``, ``<<SYS>>``,
+   ``<start_of_turn>``, ``[INST]``, ``[/INST]``, ``[SYSTEM_PROMPT]`` …). Only the opening bracket is
+   escaped (``<`` becomes ``&lt;``, any other bracket a numeric reference such as ``&#x5B;``), so the
+   judge still reads what was written. Look-alikes count: the sequences are found on a *folded* view
+   of the text, where each character that NFKC maps to one ASCII character (fullwidth ``＜``,
+   mathematical letters) or that is a known confusable (Cyrillic ``е``, Greek ``ο``, angle quotes
+   ``‹``, ``〈``) reads as that ASCII character. The fold maps one character to one, so positions in
+   the folded view are positions in the text.
 
-An ``&`` already written before such an escape is escaped too (``&amp;``), which is what makes
-``restore(neutralise(t)) == strip_hidden(t)`` hold for every text.
+An ``&`` already written before such an escape is escaped too (``&amp;``), so no two texts are shown
+alike: ``&lt;task`` written by an output is shown as ``&amp;lt;task``, never as the harness's escape of
+``<task``.
 
 **Datamarking** (:func:`datamark`, Hines et al. 2024, "Defending Against Indirect Prompt Injection
 Attacks With Spotlighting") is a third, optional step, applied after :func:`neutralise` where the
@@ -34,8 +34,8 @@ prompt's own unmarked text. Every whitespace character counts as a gap (a no-bre
 too), and so do the blank-looking characters that are not whitespace to Python (:data:`_BLANKS`):
 otherwise an output could join its words with one of them and reach the judge unmarked. A mark
 already in the text is escaped first (``&#x2C6;``, with the ``&amp;`` rule above), so an output
-cannot place a mark of its own, and :func:`unmark` undoes it exactly:
-``unmark(datamark(t)) == t`` for every text.
+cannot place a mark of its own. :func:`unmark` undoes it exactly (``unmark(datamark(t)) == t`` for every
+text), for a test's stand-in of an HTTP judge that finds an output in the marked prompt it was sent.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import re
 import unicodedata
 from typing import Final
 
-__all__ = ["MARK", "datamark", "fold", "has_tag_text", "neutralise", "restore", "reveal_tags", "strip_hidden", "unmark"]
+__all__ = ["MARK", "datamark", "fold", "has_tag_text", "neutralise", "reveal_tags", "strip_hidden", "unmark"]
 
 # --- hidden characters ------------------------------------------------------------------------
 
@@ -149,12 +149,8 @@ _ANGLE_TAILS: Final = (
 _SQUARE_TAILS: Final = r"/?(?:inst|system_prompt|available_tools|tool_calls|tool_results)\]"
 _DANGER: Final = re.compile(rf"(?i)<(?={_ANGLE_TAILS})|\[(?={_SQUARE_TAILS})")
 _ENTITY: Final = r"(?:lt|#x[0-9A-F]{1,6});"
-# An "&" already before an escape-shaped entity that precedes a dangerous tail, so restore cannot mistake it.
+# An "&" already before an escape-shaped entity that precedes a dangerous tail, so it cannot pass for our escape.
 _AMPERSAND: Final = re.compile(rf"(?i)&(?=(?:amp;)*{_ENTITY}(?:{_ANGLE_TAILS}|{_SQUARE_TAILS}))")
-_ESCAPES: Final = re.compile(
-    rf"(?i)&lt;(?={_ANGLE_TAILS})|&#x([0-9A-F]{{1,6}});(?={_ANGLE_TAILS}|{_SQUARE_TAILS})"
-    rf"|&amp;(?=(?:amp;)*{_ENTITY}(?:{_ANGLE_TAILS}|{_SQUARE_TAILS}))"
-)
 _LITERAL: Final = re.compile(rf"(?i)&(?:amp;)*{_ENTITY}")
 
 
@@ -172,7 +168,7 @@ def neutralise(text: str) -> str:
     if "<" not in folded and "[" not in folded and "&" not in folded:
         return text  # the common case: nothing to escape
     spots = {m.start(): _escape(text[m.start()]) for m in _DANGER.finditer(folded)}
-    # Only a literal ASCII "&amp;…&lt;" run can be mistaken for an escape (``restore`` reads no look-alikes).
+    # Only a literal ASCII "&amp;…&lt;" run can be mistaken for an escape (a look-alike "＆lt;" is no entity).
     spots.update((m.start(), "&amp;") for m in _AMPERSAND.finditer(folded) if _LITERAL.match(text, m.start()))
     if not spots:
         return text
@@ -181,26 +177,6 @@ def neutralise(text: str) -> str:
     for at in sorted(spots):
         pieces += (text[last:at], spots[at])
         last = at + 1
-    pieces.append(text[last:])
-    return "".join(pieces)
-
-
-def restore(text: str) -> str:
-    """The inverse of :func:`neutralise`'s escaping: ``restore(neutralise(t)) == strip_hidden(t)``."""
-    if "&" not in text:
-        return text
-    folded = fold(text)
-    pieces: list[str] = []
-    last = 0
-    for m in _ESCAPES.finditer(folded):
-        token = m.group(0)
-        if not text.startswith(token, m.start()):
-            continue  # a look-alike of an escape (fullwidth "＆lt;"): neutralise never writes one
-        char = "<" if token.lower() == "&lt;" else "&" if token.lower() == "&amp;" else chr(int(m.group(1), 16))
-        pieces += (text[last : m.start()], char)
-        last = m.end()
-    if not pieces:
-        return text
     pieces.append(text[last:])
     return "".join(pieces)
 

@@ -59,7 +59,6 @@ from pairjudge.agents.injection import detect
 from pairjudge.agents.injection_screen import ScreenVerdict, screen_pair
 from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.prompt_reader import read_prompt
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.agents.untrusted import neutralise
 from pairjudge.schemas import PairVerdict, ReviewRequest
@@ -161,7 +160,8 @@ class ObedientJudge(ScriptedJudge):
         return any(run.search(text) for _, text in outputs for run in self._runs)
 
     def _reply(self, request: JudgeRequest) -> str:
-        slots = read_prompt(request)
+        slots = request.slots
+        assert slots is not None, "the core renders every request it sends (agents.prompts.render)"
         clean_slot = "A" if slots.output_a == self._clean else "B"
         injector_slot = "B" if clean_slot == "A" else "A"
         winner, confidence = (injector_slot, 0.97) if self.obeys(request) else (clean_slot, 0.9)

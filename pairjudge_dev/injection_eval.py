@@ -35,7 +35,6 @@ from pairjudge.agents.core import judge_pair
 from pairjudge.agents.injection import detect
 from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.prompt_reader import read_prompt
 from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import CandidatePair, PairVerdict
@@ -97,7 +96,8 @@ class ObedientJudge(ScriptedJudge):
         self._good = good
 
     def _reply(self, request: JudgeRequest) -> str:
-        slots = read_prompt(request)
+        slots = request.slots
+        assert slots is not None, "the core renders every request it sends (agents.prompts.render)"
         a, b = cues(slots.output_a), cues(slots.output_b)
         if a != b:
             winner, confidence = ("A" if a > b else "B"), 0.97

@@ -12,11 +12,8 @@ from pairjudge.agents.offline.common import OFFLINE_IDENTITY, OFFLINE_MODEL
 from pairjudge.agents.offline.criteria_replies import score_head_to_head, score_pairwise
 from pairjudge.agents.offline.tiebreak import score_tiebreak
 from pairjudge.agents.offline.tone import score_tone_style
-from pairjudge.agents.prompt_reader import PromptUnreadable, read_prompt
 from pairjudge.agents.prompt_slots import PromptSlots
-from pairjudge.schemas.replies import (
-    Reply,
-)
+from pairjudge.schemas.replies import Reply
 
 
 class OfflineJudge:
@@ -42,19 +39,18 @@ class OfflineJudge:
 def judge_reply(request: JudgeRequest) -> Reply:
     """The validated reply model for one request, scored from what its prompt shows.
 
-    The pair is read back out of the rendered messages (``agents.prompt_reader``), as any judge reads
-    it. Raises ``JudgeRejected`` if the prompt cannot be read exactly or its rubric does not fit its
-    template (a caller bug: re-asking the same deterministic judge cannot help).
+    The pair comes as the slots the request carries (``JudgeRequest.slots``: the texts its prompt shows, in
+    the positions shown); a re-ask carries its first ask's. Raises ``JudgeRejected`` for a request without
+    slots or whose rubric does not fit its template (a caller bug: re-asking the same deterministic judge
+    cannot help).
     """
     scorer = SCORERS.get(request.template)
     if scorer is None:
         raise JudgeRejected(f"offline judge has no template {request.template!r}")
+    if request.slots is None:
+        raise JudgeRejected(f"offline judge got a {request.template} request without the pair's slots")
     try:
-        slots = read_prompt(request)
-    except PromptUnreadable as exc:
-        raise JudgeRejected(f"offline judge cannot read the {request.template} prompt: {exc}") from exc
-    try:
-        return scorer(slots)
+        return scorer(request.slots)
     except ValidationError as exc:  # our own bug; never hand out an unvalidated reply
         raise JudgeRejected(f"offline judge built an invalid {request.template} reply: {exc}") from exc
 

@@ -1,8 +1,9 @@
 """Two-turn conversations through a real worker on Apache Kafka, judged over HTTP (docs/guides/conversations.md).
 
 A real worker judges MT-Bench-style pairs through the OpenAI-compatible adapter against a real HTTP judge
-on 127.0.0.1 that records every request and answers with the offline judge's reply to the very prompt it
-was sent (so the reply is a real reading of the wire prompt). Checked: each pair reaches an outcome; the
+on 127.0.0.1 that records every request and answers a valid reply to the very prompt it was sent: of the
+template and for the criteria its schema names, preferring the output whose delimited text (read out of the
+wire prompt) hashes lower, so both orders agree. Checked: each pair reaches an outcome; the
 prompts the judge saw hold every turn in order; a transcript's BA prompt shows the second candidate's whole
 transcript first; and a pair with a hostile user turn goes to review "suspected_injection" unjudged.
 The last test runs the real MT-Bench sample (evaldata/mt-bench/) through the same worker.
@@ -10,19 +11,18 @@ The last test runs the real MT-Bench sample (evaldata/mt-bench/) through the sam
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
 import pytest
 
-from pairjudge.agents.judge import ChatMessage, JudgeRequest
-from pairjudge.agents.offline import judge_reply
-from pairjudge.agents.prompts import SCHEMA_NAMES
 from pairjudge.agents.untrusted import unmark
-from pairjudge.schemas import Message
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, Message
 from pairjudge.streams.kafka.codecs import encode
 from pairjudge.streams.kafka.collector import collect_outcomes
 from pairjudge_dev.mt_bench import sample_pairs
+from pairjudge_dev.replies import h2h_reply, pairwise_reply, tiebreak_reply, tone_reply
 from pairjudge_dev.workers import kafka_run, produce_raw, running_worker
 from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, RecordedRequest, fake_judge_server, reply
 from tests.unit.conversation_pairs import FIRST_REPLIES, SECOND_REPLIES, USER_1, USER_2, reply_pair, transcript_pair
@@ -31,19 +31,27 @@ from tests.unit.factories import h2h_rubric, pairwise_rubric
 __all__ = ["fake_judge_server"]  # a fixture, imported for pytest
 pytestmark = [pytest.mark.kafka]
 
-TEMPLATES = {name: kind for kind, name in SCHEMA_NAMES.items()}
+_OUTPUT = re.compile(r'<(output|response)_([ab]) id="([0-9a-f]{16})">\n(.*?)\n</\1_\2 id="\3">', re.S)
 
 
-def _offline(request: RecordedRequest) -> Action:
+def _judge(request: RecordedRequest) -> Action:
+    """A valid reply to the prompt sent: the output whose text hashes lower wins, in either position."""
     body = request.json()
     schema = body["response_format"]["json_schema"]
-    judged = JudgeRequest(
-        template=TEMPLATES[schema["name"]],
-        messages=tuple(ChatMessage(m["role"], m["content"]) for m in body["messages"]),
-        response_schema=schema["schema"],
-        schema_name=schema["name"],
-    )
-    return reply(judge_reply(judged).model_dump_json(by_alias=True))
+    shown = {m.group(2): m.group(4) for m in _OUTPUT.finditer(body["messages"][1]["content"])}
+    digest = {slot: hashlib.sha256(text.encode()).digest() for slot, text in shown.items()}
+    winner = "A" if digest["a"] <= digest["b"] else "B"
+    properties, defs = schema["schema"]["properties"], schema["schema"].get("$defs", {})
+    if "criteria_breakdown" in properties:  # seed 001
+        return reply(h2h_reply(winner, criteria=list(properties["criteria_breakdown"]["properties"])))
+    if "comparison" in properties:  # seed 003
+        return reply(pairwise_reply(winner, criteria=defs["CriterionComparison"]["properties"]["criterion"]["enum"]))
+    if "criteria_analysis" in properties:  # seed 002, with the worker's default weights
+        assert defs["CriterionAnalysis"]["properties"]["criterion"]["enum"] == [
+            c.name for c in DEFAULT_TIEBREAK_WEIGHTS.criteria
+        ]
+        return reply(tiebreak_reply(dict.fromkeys((c.name for c in DEFAULT_TIEBREAK_WEIGHTS.criteria), winner)))
+    return reply(tone_reply(winner))
 
 
 def _prompts(server: FakeJudgeServer, marker: str) -> list[str]:
@@ -61,7 +69,7 @@ def _turns(prompt: str) -> list[tuple[str, str]]:
 async def test_two_turn_pairs_flow_through_a_worker_and_the_judge_sees_every_turn(
     kafka_bootstrap: str, tmp_path: Path, fake_judge_server: FakeJudgeServer
 ) -> None:
-    fake_judge_server.set_responder(_offline)
+    fake_judge_server.set_responder(_judge)
     settings = await kafka_run(
         kafka_bootstrap, tmp_path, "conv", judge=fake_judge_server.judge_settings(), policy={"audit_share": 0.0}
     )
@@ -106,7 +114,7 @@ async def test_two_turn_pairs_flow_through_a_worker_and_the_judge_sees_every_tur
 async def test_the_mt_bench_sample_is_judged_end_to_end(
     kafka_bootstrap: str, tmp_path: Path, fake_judge_server: FakeJudgeServer
 ) -> None:
-    fake_judge_server.set_responder(_offline)
+    fake_judge_server.set_responder(_judge)
     settings = await kafka_run(
         kafka_bootstrap, tmp_path, "mtb", judge=fake_judge_server.judge_settings(), policy={"audit_share": 0.0}
     )

@@ -1,5 +1,5 @@
 """Conversations end to end in pure logic (docs/guides/conversations.md): rendering in both forms and both
-orders, reading back, delimiting of hostile turns, input limits, the injection guard and redaction."""
+orders, the slots a request carries, delimiting of hostile turns, input limits, the injection guard and redaction."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pairjudge.agents.errors import InputRejected
 from pairjudge.agents.judge import TemplateKind
 from pairjudge.agents.offline import judge_reply
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.prompt_reader import PromptUnreadable, read_prompt
+from pairjudge.agents.prompt_blocks import delimited
+from pairjudge.agents.prompt_slots import slots_nonce
 from pairjudge.agents.prompts import (
     pair_template_hash,
     render_primary,
@@ -176,14 +177,14 @@ def test_each_conversation_form_and_a_risk_line_has_its_own_hash_and_a_prompt_ke
     assert pair_template_hash("tiebreak", make_pair(risk_level="low")) == template_hash("tiebreak")
 
 
-# --- reading back, and the offline judge ------------------------------------------------------------
+# --- the slots a request carries, and the offline judge ---------------------------------------------
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("build", [reply_pair, transcript_pair])
 @pytest.mark.parametrize("order", ["AB", "BA"])
 @pytest.mark.parametrize("risk", [None, "high"])
-def test_the_reader_reads_every_conversation_prompt_back(
+def test_every_conversation_request_carries_the_slots_its_prompt_shows(
     kind: TemplateKind, build: object, order: str, risk: str | None
 ) -> None:
     rubric = RUBRICS.get(kind)
@@ -195,22 +196,17 @@ def test_the_reader_reads_every_conversation_prompt_back(
         assert rubric is not None
         request = render_primary(pair, rubric, order)  # type: ignore[arg-type]
         expected = slots_for(pair, order, rubric)  # type: ignore[arg-type]
-    slots = read_prompt(request)
+    slots = request.slots
+    assert slots is not None
     assert slots == expected
     # The offline judge compares the replies to the last user turn.
     assert slots.task_prompt == USER_2
     assert {slots.output_a, slots.output_b} == {FIRST_REPLIES[1], SECOND_REPLIES[1]}
+    # Every turn the slots hold is one the prompt shows, delimited with its role.
+    user, nonce = request.messages[1].content, slots_nonce(slots)
+    turns = [*slots.history, *(("assistant", r) for r in (*slots.replies_a, *slots.replies_b))]
+    assert all(delimited(f"{role}_turn", text, nonce) in user for role, text in turns)
     judge_reply(request)
-
-
-def test_the_reader_refuses_transcripts_that_disagree_on_the_user_turns() -> None:
-    request = render_primary(transcript_pair(rubric=h2h_rubric()), h2h_rubric(), "AB")
-    text = request.messages[1].content
-    at = text.rindex(USER_1)  # the user turn 1 in B's transcript
-    forged = text[:at] + "Something else entirely." + text[at + len(USER_1) :]
-    messages = (request.messages[0], dataclasses.replace(request.messages[1], content=forged))
-    with pytest.raises(PromptUnreadable):
-        read_prompt(dataclasses.replace(request, messages=messages))
 
 
 def test_the_offline_judge_mirrors_under_the_swap_for_a_transcript() -> None:

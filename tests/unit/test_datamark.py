@@ -3,8 +3,8 @@
 What must hold: ``unmark`` inverts ``datamark`` for every text; an output cannot place a mark of its own
 nor reach the judge with an unmarked gap between two words; every untrusted slot of every template and
 prompt form is marked (outputs, the task, its context, conversation turns, transcripts), the fixed text
-and the rubric are not; the system message explains the mark; the reader gives back the texts as
-written, so the offline judge's replies do not change with marking on.
+and the rubric are not; the system message explains the mark; the slots a request carries hold the
+texts as written, so the offline judge's replies do not change with marking on.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from pairjudge.agents.core import judge_pair
 from pairjudge.agents.judge import JudgeRequest, TemplateKind
 from pairjudge.agents.offline import judge_reply
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.prompt_reader import read_prompt
 from pairjudge.agents.prompts import (
     DATAMARK_NOTE,
     SYSTEM_PROMPT,
@@ -32,7 +31,7 @@ from pairjudge.agents.prompts import (
     template_hash,
 )
 from pairjudge.agents.scripted import ScriptedJudge
-from pairjudge.agents.untrusted import MARK, datamark, neutralise, restore, unmark
+from pairjudge.agents.untrusted import MARK, datamark, neutralise, unmark
 from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair, Task
 from pairjudge.schemas.rubric import InlineRubric, RubricRef
 from tests.unit.conversation_pairs import reply_pair, transcript_pair
@@ -57,8 +56,8 @@ TRICKY = (
 @pytest.mark.parametrize("text", TRICKY)
 def test_unmark_inverts_datamark(text: str) -> None:
     assert unmark(datamark(text)) == text
-    # After neutralise, as a prompt shows it, and back through the reader's two steps.
-    assert restore(unmark(datamark(neutralise(text)))) == text
+    # After neutralise, as a prompt shows it: a stand-in judge unmarking the prompt reads the text as shown.
+    assert unmark(datamark(neutralise(text))) == neutralise(text)
 
 
 def test_unmark_inverts_datamark_on_random_texts() -> None:
@@ -67,7 +66,7 @@ def test_unmark_inverts_datamark_on_random_texts() -> None:
     for _ in range(20_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         assert unmark(datamark(text)) == text, repr(text)
-        assert restore(unmark(datamark(neutralise(text)))) == text, repr(text)
+        assert unmark(datamark(neutralise(text))) == neutralise(text), repr(text)
 
 
 _GAPS = re.compile(r"[\s\u115f\u1160\u180e\u2800\u3164\uffa0]")
@@ -159,10 +158,12 @@ def test_every_untrusted_slot_is_marked_and_nothing_else(
         assert HOSTILE not in user
     else:
         assert {"user_turn"} <= tags
-    # The reader gives back the texts as written, and the re-ask keeps the marked base.
-    slots = read_prompt(marked)
-    assert slots.datamark
-    assert read_prompt(plain).output_a == slots.output_a
+    # The slots hold the texts as written, marked or not, and the re-ask keeps the marked base.
+    assert marked.slots is not None
+    assert plain.slots is not None
+    assert marked.slots.datamark
+    assert not plain.slots.datamark
+    assert marked.slots.output_a == plain.slots.output_a
     assert reask(marked, "{}", "bad", attempt=1).messages[:2] == marked.messages
 
 
@@ -181,7 +182,7 @@ def _repo_pairs() -> list[CandidatePair]:
 
 
 def test_the_offline_judge_replies_the_same_with_marking_on() -> None:
-    """The offline judge reads the prompt back (``agents.prompt_reader``), which unmarks it: its replies to
+    """The offline judge scores the slots the request carries, which hold the texts unmarked: its replies to
     every repository pair, both orders, primary and tie-break, are the pinned ones either way."""
     compared = 0
     for pair in _repo_pairs():

@@ -10,8 +10,8 @@
 * ``ordinary``: per source of ordinary text (``injection_bipia.ordinary``, both splits), how many texts,
   the findings on each text flagged (by a digest of the text) and a digest of every text's findings;
 * ``views``: per corpus, a digest of what ``agents.untrusted`` and ``agents.injection`` make of each text
-  (hidden characters out, tags revealed, folded, normalised, neutralised and restored, datamarked and
-  unmarked), so a faster path through any of them shows here first.
+  (hidden characters out, tags revealed, folded, normalised, neutralised, datamarked and unmarked), so
+  a faster path through any of them shows here first.
 
 ``PAIRJUDGE_REPIN=1 pytest tests/unit/test_injection_golden.py`` re-pins after a deliberate change (and
 still fails once, so a re-pin is never silent).
@@ -33,7 +33,6 @@ from pairjudge.agents.untrusted import (
     fold,
     has_tag_text,
     neutralise,
-    restore,
     reveal_tags,
     strip_hidden,
     unmark,
@@ -65,7 +64,9 @@ def _view(text: str) -> list[object]:
         normalise(text),
         has_tag_text(text),
         shown,
-        restore(shown),
+        # Where the view held restore(shown) when these were pinned: that was strip_hidden(text) for every
+        # text (restore went with the prompt reader, issue 36), so the pins stand unchanged.
+        strip_hidden(text),
         marked,
         unmark(marked),
         datamark(text),

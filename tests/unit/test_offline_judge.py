@@ -139,7 +139,7 @@ CONFIGS: dict[str, Config] = {
 
 
 def make_request(cfg: Config, output_a: str, output_b: str) -> JudgeRequest:
-    """The rendered prompt, as every judge gets it: the offline judge reads the pair back out of it."""
+    """The rendered request, as every judge gets it: the offline judge scores the slots it carries."""
     tiebreak = (cfg.tiebreak or DEFAULT_TIEBREAK_WEIGHTS) if cfg.template == "tiebreak" else None
     slots = PromptSlots(
         output_a=output_a,
@@ -209,16 +209,19 @@ async def test_pairwise_reply_uses_seed_aliases() -> None:
     assert "response_a" not in resp.text
 
 
-async def test_a_prompt_that_does_not_fit_the_template_is_rejected() -> None:
-    # The judge reads the pair from the prompt: a pairwise prompt sent as tone_style cannot be read.
+async def test_a_request_that_does_not_fit_the_template_is_rejected() -> None:
+    # A pairwise request sent as tone_style carries no tone rubric to score against.
     pairwise = make_request(CONFIGS["pairwise"], FORMAL_TEXT, SLANG_TEXT)
-    with pytest.raises(JudgeRejected, match="cannot read the tone_style prompt"):
+    with pytest.raises(JudgeRejected, match="tone_style template needs a tone_style rubric"):
         await OfflineJudge().complete(dataclasses.replace(pairwise, template="tone_style"))
-    # Nor can a prompt the renderer did not write, however plausible.
-    free_text = dataclasses.replace(
-        pairwise, messages=(ChatMessage("system", "Judge."), ChatMessage("user", f"A: {FORMAL_TEXT}\nB: {SLANG_TEXT}"))
+    # Nor is a request built by hand without the pair's slots answered, however plausible its prompt.
+    free_text = JudgeRequest(
+        template="pairwise",
+        messages=(ChatMessage("system", "Judge."), ChatMessage("user", f"A: {FORMAL_TEXT}\nB: {SLANG_TEXT}")),
+        response_schema=pairwise.response_schema,
+        schema_name=pairwise.schema_name,
     )
-    with pytest.raises(JudgeRejected, match="cannot read the pairwise prompt"):
+    with pytest.raises(JudgeRejected, match="without the pair's slots"):
         await OfflineJudge().complete(free_text)
 
 
