@@ -8,8 +8,9 @@ Run from the checkout root (its pairs come from ``pairjudge_dev.pairgen``, its r
     python -m bench.judge --quick         # shorter windows and fewer pairs, about 35 s
 
 docs/design.md §8 records that httpx's own async connection pool collapses under concurrency (encode/httpx#3215)
-and that the ``httpx-aiohttp`` transport holds. This script measures the judge pairjudge actually ships,
-so that choice stays checked. One run does this:
+and that aiohttp holds; the judges post with aiohttp (``streams/judges/client.py``). This script measures the
+judge pairjudge actually ships against the judging core's own ceiling, so that choice stays checked. One run
+does this:
 
 1. **A simulated judge server** in a separate process (``aiohttp.web`` on 127.0.0.1, a free port), so it
    shares neither the client's event loop nor its CPU accounting. Every ``/v1/chat/completions`` call is
@@ -21,16 +22,12 @@ so that choice stays checked. One run does this:
 2. **Throughput.** ``judge_pair`` (AB and BA concurrently, so two calls per pair) is driven in a
    closed loop with 16, 64 and 128 pairs in flight. Slot starts are spread over one latency period, then
    completions are counted over a fixed window after a warm-up. The ideal is pairs in flight ÷ latency,
-   the same as calls in flight ÷ latency ÷ 2. The judges compared:
+   the same as calls in flight ÷ latency ÷ 2. The judges compared (plain httpx, which the judges do not
+   use, is no longer a column: docs/design.md §8 keeps its figures):
 
    - **shipped**: ``build_judge_stack`` with ``kind=openai`` and the cache off, so
-     ``OpenAICompatibleJudge`` under pricing and the breaker. It builds its client with
-     ``streams.judges.client.make_client``: httpx on the ``httpx-aiohttp`` transport.
-   - **plain httpx**: the very same stack, but the client factory is swapped, only while the judge is
-     built, for one making a plain ``httpx.AsyncClient`` with the same limits, timeouts and headers. The
-     judge has no ``client`` parameter, and a helper is refactoring its internals, so the factory is
-     patched rather than the constructor extended. The bench fails if the judge stops building its
-     client through that factory.
+     ``OpenAICompatibleJudge`` under pricing and the breaker, posting through its aiohttp session
+     (``streams.judges.client.make_session``).
    - **no HTTP** (reference): ``judge_pair`` on an in-process judge that sleeps ``--latency`` and gives
      the same replies. What is missing from this figure is the judging core's own CPU cost on this
      machine, not the transport's.
@@ -67,21 +64,16 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from unittest import mock
 
 import aiohttp
 import anyio
-import httpx
 from aiohttp import web
 from rich.table import Table
 
-import pairjudge.streams.judges.client as client_module
-import pairjudge.streams.judges.http as http_module
-import pairjudge.streams.judges.openai as openai_module
 from pairjudge.agents.core import Decision, judge_pair, resolve_rubric
 from pairjudge.agents.judge import Judge, JudgeIdentity, JudgeRequest, JudgeResponse
 from pairjudge.agents.policy import Policy
@@ -102,9 +94,10 @@ MARKER = "[[bench-preferred]]"
 #: The first line of seed 000's template: the server refuses any other prompt.
 SEED_000_OPENING = "You are an impartial style judge."
 MODEL = "bench-judge"
+#: What the shipped judge posts with, as the report names it.
+SHIPPED_CLIENT = "aiohttp"
 
 Letter = Literal["A", "B"]
-ClientKind = Literal["shipped", "plain"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -308,61 +301,9 @@ def judge_settings(base_url: str, max_concurrency: int, cache_dir: Path | None =
     )
 
 
-def _plain_client(
-    *,
-    connect_timeout: float,
-    read_timeout: float,
-    max_connections: int,
-    headers: dict[str, str] | None = None,
-    request_hooks: Sequence[Callable[[httpx.Request], Awaitable[None]]] = (),
-    **unknown: Any,
-) -> httpx.AsyncClient:
-    """``make_client``'s twin on httpx's own transport: same limits, timeouts, headers, hooks and redirects."""
-    if unknown:
-        fail(f"make_client grew parameters the plain-httpx twin does not mirror: {sorted(unknown)}")
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
-    return httpx.AsyncClient(
-        limits=limits,
-        timeout=timeout,
-        headers=headers,
-        follow_redirects=False,
-        event_hooks={"request": list(request_hooks), "response": []},
-    )
-
-
-@contextlib.contextmanager
-def client_factory(kind: ClientKind) -> Iterator[list[str]]:
-    """While active, judges built here get the ``kind`` client; yields the class names of those built.
-
-    ``openai.py`` imported ``make_client`` by name before its refactor onto ``JSONEndpoint`` (which
-    looks it up in ``streams.judges.http``, imported from ``streams.judges.client``), so both names are patched.
-    """
-    original: Callable[..., httpx.AsyncClient] = client_module.make_client
-    built: list[str] = []
-
-    def factory(**kwargs: Any) -> httpx.AsyncClient:
-        client = original(**kwargs) if kind == "shipped" else _plain_client(**kwargs)
-        built.append(type(client).__name__)
-        return client
-
-    with contextlib.ExitStack() as stack:
-        for module in (http_module, openai_module):
-            if hasattr(module, "make_client"):
-                stack.enter_context(mock.patch.object(module, "make_client", factory))
-        yield built
-
-
-async def build_stack(
-    server: ServerProcess, max_concurrency: int, kind: ClientKind = "shipped", cache_dir: Path | None = None
-) -> tuple[JudgeStack, str]:
-    """The shipped judge stack on ``server``, and the class name of the HTTP client it built."""
-    with client_factory(kind) as built:
-        stack = build_judge_stack(judge_settings(server.base_url, max_concurrency, cache_dir))
-    if len(built) != 1:
-        await stack.aclose()
-        fail(f"expected the judge to build exactly one client through make_client, saw {built}")
-    return stack, built[0]
+async def build_stack(server: ServerProcess, max_concurrency: int, cache_dir: Path | None = None) -> JudgeStack:
+    """The shipped judge stack on ``server``."""
+    return build_judge_stack(judge_settings(server.base_url, max_concurrency, cache_dir))
 
 
 @dataclass
@@ -492,26 +433,25 @@ async def run_cell(
 async def throughput(
     server: ServerProcess, levels: Sequence[int], pool: Sequence[CandidatePair], args: argparse.Namespace
 ) -> dict[str, list[Cell]]:
-    results: dict[str, list[Cell]] = {"shipped": [], "plain": [], "inprocess": []}
+    results: dict[str, list[Cell]] = {"shipped": [], "inprocess": []}
     for n in levels:
-        for kind in ("shipped", "plain"):
-            stack, client = await build_stack(server, 2 * n, "shipped" if kind == "shipped" else "plain")
-            console.print(f"  {n:>3} pairs in flight, {client} ...", end="")
-            try:
-                cell = await run_cell(
-                    stack.judge,
-                    pool,
-                    n,
-                    latency=args.latency,
-                    warmup=args.warmup,
-                    window=args.window,
-                    server=server,
-                    client=client,
-                )
-            finally:
-                await stack.aclose()
-            console.print(f" {cell.rate:,.1f} pairs/s")
-            results[kind].append(cell)
+        stack = await build_stack(server, 2 * n)
+        console.print(f"  {n:>3} pairs in flight, {SHIPPED_CLIENT} ...", end="")
+        try:
+            cell = await run_cell(
+                stack.judge,
+                pool,
+                n,
+                latency=args.latency,
+                warmup=args.warmup,
+                window=args.window,
+                server=server,
+                client=SHIPPED_CLIENT,
+            )
+        finally:
+            await stack.aclose()
+        console.print(f" {cell.rate:,.1f} pairs/s")
+        results["shipped"].append(cell)
         console.print(f"  {n:>3} pairs in flight, in-process sleep judge ...", end="")
         cell = await run_cell(
             SleepJudge(args.latency),
@@ -543,7 +483,7 @@ class LowLoad:
 
 async def low_load(server: ServerProcess, pairs: Sequence[CandidatePair], samples: int) -> LowLoad:
     policy = Policy()
-    stack, _ = await build_stack(server, 4)
+    stack = await build_stack(server, 4)
     try:
         # One untimed round of each opens the connections (a running worker has them open).
         warm = pairs[0]
@@ -672,7 +612,7 @@ async def cache_runs(server: ServerProcess, args: argparse.Namespace, work_dir: 
         ("cache off", None),
         ("cache on, warm (new stack)", cache_dir),
     ):
-        stack, _ = await build_stack(server, 2 * n, cache_dir=directory)
+        stack = await build_stack(server, 2 * n, cache_dir=directory)
         try:
             if (directory is None) != (stack.caching is None):
                 fail(f"cache stream, {label}: build_judge_stack did not honour cache_enabled")
@@ -721,8 +661,8 @@ def _ms(values: Sequence[float], q: float, digits: int = 0) -> str:
 
 
 def _share(cell: Cell, ideal: float) -> str:
-    # A client that completed nothing in the window (plain httpx collapses at high concurrency) is
-    # reported as such, not divided by.
+    # A client that completed nothing in the window (plain httpx did, at high concurrency) is reported
+    # as such, not divided by.
     if not cell.completed:
         return "0 pairs"
     return f"{cell.rate:,.1f} ({_ratio(cell.rate, ideal)})"
@@ -737,7 +677,6 @@ def report(
 ) -> None:
     latency_ms = 1000 * args.latency
     shipped_name = results["shipped"][0].client
-    plain_name = results["plain"][0].client
     main = Table(
         title=f"judge_pair throughput, pairs/s (share of ideal): {latency_ms:.0f} ms replies, 2 calls per pair, "
         f"{args.window:g} s window after {args.warmup:g} s warm-up, cache off"
@@ -745,18 +684,14 @@ def report(
     main.add_column("pairs in flight\n(calls)", justify="right")
     main.add_column("ideal\n(in flight ÷ latency)", justify="right")
     main.add_column(f"shipped\n{shipped_name}", justify="right")
-    main.add_column(f"plain httpx\n{plain_name}", justify="right")
-    main.add_column("shipped ÷ plain", justify="right")
     main.add_column("no HTTP (reference)\nin-process sleep", justify="right")
     main.add_column("shipped ÷ no HTTP", justify="right")
-    for shipped, plain, ref in zip(results["shipped"], results["plain"], results["inprocess"], strict=True):
+    for shipped, ref in zip(results["shipped"], results["inprocess"], strict=True):
         ideal = shipped.inflight / args.latency
         main.add_row(
             f"{shipped.inflight} ({2 * shipped.inflight})",
             f"{ideal:,.1f}",
             _share(shipped, ideal),
-            _share(plain, ideal),
-            _ratio(shipped.rate, plain.rate),
             _share(ref, ideal),
             _ratio(shipped.rate, ref.rate),
         )
@@ -772,7 +707,7 @@ def report(
     detail.add_column("client CPU", justify="right")
     detail.add_column("client CPU ms/pair", justify="right")
     detail.add_column("server CPU", justify="right")
-    for kind in ("shipped", "plain", "inprocess"):
+    for kind in ("shipped", "inprocess"):
         for cell in results[kind]:
             detail.add_row(
                 cell.client,

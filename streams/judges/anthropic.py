@@ -145,7 +145,7 @@ class AnthropicJudge(EndpointJudge):
     ) -> None:
         url = parse_base_url(base_url, example="https://api.anthropic.com")
         # The start-up check (streams.config.settings.check_api_key) again, for judges built by other paths.
-        check_key_transport(url, api_key, allowed=allow_cleartext_key)
+        check_key_transport(str(url), api_key, allowed=allow_cleartext_key)
         if max_concurrency < 1 or max_retries < 0 or max_tokens < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency, max_tokens and max_response_bytes must be >= 1, max_retries >= 0")
         if not 0.0 <= temperature <= 1.0:

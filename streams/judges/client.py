@@ -1,78 +1,40 @@
-"""The HTTP client the judges post with: httpx on the aiohttp transport (or a direct POST), and the guard
-that keeps an API key off clear text off this machine.
+"""The HTTP client the judges post with: one aiohttp session per endpoint, the route a request takes (the
+environment's proxy, if any), and the guard that keeps an API key off clear text off this machine.
+
+aiohttp directly, nothing over it: httpx's own async pool collapses under concurrency (encode/httpx#3215,
+docs/design.md §8), and httpx on an aiohttp transport paid httpx's per-call layers on top of aiohttp's (a
+direct path around them needed a private httpx method). Only public aiohttp and standard-library calls are
+made here; ``tests/unit/test_private_http_contacts.py`` keeps it so for the whole of ``streams``.
+
+What httpx did for the judges that is now said here, so that nothing changes for a deployment: the trust
+store (``SSL_CERT_FILE``, else ``SSL_CERT_DIR``, else certifi's bundle), the proxy from ``HTTP_PROXY``,
+``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` (read once, for the endpoint's URL), no cookies, redirects never
+followed, idle connections kept 5 s.
 """
 
 from __future__ import annotations
 
-import contextlib
+import base64
 import json
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+import os
+import ssl
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import httpx
-from httpx_aiohttp import HttpxAiohttpClient
+import aiohttp
+import certifi
 from pydantic import SecretStr
 
 from pairjudge.agents.errors import JudgeRejected
-from pairjudge.streams.judges.wire import host_label
 from pairjudge.streams.security.cleartext import cleartext_host
 
-log = logging.getLogger(__name__)
+#: How long an idle connection is kept for the next call (httpx's default, which the judges had).
+KEEPALIVE_S = 5.0
 
-
-class DirectPost:
-    """POSTs to one URL through the transport an ``httpx.AsyncClient`` would use, without its per-call layers.
-
-    ``AsyncClient.stream`` merges URL, headers and cookies into a new request, runs auth and redirect
-    handling (neither used here: no auth flow, redirects never followed) and stores cookies from every
-    response (a JSON API sets none we want). Measured at 128 pairs in flight, those layers cost more
-    CPU than the aiohttp transport under them. This keeps what matters: the client's own transport
-    for the URL (a proxy from the environment included, as the client resolved it), its default
-    headers and timeouts, and the client's request hooks, run on every request as the client runs
-    them. Requests and responses are httpx's own, so the callers and error handling do not change.
-
-    When the client cannot say which transport it would use (``_transport_for_url`` is httpx's own
-    method, not a public one), every request goes through ``AsyncClient.stream`` as before.
-    """
-
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        url: httpx.URL,
-        request_hooks: Sequence[Callable[[httpx.Request], Awaitable[None]]] = (),
-    ) -> None:
-        self._client = client
-        self._url = url
-        self._hooks = tuple(request_hooks)
-        pick = getattr(client, "_transport_for_url", None)
-        transport = pick(url) if callable(pick) else None
-        self._transport: httpx.AsyncBaseTransport | None = (
-            transport if isinstance(transport, httpx.AsyncBaseTransport) else None
-        )
-        #: The client's default headers by lower-cased name; a call's own headers replace them by name.
-        self._base_headers = {name.lower(): value for name, value in client.headers.items()}
-        self._timeout = client.timeout.as_dict()
-
-    @contextlib.asynccontextmanager
-    async def stream(self, body: bytes, headers: Mapping[str, str]) -> AsyncIterator[httpx.Response]:
-        """The response to one POST of ``body``, its body not read yet; closed on exit."""
-        if self._transport is None:
-            async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
-                yield response
-            return
-        merged = dict(self._base_headers)
-        for name, value in headers.items():
-            merged[name.lower()] = value
-        request = httpx.Request("POST", self._url, headers=merged, content=body, extensions={"timeout": self._timeout})
-        for hook in self._hooks:
-            await hook(request)
-        response = await self._transport.handle_async_request(request)
-        response.request = request
-        try:
-            yield response
-        finally:
-            await response.aclose()
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class CleartextKeyRefused(JudgeRejected):
@@ -80,44 +42,63 @@ class CleartextKeyRefused(JudgeRejected):
     to a host that is not loopback (unless allowed), or to another origin than the judge's own."""
 
 
+Origin = tuple[str, str, int | None]
+
+
+def origin_of(url: str) -> Origin:
+    """(scheme, host, port) of ``url``, lower-cased, the scheme's default port filled in."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme)
+
+
+def _where(origin: Origin) -> str:
+    """``scheme://host[:port]`` for messages, the port only when it is not the scheme's default."""
+    scheme, host, port = origin
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}" + (f":{port}" if port is not None and port != _DEFAULT_PORTS.get(scheme) else "")
+
+
 def secret_guard(
-    origin: httpx.URL, secrets: Sequence[SecretStr], *, allow_cleartext: bool, label: str
-) -> Callable[[httpx.Request], Awaitable[None]]:
-    """An httpx request hook that refuses (``CleartextKeyRefused``) any request whose headers hold one of
-    ``secrets`` when it goes to another origin than ``origin`` (scheme, host, port), or over plain HTTP
+    origin: str, secrets: Sequence[SecretStr], *, allow_cleartext: bool, label: str
+) -> aiohttp.ClientMiddlewareType:
+    """An aiohttp client middleware that refuses (``CleartextKeyRefused``) any request whose headers hold one
+    of ``secrets`` when it goes to another origin than ``origin``'s (scheme, host, port), or over plain HTTP
     off this machine unless ``allow_cleartext``.
 
-    Defence in depth behind the start-up check (``streams.config.settings.check_api_key``): it holds for every
-    request the client sends, a redirect's included, should redirects ever be followed, so a key reaches
-    only the server it was configured for. The message names hosts, never the key.
+    Defence in depth behind the start-up check (``streams.config.settings.check_api_key``): aiohttp runs a
+    session's middlewares on every request it sends, each hop of a followed redirect included, should
+    redirects ever be followed, so a key reaches only the server it was configured for. The message names
+    hosts, never the key.
     """
-    values = [s.get_secret_value().encode() for s in secrets if s.get_secret_value()]
-    home = (origin.scheme, origin.host, origin.port)
+    values = [s.get_secret_value() for s in secrets if s.get_secret_value()]
+    home = origin_of(origin)
 
-    async def guard(request: httpx.Request) -> None:
-        if not values or not any(v in raw for _, raw in request.headers.raw for v in values):
-            return
-        url = request.url
-        if (url.scheme, url.host, url.port) != home:
-            raise CleartextKeyRefused(
-                f"judge {label}: refusing to send its key to {url.scheme}://{host_label(url)}, "
-                f"which is not the judge's own origin ({origin.scheme}://{host_label(origin)})"
-            )
-        host = cleartext_host(str(url))
-        if host is not None and not allow_cleartext:
-            raise CleartextKeyRefused(
-                f"judge {label}: refusing to send its key over plain http:// to {host}, which is not a "
-                "loopback address (use https://, or allow it with PAIRJUDGE_JUDGE__ALLOW_CLEARTEXT_KEY)"
-            )
+    async def guard(request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
+        if values and any(v in value for value in request.headers.values() for v in values):
+            url = str(request.url)
+            there = origin_of(url)
+            if there != home:
+                raise CleartextKeyRefused(
+                    f"judge {label}: refusing to send its key to {_where(there)}, "
+                    f"which is not the judge's own origin ({_where(home)})"
+                )
+            host = cleartext_host(url)
+            if host is not None and not allow_cleartext:
+                raise CleartextKeyRefused(
+                    f"judge {label}: refusing to send its key over plain http:// to {host}, which is not a "
+                    "loopback address (use https://, or allow it with PAIRJUDGE_JUDGE__ALLOW_CLEARTEXT_KEY)"
+                )
+        return await handler(request)
 
     return guard
 
 
-def check_key_transport(base_url: httpx.URL, api_key: SecretStr | None, *, allowed: bool) -> None:
+def check_key_transport(base_url: str, api_key: SecretStr | None, *, allowed: bool) -> None:
     """``ValueError`` when ``api_key`` would go over plain HTTP off this machine (``streams.security.cleartext``)."""
     if api_key is None or not api_key.get_secret_value() or allowed:
         return
-    host = cleartext_host(str(base_url))
+    host = cleartext_host(base_url)
     if host is not None:
         raise ValueError(
             f"refusing to send the API key over plain http:// to {host}, which is not a loopback address; "
@@ -126,33 +107,76 @@ def check_key_transport(base_url: httpx.URL, api_key: SecretStr | None, *, allow
 
 
 def encode_json(payload: Mapping[str, Any]) -> bytes:
-    """``payload`` as compact UTF-8 JSON, as httpx's ``json=`` would send it."""
+    """``payload`` as compact UTF-8 JSON."""
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def make_client(
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How requests to one URL leave this machine: directly, or through a proxy (with its credentials)."""
+
+    proxy: str | None = None
+    proxy_headers: Mapping[str, str] | None = None
+
+
+def route_for(url: str) -> Route:
+    """The proxy the environment names for ``url``: ``<scheme>_PROXY`` (either case), else ``ALL_PROXY``,
+    unless ``NO_PROXY`` exempts the host. Credentials in the proxy's URL become ``Proxy-Authorization``.
+
+    Read once per endpoint, as httpx read it once per client; the standard library's readers, which aiohttp's
+    own ``trust_env`` uses too (that option would also read ``~/.netrc`` and look the proxy up again on every
+    request, in a thread).
+    """
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme.lower()) or proxies.get("all")
+    if not proxy or (parts.hostname and urllib.request.proxy_bypass(parts.hostname)):
+        return Route()
+    if "://" not in proxy:
+        proxy = "http://" + proxy  # HTTP_PROXY=host:port, as curl and httpx take it
+    proxied = urllib.parse.urlsplit(proxy)
+    if proxied.username is None:
+        return Route(proxy=proxy)
+    netloc = proxied.netloc.rsplit("@", 1)[1]
+    user_pass = f"{urllib.parse.unquote(proxied.username)}:{urllib.parse.unquote(proxied.password or '')}"
+    credentials = "Basic " + base64.b64encode(user_pass.encode()).decode("ascii")
+    bare = urllib.parse.urlunsplit((proxied.scheme, netloc, proxied.path, proxied.query, proxied.fragment))
+    return Route(proxy=bare, proxy_headers={"Proxy-Authorization": credentials})
+
+
+def tls_context() -> ssl.SSLContext:
+    """The certificates a judge's server is checked against: ``SSL_CERT_FILE``, else ``SSL_CERT_DIR``, else
+    certifi's bundle (what httpx used, so a deployment's trust does not move with the client library)."""
+    if cafile := os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=cafile)
+    if capath := os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=capath)
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def make_session(
     *,
     connect_timeout: float,
     read_timeout: float,
     max_connections: int,
-    headers: dict[str, str] | None = None,
-    request_hooks: Sequence[Callable[[httpx.Request], Awaitable[None]]] = (),
-) -> httpx.AsyncClient:
-    """An httpx client on the aiohttp transport. It never follows redirects: a redirect is an answer.
+    headers: Mapping[str, str] | None = None,
+    middlewares: Sequence[aiohttp.ClientMiddlewareType] = (),
+) -> aiohttp.ClientSession:
+    """An aiohttp session for one judge endpoint; call it with the event loop running (aiohttp binds to it).
 
-    httpx's own async pool collapses under concurrency (encode/httpx#3215, docs/design.md §8); the aiohttp
-    transport holds. The pool is sized to the judge's concurrency limit, so callers never queue for a
-    connection and the pool timeout cannot fire. ``request_hooks`` run before every request is sent.
+    The pool is sized to the judge's concurrency limit, so callers never queue for a connection. The
+    timeouts are per socket operation (connect, then each read); the caller bounds a whole attempt. No
+    cookie is kept (a JSON API sets none we want), the environment is not read (``route_for`` does that),
+    and ``middlewares`` run on every request, before it is sent.
     """
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
-    # HttpxAiohttpClient (not AsyncClient(transport=...)) so proxies from the environment also go through
-    # aiohttp instead of silently falling back to httpx's own pool.
-    client: httpx.AsyncClient = HttpxAiohttpClient(
-        limits=limits,
-        timeout=timeout,
-        headers=headers,
-        follow_redirects=False,
-        event_hooks={"request": list(request_hooks), "response": []},
+    connector = aiohttp.TCPConnector(
+        limit=max_connections, limit_per_host=0, keepalive_timeout=KEEPALIVE_S, ssl=tls_context()
     )
-    return client
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout),
+        headers=dict(headers) if headers else None,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        middlewares=tuple(middlewares),
+        trust_env=False,
+    )

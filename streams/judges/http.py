@@ -1,7 +1,7 @@
 """HTTP plumbing shared by the HTTP judges: client, retry policy, ``Retry-After``, capped reads, redaction.
 
 The judges translate everything here into ``agents.errors`` at their boundary; nothing in this module
-leaks httpx or aiohttp exceptions to the core. ``JSONEndpoint`` is that boundary packaged for reuse: one
+leaks aiohttp exceptions to the core. ``JSONEndpoint`` is that boundary packaged for reuse: one
 POST with retries, timeouts, a concurrency cap and a body cap, failing only with ``JudgeUnavailable`` or
 ``JudgeRejected``; a judge adds its wire format on top (``streams/judges/openai.py``,
 ``streams/judges/anthropic.py``).
@@ -18,13 +18,18 @@ from typing import Any, Self
 
 import aiohttp
 import anyio
-import httpx
 from pydantic import SecretStr
 from tenacity import RetryError
 
 from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import JudgeIdentity
-from pairjudge.streams.judges.client import CleartextKeyRefused, DirectPost, encode_json, make_client, secret_guard
+from pairjudge.streams.judges.client import (
+    CleartextKeyRefused,
+    encode_json,
+    make_session,
+    route_for,
+    secret_guard,
+)
 from pairjudge.streams.judges.wire import (
     DEFAULT_MAX_RESPONSE_BYTES,
     ERROR_EXCERPT_CHARS,
@@ -34,6 +39,7 @@ from pairjudge.streams.judges.wire import (
     RetryPolicy,
     describe_transport_error,
     excerpt,
+    is_undecodable,
     parse_retry_after_headers,
     read_capped,
     read_head,
@@ -163,20 +169,18 @@ class JSONEndpoint:
         self._secrets = tuple(s for s in secrets if s is not None)
         self._retriable_statuses = retriable_statuses
         self._error_detail = error_detail
-        # Created on first use: anyio primitives want a running event loop on older anyio releases.
+        # Created on first use: anyio primitives want a running event loop on older anyio releases, and an
+        # aiohttp session binds to the loop it is made on.
         self._limiter: anyio.CapacityLimiter | None = None
+        self._session: aiohttp.ClientSession | None = None
         self._closed = False
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._headers = dict(headers) if headers else None
         # Every request carrying a secret goes to this URL's origin only, and not over plain HTTP off
         # this machine unless allowed: the key cannot leave by another path (``secret_guard``).
-        guard = secret_guard(httpx.URL(url), self._secrets, allow_cleartext=allow_cleartext_secrets, label=label)
-        self._client = make_client(
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            max_connections=max_concurrency,
-            headers=dict(headers) if headers else None,
-            request_hooks=(guard,),
-        )
-        self._direct = DirectPost(self._client, httpx.URL(url), (guard,))
+        self._guard = secret_guard(url, self._secrets, allow_cleartext=allow_cleartext_secrets, label=label)
+        self._route = route_for(url)
 
     @property
     def policy(self) -> RetryPolicy:
@@ -192,7 +196,19 @@ class JSONEndpoint:
 
     async def aclose(self) -> None:
         self._closed = True
-        await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = make_session(
+                connect_timeout=self._connect_timeout,
+                read_timeout=self._read_timeout,
+                max_connections=self._max_concurrency,
+                headers=self._headers,
+                middlewares=(self._guard,),
+            )
+        return self._session
 
     def __repr__(self) -> str:
         return f"JSONEndpoint(label={self._label!r})"
@@ -216,27 +232,32 @@ class JSONEndpoint:
         """
         if self._closed:
             raise RuntimeError(f"judge {self._label} is closed")
+        route = self._route if url == self._url else route_for(url)
         try:
             with anyio.fail_after(timeout_s):
-                async with self._client.stream("GET", url, headers=dict(headers or {})) as resp:
-                    status = resp.status_code
+                async with self._session_now().get(
+                    url,
+                    headers=dict(headers or {}),
+                    allow_redirects=False,
+                    proxy=route.proxy,
+                    proxy_headers=route.proxy_headers,
+                ) as resp:
+                    status = resp.status
                     if 200 <= status < 300:
                         return ProbeResult(status)
                     try:
                         head = await read_head(resp, 4096)
-                    except httpx.HTTPError:
+                    except aiohttp.ClientError:
                         head = b""
                     return ProbeResult(status, self._detail(head))
-        except TimeoutError:
-            return ProbeResult(None, failure=f"no answer within {timeout_s:g} s")
         except CleartextKeyRefused as exc:
             return ProbeResult(None, failure=str(exc))
-        except httpx.UnsupportedProtocol as exc:
+        except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
             return ProbeResult(None, failure=f"unsupported URL ({self.excerpt(str(exc).encode(), 120)})")
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
+        except aiohttp.ClientError as exc:
             return ProbeResult(None, failure=describe_transport_error(exc, self.secret_values()))
-        except httpx.HTTPError as exc:
-            return ProbeResult(None, failure=f"{type(exc).__name__}: {self.excerpt(str(exc).encode(), 120)}")
+        except TimeoutError:
+            return ProbeResult(None, failure=f"no answer within {timeout_s:g} s")
 
     async def post(
         self,
@@ -352,18 +373,23 @@ class JSONEndpoint:
         # keep a slot from calls that could go ahead.
         async with self._limiter_now():
             t0 = time.perf_counter()
+            # aiohttp's own timeouts are TimeoutErrors too: its errors are caught first, so that only the
+            # attempt's deadline reads as one.
             try:
                 with anyio.fail_after(self._attempt_timeout):
                     reply, response_headers = await self._round_trip(body, headers, refused)
+            except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
+                raise JudgeRejected(f"judge {self._label}: unsupported URL: {exc}") from None
+            except aiohttp.ClientPayloadError as exc:
+                if is_undecodable(exc):
+                    raise JudgeUnavailable(f"judge {self._label}: undecodable response body ({exc})") from None
+                # A body cut short: worth another attempt.
+                raise RetriableHTTPError(describe_transport_error(exc, self.secret_values())) from None
+            except aiohttp.ClientError as exc:
+                # Timeouts, refused or dropped connections: all worth another attempt.
+                raise RetriableHTTPError(describe_transport_error(exc, self.secret_values())) from None
             except TimeoutError:
                 raise RetriableHTTPError(f"attempt exceeded {self._attempt_timeout} s") from None
-            except httpx.UnsupportedProtocol as exc:
-                raise JudgeRejected(f"judge {self._label}: unsupported URL: {exc}") from None
-            except (httpx.TransportError, aiohttp.ClientError) as exc:
-                # Timeouts, refused or dropped connections, truncated bodies: all worth another attempt.
-                raise RetriableHTTPError(describe_transport_error(exc, self.secret_values())) from None
-            except httpx.DecodingError as exc:
-                raise JudgeUnavailable(f"judge {self._label}: undecodable response body ({exc})") from None
             except ResponseTooLargeError as exc:
                 raise JudgeUnavailable(
                     f"judge {self._label}: response too large ({exc}; limit {self._max_response_bytes} bytes)"
@@ -373,15 +399,23 @@ class JSONEndpoint:
     async def _round_trip(
         self, body: bytes, headers: Mapping[str, str], refused: RefusalCheck | None = None
     ) -> tuple[bytes, Mapping[str, str]]:
-        async with self._direct.stream(body, headers) as resp:
-            status = resp.status_code
+        route = self._route
+        async with self._session_now().post(
+            self._url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            proxy=route.proxy,
+            proxy_headers=route.proxy_headers,
+        ) as resp:
+            status = resp.status
             if 200 <= status < 300:
                 body = await read_capped(resp, self._max_response_bytes)
                 return body, {k.lower(): v for k, v in resp.headers.items()}
             # Error bodies are read only as far as an excerpt needs.
             try:
                 head = await read_head(resp, 4096)
-            except httpx.HTTPError:
+            except aiohttp.ClientError:
                 head = b""  # the status is what matters; a broken error body must not mask it
             detail = self._detail(head)
             if refused is not None and self._is_refusal(refused, status, head):

@@ -15,6 +15,7 @@ from datetime import UTC
 
 import aiohttp
 import httpx
+from aiohttp.http_exceptions import ContentEncodingError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 log = logging.getLogger(__name__)
@@ -119,14 +120,14 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - current)
 
 
-async def read_capped(response: httpx.Response, limit: int) -> bytes:
+async def read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
     """Read a streamed body, stopping as soon as it passes ``limit`` bytes (decoded)."""
     declared = response.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ResponseTooLargeError(f"declared {declared} bytes")
     chunks: list[bytes] = []
     total = 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.content.iter_any():
         total += len(chunk)
         if total > limit:
             raise ResponseTooLargeError(f"more than {limit} bytes")
@@ -134,11 +135,11 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_head(response: httpx.Response, limit: int) -> bytes:
+async def read_head(response: aiohttp.ClientResponse, limit: int) -> bytes:
     """The first ``limit`` bytes of a streamed body (for error excerpts); the rest is never read."""
     chunks: list[bytes] = []
     total = 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.content.iter_any():
         chunks.append(chunk)
         total += len(chunk)
         if total >= limit:
@@ -204,18 +205,22 @@ def excerpt(body: bytes, secrets: Iterable[str | None] = (), limit: int = ERROR_
 def describe_transport_error(exc: BaseException, secrets: Iterable[str | None] = ()) -> str:
     """A short, accurate reason for a failed round trip, without any of ``secrets``.
 
-    httpx-aiohttp maps a refused connection (aiohttp ``ClientConnectorError``) to ``httpx.ConnectTimeout``,
-    which would send whoever is on call looking for a slow server instead of a dead one; the aiohttp
-    cause it chains tells the truth.
+    A refused connection reads as one, not as a timeout, so whoever is on call looks for a dead server,
+    not a slow one.
     """
-    cause = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
-    if isinstance(cause, aiohttp.ClientConnectorError):
-        return f"cannot connect ({cause.os_error.strerror or type(cause.os_error).__name__})"
-    if isinstance(cause, aiohttp.ServerTimeoutError | httpx.TimeoutException | TimeoutError):
-        return f"timeout ({type(cause).__name__})"
-    if isinstance(cause, aiohttp.ServerDisconnectedError | httpx.RemoteProtocolError):
-        return f"server disconnected ({type(cause).__name__})"
-    return f"transport error ({type(cause).__name__}: {excerpt(str(cause).encode(), secrets, limit=120)})"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect ({exc.os_error.strerror or type(exc.os_error).__name__})"
+    if isinstance(exc, aiohttp.ServerTimeoutError | TimeoutError):
+        return f"timeout ({type(exc).__name__})"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return f"server disconnected ({type(exc).__name__})"
+    return f"transport error ({type(exc).__name__}: {excerpt(str(exc).encode(), secrets, limit=120)})"
+
+
+def is_undecodable(exc: aiohttp.ClientPayloadError) -> bool:
+    """Whether the body arrived whole but its ``Content-Encoding`` could not be undone (no retry fixes that),
+    rather than cut short."""
+    return isinstance(exc.__cause__, ContentEncodingError)
 
 
 def parse_base_url(base_url: str, *, example: str) -> httpx.URL:
@@ -250,7 +255,7 @@ def parse_retry_after_headers(headers: Mapping[str, str]) -> float | None:
 
     Anthropic (and OpenAI) send ``retry-after-ms`` next to ``Retry-After`` and their SDKs prefer it: it
     has millisecond precision where ``Retry-After`` rounds up to whole seconds. ``headers`` should look
-    names up case-insensitively (``httpx.Headers`` does).
+    names up case-insensitively (aiohttp's response headers do).
     """
     millis = headers.get("retry-after-ms")
     if millis is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from pydantic import SecretStr
 
@@ -19,7 +18,7 @@ from pairjudge.agents.errors import JudgeRejected
 from pairjudge.agents.judge import ChatMessage, JudgeRequest
 from pairjudge.schemas.replies import ToneStyleReply
 from pairjudge.streams.judges.anthropic import AnthropicJudge
-from pairjudge.streams.judges.client import CleartextKeyRefused, make_client, secret_guard
+from pairjudge.streams.judges.client import CleartextKeyRefused, make_session, secret_guard
 from pairjudge.streams.judges.http import JSONEndpoint
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from pairjudge.streams.judges.wire import RetryPolicy
@@ -139,32 +138,32 @@ async def test_a_redirect_is_an_answer_and_never_carries_the_key(
 async def test_the_guard_stops_a_followed_redirect_to_another_origin(
     fake_judge_server: FakeJudgeServer, elsewhere: FakeJudgeServer
 ) -> None:
-    """Should redirects ever be followed, the request hook still keeps the key home.
+    """Should redirects ever be followed, the guard still keeps the key home.
 
-    httpx drops ``Authorization`` on a redirect to another origin, but not ``x-api-key`` (Anthropic's
+    aiohttp drops ``Authorization`` on a redirect to another origin, but not ``x-api-key`` (Anthropic's
     header): unguarded, the other origin receives it.
     """
     target = fake_judge_server.base_url + "/chat/completions"
     fake_judge_server.set_default(redirect_to(elsewhere.base_url + "/chat/completions"))
     headers = {"x-api-key": KEY}
 
-    unguarded = make_client(connect_timeout=2, read_timeout=5, max_connections=2)
-    unguarded.follow_redirects = True
+    unguarded = make_session(connect_timeout=2, read_timeout=5, max_connections=2)
     try:
-        response = await unguarded.post(target, json={}, headers=headers)
-        assert response.status_code == 200
+        async with unguarded.post(target, json={}, headers=headers, allow_redirects=True) as response:
+            assert response.status == 200
     finally:
-        await unguarded.aclose()
+        await unguarded.close()
     assert carried_key(elsewhere) == ["/v1/chat/completions"]  # the leak the guard exists for
 
     before = len(elsewhere.requests)
-    guard = secret_guard(httpx.URL(target), (SecretStr(KEY),), allow_cleartext=False, label="m@127.0.0.1")
-    guarded = make_client(connect_timeout=2, read_timeout=5, max_connections=2, request_hooks=(guard,))
-    guarded.follow_redirects = True
+    guard = secret_guard(target, (SecretStr(KEY),), allow_cleartext=False, label="m@127.0.0.1")
+    guarded = make_session(connect_timeout=2, read_timeout=5, max_connections=2, middlewares=(guard,))
     try:
         with pytest.raises(CleartextKeyRefused, match="not the judge's own origin") as err:
-            await guarded.post(target, json={}, headers=headers)
+            async with guarded.post(target, json={}, headers=headers, allow_redirects=True):
+                pass
         assert KEY not in str(err.value)
     finally:
-        await guarded.aclose()
+        await guarded.close()
     assert len(elsewhere.requests) == before
+    assert len(carried_key(fake_judge_server)) == 2  # the first hop, to the judge's own origin, went both times

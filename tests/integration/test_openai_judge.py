@@ -355,6 +355,20 @@ async def test_body_not_json_is_unavailable(make_judge: JudgeFactory, fake_judge
     assert fake_judge_server.request_count == 1
 
 
+async def test_an_undecodable_body_is_unavailable_at_once(
+    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
+) -> None:
+    """A whole body whose ``Content-Encoding`` cannot be undone comes again on a retry: not retried,
+    unlike a body cut short (above)."""
+    bad_gzip = Action(
+        body=b"not gzip at all", headers=(("Content-Type", "application/json"), ("Content-Encoding", "gzip"))
+    )
+    fake_judge_server.script(bad_gzip, reply())
+    with pytest.raises(JudgeUnavailable, match="undecodable response body"):
+        await make_judge().complete(make_request())
+    assert fake_judge_server.request_count == 1
+
+
 async def test_body_without_choices_is_unavailable(
     make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
 ) -> None:
@@ -864,28 +878,23 @@ async def test_settings_can_ask_for_auto_mode(fake_judge_server: FakeJudgeServer
         JudgeSettings.model_validate({"response_format": "automatic"})
 
 
-async def test_the_direct_path_sends_what_the_client_would(
-    make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer
-) -> None:
-    """``DirectPost`` skips AsyncClient's per-call layers; the request on the wire must not change.
-
-    The same call goes out once on the direct path and once through ``AsyncClient.stream`` (the
-    fallback); the server sees the same method, path, body and headers.
-    """
+async def test_the_request_on_the_wire(make_judge: JudgeFactory, fake_judge_server: FakeJudgeServer) -> None:
+    """What a call sends, header by header: the judge's own headers, the body as encoded, nothing carried
+    over from the client library that could change a reply or leak (no cookie, no proxy header)."""
     request = make_request()
     fake_judge_server.script(reply(DEFAULT_CONTENT), reply(DEFAULT_CONTENT))
-    direct = make_judge(seed=3)
-    assert direct._http._direct._transport is not None  # the client named its transport: direct path
-    await direct.complete(request)
-    fallback = make_judge(seed=3)
-    fallback._http._direct._transport = None  # as for a client that cannot name its transport
-    await fallback.complete(request)
+    judge = make_judge(seed=3)
+    await judge.complete(request)
+    await judge.complete(request)
 
     first, second = fake_judge_server.requests
     assert (first.method, first.path) == (second.method, second.path) == ("POST", "/v1/chat/completions")
-    assert first.json() == second.json()
     assert first.body == second.body
-    assert {k.lower(): v for k, v in first.headers.items()} == {k.lower(): v for k, v in second.headers.items()}
-    assert first.headers["authorization"] == f"Bearer {API_KEY}"
-    assert first.headers["content-type"] == "application/json"
-    assert first.headers["user-agent"] == "pairjudge"
+    assert first.json()["seed"] == 3
+    headers = {k.lower(): v for k, v in first.headers.items()}
+    assert headers["authorization"] == f"Bearer {API_KEY}"
+    assert headers["content-type"] == "application/json"
+    assert headers["accept"] == "application/json"
+    assert headers["user-agent"] == "pairjudge"
+    assert headers["content-length"] == str(len(first.body))
+    assert not {"cookie", "proxy-authorization", "transfer-encoding"} & set(headers)
