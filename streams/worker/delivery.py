@@ -27,6 +27,7 @@ import faust
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+from pairjudge.schemas.kinds import STAGES
 from pairjudge.streams.faust_compat.offsets import mark_done
 from pairjudge.streams.worker.error_budget import WorkerBroken
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, Pipeline, Stage, StageResult
@@ -320,17 +321,20 @@ def _is_outcome(outgoing: list[Outgoing]) -> bool:
 
 def wire_stages(
     app: faust.App, delivery: Delivery, topics: dict[str, faust.TopicT], *, concurrency: int
-) -> tuple[Any, Any]:
-    """The judge and tie-break agents on ``app``, each a ``consume`` loop of its stage; returns the two."""
+) -> tuple[Any, ...]:
+    """One agent per stage of the registry (``schemas.kinds.STAGES``: today the judge and the tie-break), each
+    a ``consume`` loop of its stage on the topic the stage reads; returned in the registry's order."""
+    return tuple(
+        _stage_agent(app, delivery, topics[spec.source], stage, name=spec.agent, concurrency=concurrency)
+        for stage, spec in STAGES.items()
+    )
 
-    @app.agent(topics["pairs"], name="pairjudge.judge", concurrency=concurrency)
-    async def judge_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in delivery.consume(stream, "primary", delivery.processor("primary"), stage="primary"):
+
+def _stage_agent(
+    app: faust.App, delivery: Delivery, topic: faust.TopicT, stage: Stage, *, name: str, concurrency: int
+) -> Any:
+    async def stage_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        async for _ in delivery.consume(stream, stage, delivery.processor(stage), stage=stage):
             yield None
 
-    @app.agent(topics["tiebreak"], name="pairjudge.tiebreak", concurrency=concurrency)
-    async def tiebreak_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in delivery.consume(stream, "tiebreak", delivery.processor("tiebreak"), stage="tiebreak"):
-            yield None
-
-    return judge_agent, tiebreak_agent
+    return app.agent(topic, name=name, concurrency=concurrency)(stage_agent)
