@@ -41,6 +41,7 @@ __all__ = [
     "StageSpec",
     "TopicKind",
     "TopicKindSpec",
+    "WorkerStage",
 ]
 
 
@@ -134,9 +135,14 @@ TOPICS: Mapping[TopicKind, TopicKindSpec] = MappingProxyType(
 
 # --- stages ------------------------------------------------------------------------------------------
 
-#: The stages that judge: each consumes one topic with one Faust agent and records what it published per pair
-#: (``streams.worker.published``), so a redelivered input publishes the same outcome again.
+#: The stages that judge a pair. The contracts name them (a decision record's and a verdict's ``stage``), so
+#: their enums list exactly these.
 Stage = Literal["primary", "tiebreak"]
+#: Every stage a worker runs: each consumes one topic with one Faust agent and records what it published per
+#: input (``streams.worker.published``), so a redelivered input publishes the same outcome again. Today the
+#: judging stages; a stage that judges nothing (the shadow stage: captures in, pairs out) joins this Literal,
+#: ``Literal[Stage, "shadow"]``, and ``STAGES``, leaving the judging contracts' enums as they are.
+WorkerStage = Stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +153,7 @@ class StageSpec:
     agent: str
 
 
-STAGES: Mapping[Stage, StageSpec] = MappingProxyType(
+STAGES: Mapping[WorkerStage, StageSpec] = MappingProxyType(
     {
         "primary": StageSpec(source="pairs", agent="pairjudge.judge"),
         "tiebreak": StageSpec(source="tiebreak", agent="pairjudge.tiebreak"),
@@ -279,7 +285,7 @@ def _same(what: str, literal: tuple[str, ...], table: Iterable[str]) -> None:
 
 # Checked on import, so a Literal member without its entry (or the reverse) fails every test at once.
 _same("TOPICS", get_args(TopicKind), TOPICS)
-_same("STAGES", get_args(Stage), STAGES)
+_same("STAGES", get_args(WorkerStage), STAGES)
 _same("CONTROLS", get_args(ControlKey), CONTROLS)
 if set(RISK_THRESHOLDS) != set(get_args(RiskLevel)):
     raise AssertionError(f"RISK_THRESHOLDS needs one entry per risk level {get_args(RiskLevel)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from aiokafka.partitioner import murmur2
 
 from pairjudge.schemas.kinds import STAGES as STAGE_SPECS
-from pairjudge.schemas.kinds import TOPICS, Stage, TopicKind
+from pairjudge.schemas.kinds import TOPICS, TopicKind, WorkerStage
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.admin import TopicSpec
 
@@ -22,7 +22,7 @@ LATEST_KINDS: tuple[TopicKind, ...] = tuple(k for k, spec in TOPICS.items() if s
 #: Where a pair's story ends. ``tiebreak`` is a way-station, not an outcome.
 FINAL_KINDS: tuple[TopicKind, ...] = tuple(k for k, spec in TOPICS.items() if spec.final)
 #: The stages that record their outcomes in a table of their own (streams.worker.published).
-STAGES: tuple[Stage, ...] = tuple(STAGE_SPECS)
+STAGES: tuple[WorkerStage, ...] = tuple(STAGE_SPECS)
 #: The topics the stages consume, in stage order.
 STAGE_SOURCES: tuple[TopicKind, ...] = tuple(spec.source for spec in STAGE_SPECS.values())
 

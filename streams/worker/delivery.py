@@ -27,7 +27,7 @@ import faust
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from pairjudge.schemas.kinds import STAGES
+from pairjudge.schemas.kinds import STAGES, WorkerStage
 from pairjudge.streams.faust_compat.offsets import mark_done
 from pairjudge.streams.worker.error_budget import WorkerBroken
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, Pipeline, Stage, StageResult
@@ -137,7 +137,7 @@ class Delivery:
                 raise result
 
     async def deliver(
-        self, stage: Stage, result: StageResult, raw: bytes | None, origin: Origin, message: Any = None
+        self, stage: WorkerStage, result: StageResult, raw: bytes | None, origin: Origin, message: Any = None
     ) -> bool:
         """Record the outcome, then publish it; an outcome the broker refuses becomes a dead letter.
 
@@ -189,13 +189,13 @@ class Delivery:
             return None
         return record
 
-    def release(self, stage: Stage, result: StageResult) -> None:
+    def release(self, stage: WorkerStage, result: StageResult) -> None:
         """Give up the outcome claim of a result that will not be delivered (a waiting delivery decides)."""
         if result.pair_id is not None and not result.replayed:
             self._outcomes.release(stage, result.pair_id)
 
     async def consume(
-        self, stream: Any, what: str, process: Process, *, stage: Stage | None = None
+        self, stream: Any, what: str, process: Process, *, stage: WorkerStage | None = None
     ) -> AsyncIterator[None]:
         """Handle every event of ``stream`` and ack it once done; ``stage`` names a judging stage, whose inputs
         get a crash mark when they stop the worker."""
@@ -219,7 +219,7 @@ class Delivery:
             await stream.ack(event)
             yield None
 
-    async def stop(self, what: str, origin: Origin, exc: Exception, *, stage: Stage | None) -> None:
+    async def stop(self, what: str, origin: Origin, exc: Exception, *, stage: WorkerStage | None) -> None:
         """Stop the worker over ``exc``, raised handling the input at ``origin``, without committing it.
 
         A judging input is marked first, so that after ``crash_loop_limit`` stops it is dead-lettered
@@ -331,7 +331,7 @@ def wire_stages(
 
 
 def _stage_agent(
-    app: faust.App, delivery: Delivery, topic: faust.TopicT, stage: Stage, *, name: str, concurrency: int
+    app: faust.App, delivery: Delivery, topic: faust.TopicT, stage: WorkerStage, *, name: str, concurrency: int
 ) -> Any:
     async def stage_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         async for _ in delivery.consume(stream, stage, delivery.processor(stage), stage=stage):

@@ -32,8 +32,8 @@ from pairjudge.schemas.kinds import (
     TOPICS,
     ControlKey,
     ControlSpec,
-    Stage,
     TopicKind,
+    WorkerStage,
 )
 from pairjudge.schemas.pair import RiskLevel
 from pairjudge.streams.app import create_app
@@ -121,8 +121,8 @@ def test_every_stage_has_its_agent_on_its_topic_and_a_table_of_its_outcomes(tmp_
     assert set(wired.outcomes.tables) == set(STAGES)
 
 
-@pytest.mark.parametrize("stage", get_args(Stage))
-def test_every_stage_s_input_is_watched_for_lag_and_scaled_on(stage: Stage) -> None:
+@pytest.mark.parametrize("stage", get_args(WorkerStage))
+def test_every_stage_s_input_is_watched_for_lag_and_scaled_on(stage: WorkerStage) -> None:
     source = f"pairjudge.{STAGES[stage].source}"
     for rules in ("deploy/monitoring/pairjudge-rules.yaml", "deploy/k8s/monitoring/prometheusrule.yaml"):
         selector = re.search(r'topic=~"pairjudge\\\\\.\(([\w|-]+)\)"', (ROOT / rules).read_text())
