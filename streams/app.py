@@ -131,7 +131,7 @@ def create_app(
     )
     # Deliveries finish before partitions are handed over (and before the audit join's flush, which counts them).
     app.before_handover.append(delivery.settle)
-    judge_agent, tiebreak_agent = wire_stages(app, delivery, topics, concurrency=settings.worker.concurrency)
+    stage_agents = wire_stages(app, delivery, topics, concurrency=settings.worker.concurrency)
 
     webhook = _alert_webhook(settings, pipeline)
     audit: Audit | None = None
@@ -160,8 +160,8 @@ def create_app(
         faust_app=app,
         pipeline=pipeline,
         topics=topics,
-        judge_agent=judge_agent,
-        tiebreak_agent=tiebreak_agent,
+        judge_agent=stage_agents["primary"],
+        tiebreak_agent=stage_agents["tiebreak"],
         telemetry=telemetry,
         settings=settings,
         outcomes=outcomes,

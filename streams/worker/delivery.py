@@ -321,13 +321,13 @@ def _is_outcome(outgoing: list[Outgoing]) -> bool:
 
 def wire_stages(
     app: faust.App, delivery: Delivery, topics: dict[str, faust.TopicT], *, concurrency: int
-) -> tuple[Any, ...]:
+) -> dict[WorkerStage, Any]:
     """One agent per stage of the registry (``schemas.kinds.STAGES``: today the judge and the tie-break), each
-    a ``consume`` loop of its stage on the topic the stage reads; returned in the registry's order."""
-    return tuple(
-        _stage_agent(app, delivery, topics[spec.source], stage, name=spec.agent, concurrency=concurrency)
+    a ``consume`` loop of its stage on the topic the stage reads; by stage."""
+    return {
+        stage: _stage_agent(app, delivery, topics[spec.source], stage, name=spec.agent, concurrency=concurrency)
         for stage, spec in STAGES.items()
-    )
+    }
 
 
 def _stage_agent(
