@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pairjudge.agents.prompt_slots import PromptSlots
 from pairjudge.schemas import JudgeInfo
 from pairjudge.schemas.events import ErrorKind
+from pairjudge.schemas.kinds import Stage
 
 TemplateKind = Literal["tone_style", "head_to_head", "pairwise", "tiebreak"]
 
@@ -73,7 +74,7 @@ class JudgeResponse:
 class JudgeCall:
     """The core's record of one call to a judge, for the orderings' sums and telemetry at the edge."""
 
-    stage: Literal["primary", "tiebreak"]
+    stage: Stage
     order: Literal["AB", "BA"]
     attempt: int
     forced_choice: bool

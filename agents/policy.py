@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pairjudge.agents.spend import SpendAction, SpendCaps
-from pairjudge.schemas.events import CHOICE_KEYS, SWITCH_KEYS, ControlUpdate
+from pairjudge.schemas.events import ControlUpdate
+from pairjudge.schemas.kinds import CONTROLS, RISK_THRESHOLD_KEYS, RISK_THRESHOLDS
 from pairjudge.schemas.pair import RiskLevel
 from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
 
@@ -24,15 +25,7 @@ __all__ = ["Policy", "RiskThresholds"]
 
 #: Every threshold in [0, 1] that ``__post_init__`` checks, the risk levels' included.
 _UNIT_INTERVAL_FIELDS = (
-    "primary_confidence_threshold",
-    "tiebreak_confidence_threshold",
-    "review_below_confidence",
-    "low_primary_confidence_threshold",
-    "low_tiebreak_confidence_threshold",
-    "low_review_below_confidence",
-    "high_primary_confidence_threshold",
-    "high_tiebreak_confidence_threshold",
-    "high_review_below_confidence",
+    *RISK_THRESHOLD_KEYS,
     "audit_share",
     "audit_uncertain_share",
     "audit_uncertain_margin",
@@ -154,22 +147,19 @@ class Policy:
         A high-risk pair never needs less than a normal one: raising a normal threshold above the
         high level's raises the high level's with it (each of the three, separately).
         """
-        normal = RiskThresholds(
-            self.primary_confidence_threshold, self.tiebreak_confidence_threshold, self.review_below_confidence
-        )
-        if risk == "low":
-            return RiskThresholds(
-                self.low_primary_confidence_threshold,
-                self.low_tiebreak_confidence_threshold,
-                self.low_review_below_confidence,
-            )
+        normal = self._level(RISK_THRESHOLDS["normal"])
         if risk == "high":
+            high = self._level(RISK_THRESHOLDS["high"])
             return RiskThresholds(
-                max(self.high_primary_confidence_threshold, normal.primary),
-                max(self.high_tiebreak_confidence_threshold, normal.tiebreak),
-                max(self.high_review_below_confidence, normal.review_below),
+                max(high.primary, normal.primary),
+                max(high.tiebreak, normal.tiebreak),
+                max(high.review_below, normal.review_below),
             )
-        return normal
+        return normal if risk == "normal" else self._level(RISK_THRESHOLDS[risk])
+
+    def _level(self, keys: tuple[str, str, str]) -> RiskThresholds:
+        """One level's thresholds, read from the fields its registry entry names (``schemas.kinds``)."""
+        return RiskThresholds(*(getattr(self, key) for key in keys))
 
     def primary_threshold_for(self, series_key: str, risk: RiskLevel = "normal") -> float:
         """The confidence a verdict needs in this series at this risk level: the level's threshold,
@@ -182,23 +172,19 @@ class Policy:
 
     def apply(self, update: ControlUpdate) -> Policy:
         """This policy with one live setting from ``pairjudge.control`` changed (validated like the rest)."""
-        if update.key in SWITCH_KEYS:
-            if not isinstance(update.value, bool):
-                raise ValueError(f"{update.key} needs a boolean, got {update.value!r}")
-            if update.key == "kappa_guard_tripped":
-                return dataclasses.replace(self, kappa_guard_tripped=update.value)
-            return dataclasses.replace(self, tiebreak_enabled=update.value)
-        if update.key in CHOICE_KEYS:
-            if update.value not in CHOICE_KEYS[update.key]:
-                words = ", ".join(CHOICE_KEYS[update.key])
-                raise ValueError(f"{update.key} takes one of {words}, got {update.value!r}")
-            changed: dict[str, Any] = {update.key: update.value}
-            return dataclasses.replace(self, **changed)
-        if isinstance(update.value, str):
-            raise ValueError(f"{update.key} needs a number, got {update.value!r}")
-        if isinstance(update.value, bool):
+        spec = CONTROLS[update.key]
+        value = update.value
+        if spec.value == "switch":
+            if not isinstance(value, bool):
+                raise ValueError(f"{update.key} needs a boolean, got {value!r}")
+        elif spec.value == "choice":
+            if value not in spec.choices:
+                raise ValueError(f"{update.key} takes one of {', '.join(spec.choices)}, got {value!r}")
+        elif isinstance(value, str | bool):
             # bool is an int subclass; "threshold = true" is a mistake, not 1.0.
-            raise ValueError(f"{update.key} needs a number, got {update.value!r}")
-        # Every numeric control key names the Policy field it sets; replace() validates the new value.
-        changes: dict[str, Any] = {update.key: float(update.value)}
+            raise ValueError(f"{update.key} needs a number, got {value!r}")
+        else:
+            value = float(value)
+        # Every control key names the Policy field it sets; replace() validates the new value.
+        changes: dict[str, Any] = {update.key: value}
         return dataclasses.replace(self, **changes)

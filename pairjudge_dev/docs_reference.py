@@ -9,9 +9,13 @@
   (``pairjudge.schemas.export.export_json_schemas``), with each property's description taken from the
   schema, else from the ``#:`` comment in the model.
 - **The Faust overrides** (the design's §10): ``pairjudge.streams.faust_compat.HOOKS``, one row a hook.
+- **The kinds registry** (``pairjudge.schemas.kinds``): the topics with their keys and contracts, the live
+  control keys with what each takes, and the risk levels' thresholds. A policy setting that is a live key says
+  so in the settings reference.
 
 It is a mkdocs hook (``hooks:`` in mkdocs.yml): a page holding ``<!-- pairjudge-reference: NAME -->``
-(NAME one of ``cli``, ``settings``, ``events``, ``faust-hooks``) gets the rendered reference in its place, and
+(NAME one of ``RENDERERS``: ``cli``, ``settings``, ``events``, ``faust-hooks``, and the kinds registry's
+``topics``, ``live-settings`` and ``risk-thresholds``) gets the rendered reference in its place, and
 the READMEs kept beside the code they describe (``INCLUDED``) are added to the site as they are. To read one
 page without building the site::
 
@@ -311,11 +315,24 @@ def _bounds_text(field: FieldInfo) -> str:
     return ", ".join(marks)
 
 
+#: Appended to the description of a policy setting that is also a live control key (``schemas.kinds.CONTROLS``).
+LIVE_NOTE = "A live setting ([live settings](../getting-started/configuration.md#live-settings))."
+
+
+def _is_live(model: type[BaseModel], name: str) -> bool:
+    from pairjudge.schemas.kinds import CONTROLS
+    from pairjudge.streams.config.sections import PolicySettings
+
+    return model is PolicySettings and name in CONTROLS
+
+
 def _setting_docs(model: type[BaseModel], env_prefix: str, path_prefix: str) -> list[SettingDoc]:
     comments = field_comments(model)
     docs = []
     for name, field in model.model_fields.items():
         description = field.description or comments.get(name, "")
+        if _is_live(model, name):
+            description = f"{description} {LIVE_NOTE}".strip()
         docs.append(
             SettingDoc(
                 env=f"{env_prefix}{name.upper()}",
@@ -606,6 +623,68 @@ def render_faust_hooks(hooks: tuple[Any, ...] | None = None) -> str:
     return _table(header, rows) + "\n"
 
 
+# --- the kinds registry: topics, live settings, risk thresholds ---------------------------------------
+
+_MODEL_REF = re.compile(r"\{(\w+)\}")
+
+
+def render_topics() -> str:
+    """The events page's topic table: every topic kind of ``schemas.kinds.TOPICS``, its key and contracts."""
+    from pairjudge.schemas.kinds import TOPICS
+
+    rows = []
+    for kind, spec in TOPICS.items():
+        topic = _code(f"pairjudge.{kind}") + (" (compacted)" if spec.single_partition else "")
+        # Each contract's own section ("## CandidatePair"), further down the events page.
+        contract = _MODEL_REF.sub(lambda m: f"[{m.group(1)}](#{_anchor(m.group(1))})", spec.contract)
+        rows.append((topic, _cell(spec.key), _cell(contract)))
+    return _table(("topic", "key", "contract"), rows) + "\n"
+
+
+def _control_takes(key: str, spec: Any) -> str:
+    from pairjudge.streams.config.sections import PolicySettings
+
+    if spec.value == "switch":
+        return "`true` or `false`"
+    if spec.value == "choice":
+        return "one of " + ", ".join(_code(word) for word in spec.choices)
+    field = PolicySettings.model_fields.get(key)
+    bounds = _bounds_text(field) if field is not None else ""
+    return f"a number, {bounds}" if bounds else "a number"
+
+
+def render_live_settings() -> str:
+    """The live control keys (``schemas.kinds.CONTROLS``): what each takes, its setting and default, its meaning."""
+    from pairjudge.schemas.kinds import CONTROLS
+    from pairjudge.streams.config.sections import PolicySettings
+
+    comments = field_comments(PolicySettings)
+    rows = []
+    for key, spec in CONTROLS.items():
+        field = PolicySettings.model_fields.get(key)
+        if field is None:
+            configured, default, meaning = "no setting", "`false`", spec.about
+        else:
+            configured = _code(f"PAIRJUDGE_POLICY__{key.upper()}")
+            default, meaning = _default_text(field), field.description or comments.get(key, "")
+        takes = _control_takes(key, spec)
+        rows.append((_code(key), _cell(takes), configured, _cell(default), _cell(_rst_to_md(meaning))))
+    return _table(("key", "takes", "configured by", "default", "meaning"), rows) + "\n"
+
+
+def render_risk_thresholds() -> str:
+    """The risk levels' three thresholds each (``schemas.kinds.RISK_THRESHOLDS``), with their defaults."""
+    from pairjudge.schemas.kinds import RISK_THRESHOLDS
+    from pairjudge.streams.config.sections import PolicySettings
+
+    def cell(key: str) -> str:
+        return f"{_code(key)} ({_default_text(PolicySettings.model_fields[key])})"
+
+    rows = [(_code(level), *(cell(key) for key in keys)) for level, keys in RISK_THRESHOLDS.items()]
+    header = ("level", "primary verdict needs", "tie-break reply needs", "review below")
+    return _table(header, rows) + "\n"
+
+
 # --- the mkdocs hook ---------------------------------------------------------------------------------
 
 RENDERERS: dict[str, Callable[[], str]] = {
@@ -613,6 +692,9 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "settings": render_settings,
     "events": render_events,
     "faust-hooks": render_faust_hooks,
+    "topics": render_topics,
+    "live-settings": render_live_settings,
+    "risk-thresholds": render_risk_thresholds,
 }
 
 

@@ -8,13 +8,14 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from pairjudge.schemas._base import Contract, Event
+from pairjudge.schemas.kinds import ControlKey, DeadLetterStage
+from pairjudge.schemas.kinds import Stage as Stage  # re-exported: the contracts name it from here
 from pairjudge.schemas.pair import TIE, CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
 from pairjudge.schemas.replies import Position, PositionOrTie
 
 Order = Literal["AB", "BA"]
 #: "rule": settled before any judge call (an empty output loses, identical outputs tie; ``agents.settle``).
 DecidedBy = Literal["primary", "tiebreak", "human", "rule"]
-Stage = Literal["primary", "tiebreak"]
 TieBreakReason = Literal["tie", "low_confidence", "position_inconsistent", "invalid_verdict"]
 ReviewReason = Literal[
     "ordering_invalid",  # a primary ordering stayed invalid after its re-asks
@@ -236,7 +237,7 @@ class DeadLetter(Event):
     what a producer sent. ``streams.kafka.dead_letters`` builds them within that bound.
     """
 
-    stage: Literal["decode", "validate", "judge", "tiebreak"]
+    stage: DeadLetterStage
     reason: str  # a short machine-readable code, e.g. "malformed_json", "oversized_output"
     error: str  # the human-readable detail
     original: bytes
@@ -273,39 +274,6 @@ class DeadLetter(Event):
         return self
 
 
-ControlKey = Literal[
-    "tiebreak_enabled",
-    "tiebreak_confidence_threshold",
-    "primary_confidence_threshold",
-    "audit_share",
-    #: The audit share of uncertain verdicts, and the floor under every inclusion probability (agents.sampling).
-    "audit_uncertain_share",
-    "audit_floor",
-    #: Seed 001's kappa guard: true pauses automatic decisions on every worker (every pair goes to
-    #: review "kappa_guard"); only a person sets it back (``pairjudge control resume``).
-    "kappa_guard_tripped",
-    #: Risk levels (docs/guides/risk-levels.md): the unprefixed thresholds above are the normal level's;
-    #: the normal level's "review below" confidence, then the low and the high level's three each.
-    "review_below_confidence",
-    "low_primary_confidence_threshold",
-    "low_tiebreak_confidence_threshold",
-    "low_review_below_confidence",
-    "high_primary_confidence_threshold",
-    "high_tiebreak_confidence_threshold",
-    "high_review_below_confidence",
-    #: The spending caps (agents.spend): US dollars per UTC clock hour for all pairs and for each experiment (0:
-    #: no cap), what a pair over a cap meets ("review", "sample" or "queue"), and the share "sample" judges.
-    "spend_hourly_cap_usd",
-    "spend_experiment_hourly_cap_usd",
-    "spend_action",
-    "spend_sample_share",
-]
-#: The control keys whose value is a switch rather than a number.
-SWITCH_KEYS: tuple[ControlKey, ...] = ("tiebreak_enabled", "kappa_guard_tripped")
-#: The control keys whose value is one of a few words.
-CHOICE_KEYS: dict[ControlKey, tuple[str, ...]] = {"spend_action": ("review", "sample", "queue")}
-
-
 class SpendReport(Event):
     """One worker's spend on judge calls so far in one UTC clock hour, by experiment (``-``: none), on the
     compacted ``pairjudge.spend`` topic keyed ``<worker>|<hour>``: every worker follows it and sums the latest
@@ -322,7 +290,7 @@ class ControlUpdate(Event):
     """A live setting on the compacted control topic, keyed by ``key``."""
 
     key: ControlKey
-    #: A number, a switch, or for ``CHOICE_KEYS`` one of their words.
+    #: A number, a switch, or for ``CHOICE_KEYS`` one of their words (``schemas.kinds.CONTROLS``).
     value: float | bool | str
     updated_by: str = ""
     updated_at: datetime = Field(default_factory=utc_now)

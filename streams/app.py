@@ -34,6 +34,7 @@ from pairjudge.streams.judges.panel import build_panel as build_panel  # defined
 from pairjudge.streams.judges.panel import build_policy as build_policy
 from pairjudge.streams.judges.panel import load_catalog as load_catalog
 from pairjudge.streams.judges.preflight import JudgeAuthError, preflight_all
+from pairjudge.streams.kafka.topics import STAGE_SOURCES
 from pairjudge.streams.scores.handlers import Scores, observe_scores, wire_scores
 from pairjudge.streams.security.redaction_hook import EventRedactor, build_redactor
 from pairjudge.streams.telemetry.alerts import AlertWebhook
@@ -130,7 +131,7 @@ def create_app(
     )
     # Deliveries finish before partitions are handed over (and before the audit join's flush, which counts them).
     app.before_handover.append(delivery.settle)
-    judge_agent, tiebreak_agent = wire_stages(app, delivery, topics, concurrency=settings.worker.concurrency)
+    stage_agents = wire_stages(app, delivery, topics, concurrency=settings.worker.concurrency)
 
     webhook = _alert_webhook(settings, pipeline)
     audit: Audit | None = None
@@ -159,8 +160,8 @@ def create_app(
         faust_app=app,
         pipeline=pipeline,
         topics=topics,
-        judge_agent=judge_agent,
-        tiebreak_agent=tiebreak_agent,
+        judge_agent=stage_agents["primary"],
+        tiebreak_agent=stage_agents["tiebreak"],
         telemetry=telemetry,
         settings=settings,
         outcomes=outcomes,
@@ -284,7 +285,7 @@ def _keep_label_budget(app: faust.App, settings: Settings, holder: PolicyHolder,
     its share of the input partitions, sets the scale on the audit shares."""
     budget = AuditBudget(holder, budget=settings.policy.audit_label_budget, period=settings.policy.audit_budget_period)
     pipeline.on_decision = budget.observe
-    inputs = (settings.topics.name("pairs"), settings.topics.name("tiebreak"))
+    inputs = tuple(settings.topics.name(kind) for kind in STAGE_SOURCES)
 
     async def rescale_audit() -> None:
         try:

@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from pairjudge.schemas.kinds import DEAD_LETTER_STAGES
 from pairjudge.streams.cli.base import Bootstrap, app, console, settings_for
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.letters import LetterFilter, LetterRead, StoredLetter, latest_per_pair
@@ -82,7 +83,7 @@ Until = Annotated[
 ]
 PairIds = Annotated[list[str] | None, typer.Option("--pair-id", help="Only the letters of this pair (repeatable).")]
 
-_STAGES: Final = ("decode", "validate", "judge", "tiebreak")
+_STAGES: Final = DEAD_LETTER_STAGES
 
 
 def _selection(

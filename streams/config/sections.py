@@ -7,6 +7,7 @@ documentation (the docs' settings reference is generated from these models).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Literal
 
@@ -14,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from pairjudge.agents.policy import Policy
 from pairjudge.streams.judges.cost import ModelPrice
+
+#: The fields ``PolicySettings.to_policy`` hands over.
+_POLICY_FIELDS = frozenset(field.name for field in dataclasses.fields(Policy))
 
 
 class _Section(BaseModel):
@@ -116,8 +120,8 @@ class ControlSettings(_Section):
 
 
 class TopicSettings(_Section):
-    #: Topics are named ``<prefix>.<kind>`` (pairs, verdicts, tiebreak, review, labels, deadletter, audit, control,
-    #: decisions, observations, thresholds, score-events, scores, gate); every process of a deployment shares it.
+    #: Topics are named ``<prefix>.<kind>``, one for each topic kind of the events reference (``schemas.kinds.TOPICS``);
+    #: every process of a deployment shares it.
     prefix: str = "pairjudge"
 
     def name(self, kind: str) -> str:
@@ -303,51 +307,53 @@ class TierSettings(JudgeSettings):
 
 
 class PolicySettings(_Section):
+    """The judging policy (``agents.policy.Policy``). The settings whose name is a live control key
+    (``schemas.kinds.CONTROLS``) can also be changed on running workers; the reference marks them."""
+
     #: The mean confidence (0-1; over both orders, in a jury the winner's voters') a primary verdict needs; below it
-    #: the pair goes to the tie-break ("low_confidence"). A series' calibrated threshold may raise it. A live setting.
+    #: the pair goes to the tie-break ("low_confidence"). A series' calibrated threshold may raise it.
     primary_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
-    #: Run the tie-break resolver; off, pairs bound for it go to review "tiebreak_disabled" instead. A live setting.
+    #: Run the tie-break resolver; off, pairs bound for it go to review "tiebreak_disabled" instead.
     tiebreak_enabled: bool = True
     #: The tie-break reply's confidence floor (0-1): below it, the tie-break re-asks once with a forced choice;
-    #: still below, that order is unresolved and the pair goes to review. A live setting.
+    #: still below, that order is unresolved and the pair goes to review.
     tiebreak_confidence_threshold: float = Field(default=0.6, ge=0, le=1)
     #: The normal level's "review below" confidence (0-1; docs/guides/risk-levels.md): a pair without a
     #: ``risk_level`` (or "normal") that would go to the tie-break with a mean confidence below it goes to review
-    #: "risk_review" instead. 0, the default, never does. A live setting.
+    #: "risk_review" instead. 0, the default, never does.
     review_below_confidence: float = Field(default=0.0, ge=0, le=1)
     #: ``risk_level: "low"`` pairs: the confidence a primary verdict needs (the normal default: "low" loosens
-    #: nothing until you lower it; a series' calibrated threshold still raises it). A live setting.
+    #: nothing until you lower it; a series' calibrated threshold still raises it).
     low_primary_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
-    #: ``risk_level: "low"`` pairs: the tie-break reply's confidence floor. A live setting.
+    #: ``risk_level: "low"`` pairs: the tie-break reply's confidence floor.
     low_tiebreak_confidence_threshold: float = Field(default=0.6, ge=0, le=1)
     #: ``risk_level: "low"`` pairs: below this mean confidence a would-be tie-break goes to review "risk_review";
-    #: 0 never. A live setting.
+    #: 0 never.
     low_review_below_confidence: float = Field(default=0.0, ge=0, le=1)
     #: ``risk_level: "high"`` pairs: the confidence a primary verdict needs. Never looser than the normal level's
-    #: (the stricter of the two applies), and a series' calibrated threshold may raise it. A live setting.
+    #: (the stricter of the two applies), and a series' calibrated threshold may raise it.
     high_primary_confidence_threshold: float = Field(default=0.85, ge=0, le=1)
-    #: ``risk_level: "high"`` pairs: the tie-break reply's confidence floor (never below the normal one). A live
-    #: setting.
+    #: ``risk_level: "high"`` pairs: the tie-break reply's confidence floor (never below the normal one).
     high_tiebreak_confidence_threshold: float = Field(default=0.8, ge=0, le=1)
     #: ``risk_level: "high"`` pairs: below this mean confidence a pair that is no verdict goes straight to review
-    #: "risk_review", skipping the tie-break (never below the normal one; 0 never). A live setting.
+    #: "risk_review", skipping the tie-break (never below the normal one; 0 never).
     high_review_below_confidence: float = Field(default=0.85, ge=0, le=1)
     #: Re-asks after a reply that fails validation, each carrying the error, per order and judge (tie-break too);
     #: still invalid, the order counts as invalid.
     max_reasks: int = Field(default=2, ge=0, le=5)
     #: ``PAIRJUDGE_POLICY__AUDIT_SHARE``: the share of confident verdicts sent to audit (seed 001: 5-10 %);
-    #: 0 switches auditing off altogether. The sampling rule is in ``agents.sampling``. A live setting.
+    #: 0 switches auditing off altogether. The sampling rule is in ``agents.sampling``.
     audit_share: float = Field(default=0.05, ge=0, le=1)
     #: Mixed into the hash of the pair id that draws the audit sample (and its second reviewers): a new seed draws
     #: a new sample; the same seed draws the same pairs on every worker and every redelivery.
     audit_seed: str = Field(default="", max_length=200)
     #: ``PAIRJUDGE_POLICY__AUDIT_UNCERTAIN_SHARE``: the share of uncertain verdicts sent to audit (from the
-    #: tie-break stage, a split jury, or a confidence less than the margin above its threshold). A live setting.
+    #: tie-break stage, a split jury, or a confidence less than the margin above its threshold).
     audit_uncertain_share: float = Field(default=0.10, ge=0, le=1)
     #: ``PAIRJUDGE_POLICY__AUDIT_UNCERTAIN_MARGIN``: a primary verdict less than this above its threshold is uncertain.
     audit_uncertain_margin: float = Field(default=0.1, ge=0, le=1)
     #: ``PAIRJUDGE_POLICY__AUDIT_FLOOR``: no verdict's inclusion probability goes below this while auditing
-    #: is on, whatever the label budget does (it bounds the estimates' 1/probability weights). A live setting.
+    #: is on, whatever the label budget does (it bounds the estimates' 1/probability weights).
     audit_floor: float = Field(default=0.01, gt=0, le=1)
     #: ``PAIRJUDGE_POLICY__AUDIT_DOUBLE_SHARE``: the share of audit items also given to a second reviewer.
     audit_double_share: float = Field(default=0.1, ge=0, le=1)
@@ -371,45 +377,20 @@ class PolicySettings(_Section):
     datamark: bool = True
     #: ``PAIRJUDGE_POLICY__SPEND_HOURLY_CAP_USD``: US dollars all workers together may spend on judge calls per UTC
     #: clock hour before ``spend_action`` applies to new pairs (docs/guides/cascade.md#the-spending-cap). 0: no cap.
-    #: A live setting.
     spend_hourly_cap_usd: float = Field(default=0.0, ge=0)
-    #: The same cap for each experiment's pairs on its own. 0: no cap. A live setting.
+    #: The same cap for each experiment's pairs on its own. 0: no cap.
     spend_experiment_hourly_cap_usd: float = Field(default=0.0, ge=0)
     #: What a new pair over a cap meets: "review" (a person decides it, no judge call), "sample" (a share is still
     #: judged, the rest set aside on the dead-letter topic for ``pairjudge deadletter replay``) or "queue" (it waits
-    #: for the next hour or a higher cap). Never dropped; a "spend_cap" alert is raised. A live setting.
+    #: for the next hour or a higher cap). Never dropped; a "spend_cap" alert is raised.
     spend_action: Literal["review", "sample", "queue"] = "review"
-    #: The share of a capped scope's pairs the "sample" action still judges (by pair id). A live setting.
+    #: The share of a capped scope's pairs the "sample" action still judges (by pair id).
     spend_sample_share: float = Field(default=0.1, ge=0, le=1)
 
     def to_policy(self) -> Policy:
-        return Policy(
-            primary_confidence_threshold=self.primary_confidence_threshold,
-            tiebreak_enabled=self.tiebreak_enabled,
-            tiebreak_confidence_threshold=self.tiebreak_confidence_threshold,
-            review_below_confidence=self.review_below_confidence,
-            low_primary_confidence_threshold=self.low_primary_confidence_threshold,
-            low_tiebreak_confidence_threshold=self.low_tiebreak_confidence_threshold,
-            low_review_below_confidence=self.low_review_below_confidence,
-            high_primary_confidence_threshold=self.high_primary_confidence_threshold,
-            high_tiebreak_confidence_threshold=self.high_tiebreak_confidence_threshold,
-            high_review_below_confidence=self.high_review_below_confidence,
-            max_reasks=self.max_reasks,
-            audit_share=self.audit_share,
-            audit_seed=self.audit_seed,
-            audit_uncertain_share=self.audit_uncertain_share,
-            audit_uncertain_margin=self.audit_uncertain_margin,
-            audit_floor=self.audit_floor,
-            audit_double_share=self.audit_double_share,
-            max_output_chars=self.max_output_chars,
-            max_prompt_chars=self.max_prompt_chars,
-            injection_guard=self.injection_guard,
-            datamark=self.datamark,
-            spend_hourly_cap_usd=self.spend_hourly_cap_usd,
-            spend_experiment_hourly_cap_usd=self.spend_experiment_hourly_cap_usd,
-            spend_action=self.spend_action,
-            spend_sample_share=self.spend_sample_share,
-        )
+        """The policy these settings configure: every field ``Policy`` has (the rest, such as the label budget,
+        is the edge's), so a new setting of both reaches the policy without a line here."""
+        return Policy(**{name: getattr(self, name) for name in type(self).model_fields if name in _POLICY_FIELDS})
 
 
 class InjectionScreenSettings(_Section):

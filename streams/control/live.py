@@ -12,14 +12,13 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import get_args
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
 
 from pairjudge.agents import InputRejected, Policy
 from pairjudge.schemas import ControlUpdate, ThresholdUpdate
-from pairjudge.schemas.events import CHOICE_KEYS, SWITCH_KEYS, ControlKey
+from pairjudge.schemas.kinds import CHOICE_KEYS, CONTROLS, SWITCH_KEYS
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.signing import ControlSigner, signer_from_settings, with_signature
 from pairjudge.streams.kafka.codecs import decode, encode
@@ -32,7 +31,7 @@ log = logging.getLogger(__name__)
 #: (a slow broker returns empty polls while updates are still unread).
 POLL_TIMEOUT_MS = 1000
 MAX_CONTROL_BYTES = 4096
-CONTROL_KEYS: tuple[str, ...] = get_args(ControlKey)
+CONTROL_KEYS: tuple[str, ...] = tuple(CONTROLS)
 
 
 class PolicyHolder:

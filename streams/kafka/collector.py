@@ -16,7 +16,7 @@ from typing import Any
 
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.readers import from_start
-from pairjudge.streams.kafka.topics import FINAL_KINDS
+from pairjudge.streams.kafka.topics import FINAL_KINDS, STAGE_SOURCES
 from pairjudge.streams.security.kafka_clients import client_config
 
 
@@ -85,9 +85,9 @@ async def collect_outcomes(
     """
     outcomes = Outcomes(expected=set(expected))
     topic_by_kind = {settings.topics.name(kind): kind for kind in FINAL_KINDS}
-    # Dead letters name the topic they were read from; only these carry pairs (or a letter without a
-    # topic: a producer-side rejection).
-    pair_topics = {settings.topics.name("pairs"), settings.topics.name("tiebreak"), None}
+    # Dead letters name the topic they were read from; only the stages' inputs carry pairs (or a letter
+    # without a topic: a producer-side rejection).
+    pair_topics = {*(settings.topics.name(kind) for kind in STAGE_SOURCES), None}
     # No consumer group: an observer must not steal partitions from anyone, nor commit offsets.
     async with from_start(client_config(settings.kafka), list(topic_by_kind)) as reader:
         deadline = time.monotonic() + timeout

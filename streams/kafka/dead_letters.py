@@ -16,16 +16,15 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from pairjudge.agents.errors import InputRejected
 from pairjudge.schemas import DeadLetter
+from pairjudge.schemas.kinds import DeadLetterStage
 from pairjudge.streams.kafka.codecs import encode, parse_object
 from pairjudge.streams.security.redaction_hook import EventRedactor
 
 log = logging.getLogger(__name__)
-
-DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak"]
 
 #: Default bound on key + encoded letter: Faust's producer refuses requests over 1,000,000 bytes, and
 #: the headers (traceparent) and record overhead need a little room.

@@ -6,46 +6,25 @@ whose tables have more (``PartitionsMismatch``), so every topic is created here,
 
 from __future__ import annotations
 
-from typing import Literal
-
 from aiokafka.partitioner import murmur2
 
+from pairjudge.schemas.kinds import STAGES as STAGE_SPECS
+from pairjudge.schemas.kinds import TOPICS, TopicKind, WorkerStage
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.admin import TopicSpec
 
-#: Topic kinds. ``control`` is compacted: the latest value per key is the live setting.
-KINDS = (
-    "pairs",
-    "verdicts",
-    "tiebreak",
-    "review",
-    "labels",
-    "deadletter",
-    "audit",
-    "control",
-    # The drift audit's internal topics: each stage's decision records (keyed by pair id, beside the
-    # outcomes) and the joined observations (keyed by series). See streams.audit.handlers.
-    "decisions",
-    "observations",
-    # The calibrated auto-decision thresholds by series, compacted like control: every worker follows it.
-    "thresholds",
-    # The champion-challenger scoreboard (streams.scores.handlers): its input keyed by experiment, its snapshots,
-    # and the gate's latest decision per experiment (compacted).
-    "score-events",
-    "scores",
-    "gate",
-    # What each worker spent on judge calls per clock hour (compacted, latest per worker and hour): every worker
-    # follows it for the spending caps (streams.worker.spend).
-    "spend",
-)
+#: Topic kinds, each declared once with its layout in ``schemas.kinds.TOPICS``.
+KINDS: tuple[TopicKind, ...] = tuple(TOPICS)
 #: Compacted, one partition, read whole by every worker (streams.control.live, streams.worker.spend).
-FOLLOWED_KINDS = ("control", "thresholds", "spend")
+FOLLOWED_KINDS: tuple[TopicKind, ...] = tuple(k for k, spec in TOPICS.items() if spec.layout == "followed")
 #: Compacted, one partition, read whole by whoever asks (``pairjudge gate``).
-LATEST_KINDS = ("gate",)
+LATEST_KINDS: tuple[TopicKind, ...] = tuple(k for k, spec in TOPICS.items() if spec.layout == "latest")
 #: Where a pair's story ends. ``tiebreak`` is a way-station, not an outcome.
-FINAL_KINDS = ("verdicts", "review", "deadletter")
+FINAL_KINDS: tuple[TopicKind, ...] = tuple(k for k, spec in TOPICS.items() if spec.final)
 #: The stages that record their outcomes in a table of their own (streams.worker.published).
-STAGES: tuple[Literal["primary", "tiebreak"], ...] = ("primary", "tiebreak")
+STAGES: tuple[WorkerStage, ...] = tuple(STAGE_SPECS)
+#: The topics the stages consume, in stage order.
+STAGE_SOURCES: tuple[TopicKind, ...] = tuple(spec.source for spec in STAGE_SPECS.values())
 
 
 def outcome_table_name(stage: str) -> str:
@@ -73,8 +52,8 @@ def topic_specs(settings: Settings) -> dict[str, TopicSpec]:
     partitions = settings.kafka.partitions
     replication = settings.kafka.replication_factor
     specs = {}
-    for kind in KINDS:
-        single = kind in FOLLOWED_KINDS or kind in LATEST_KINDS
+    for kind, spec in TOPICS.items():
+        single = spec.single_partition
         specs[settings.topics.name(kind)] = TopicSpec(
             partitions=1 if single else partitions,
             compacted=single,

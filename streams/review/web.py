@@ -40,8 +40,17 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pairjudge.agents.prompt_blocks import interleave
-from pairjudge.schemas import TIE, CandidatePair, HeadToHeadRubric, HumanLabel, PairwiseRubric, ToneStyleRubric
-from pairjudge.schemas.events import CHOICE_KEYS
+from pairjudge.schemas import (
+    TIE,
+    CandidatePair,
+    ControlUpdate,
+    HeadToHeadRubric,
+    HumanLabel,
+    PairwiseRubric,
+    ToneStyleRubric,
+)
+from pairjudge.schemas.kinds import CHOICE_KEYS
+from pairjudge.schemas.kinds import CONTROLS as CONTROL_SPECS
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder, publish_control
@@ -56,28 +65,9 @@ log = logging.getLogger(__name__)
 
 #: Rubric kinds whose reviewers may call a tie (seed 000, tone and style, always names a winner).
 TIE_KINDS = frozenset({"head_to_head", "pairwise"})
-#: The controls the operators' page can set (docs/design.md §2), with the kind of value each takes.
-CONTROLS: dict[str, str] = {
-    "tiebreak_enabled": "switch",
-    "primary_confidence_threshold": "number",
-    "tiebreak_confidence_threshold": "number",
-    "audit_share": "number",
-    "audit_uncertain_share": "number",
-    "audit_floor": "number",
-    # Risk levels (docs/guides/risk-levels.md): normal's "review below", then low's and high's three.
-    "review_below_confidence": "number",
-    "low_primary_confidence_threshold": "number",
-    "low_tiebreak_confidence_threshold": "number",
-    "low_review_below_confidence": "number",
-    "high_primary_confidence_threshold": "number",
-    "high_tiebreak_confidence_threshold": "number",
-    "high_review_below_confidence": "number",
-    # The spending caps (docs/guides/cascade.md#the-spending-cap).
-    "spend_hourly_cap_usd": "number",
-    "spend_experiment_hourly_cap_usd": "number",
-    "spend_action": "choice",
-    "spend_sample_share": "number",
-}
+#: The controls the operators' page can set (docs/design.md §2), with the kind of value each takes: every live
+#: control key of the registry but the kappa guard, which has its own resume button.
+CONTROLS: dict[str, str] = {key: spec.value for key, spec in CONTROL_SPECS.items() if spec.on_form}
 SECURITY_HEADERS = {
     "content-security-policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -405,11 +395,7 @@ async def operators_page(app: ReviewApp, request: Request, user: User, message: 
     context = {
         "user": user,
         "csrf": csrf_token(request),
-        "controls": CONTROLS,
-        "choices": CHOICE_KEYS,
-        "configured": {k: getattr(configured, k) for k in CONTROLS},
-        "live": {k: getattr(live, k) for k in CONTROLS} if live is not None else None,
-        "set_by": {k: f"{u.updated_by} at {u.updated_at:%Y-%m-%d %H:%M:%S} UTC" for k, u in overrides.items()},
+        **controls_context(configured, live, overrides),
         "paused": live.kappa_guard_tripped if live is not None else None,
         "guard_by": f"{guard.updated_by} at {guard.updated_at:%Y-%m-%d %H:%M:%S} UTC" if guard is not None else None,
         "message": message,
@@ -418,6 +404,17 @@ async def operators_page(app: ReviewApp, request: Request, user: User, message: 
         "series": _series_rows(app),
     }
     return app.templates.TemplateResponse(request, "operators.html", context)
+
+
+def controls_context(configured: object, live: object | None, overrides: Mapping[str, ControlUpdate]) -> dict[str, Any]:
+    """The live controls form's rows (``CONTROLS``): each key's configured and live value, and who set it."""
+    return {
+        "controls": CONTROLS,
+        "choices": CHOICE_KEYS,
+        "configured": {k: getattr(configured, k) for k in CONTROLS},
+        "live": {k: getattr(live, k) for k in CONTROLS} if live is not None else None,
+        "set_by": {k: f"{u.updated_by} at {u.updated_at:%Y-%m-%d %H:%M:%S} UTC" for k, u in overrides.items()},
+    }
 
 
 def _guard_context(app: ReviewApp) -> dict[str, Any]:

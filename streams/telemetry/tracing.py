@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from pairjudge.agents import Decision, DecisionFacts, Judge, JudgeError, JudgeRequest, JudgeResponse, JudgeWrapper
+from pairjudge.schemas.kinds import WorkerStage
 from pairjudge.streams.config.settings import TelemetrySettings
 from pairjudge.streams.security.cleartext import check_cleartext
 from pairjudge.streams.security.files import open_private_append
@@ -329,7 +330,7 @@ class Telemetry:
 class TracingJudge(JudgeWrapper):
     """Wraps any judge so each call is a child span following the GenAI semantic conventions."""
 
-    def __init__(self, inner: Judge, telemetry: Telemetry, stage: str, *, tier: str | None = None) -> None:
+    def __init__(self, inner: Judge, telemetry: Telemetry, stage: WorkerStage, *, tier: str | None = None) -> None:
         super().__init__(inner)
         self._telemetry = telemetry
         self._stage = stage

@@ -27,6 +27,7 @@ import faust
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+from pairjudge.schemas.kinds import STAGES, WorkerStage
 from pairjudge.streams.faust_compat.offsets import mark_done
 from pairjudge.streams.worker.error_budget import WorkerBroken
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, Pipeline, Stage, StageResult
@@ -136,7 +137,7 @@ class Delivery:
                 raise result
 
     async def deliver(
-        self, stage: Stage, result: StageResult, raw: bytes | None, origin: Origin, message: Any = None
+        self, stage: WorkerStage, result: StageResult, raw: bytes | None, origin: Origin, message: Any = None
     ) -> bool:
         """Record the outcome, then publish it; an outcome the broker refuses becomes a dead letter.
 
@@ -188,13 +189,13 @@ class Delivery:
             return None
         return record
 
-    def release(self, stage: Stage, result: StageResult) -> None:
+    def release(self, stage: WorkerStage, result: StageResult) -> None:
         """Give up the outcome claim of a result that will not be delivered (a waiting delivery decides)."""
         if result.pair_id is not None and not result.replayed:
             self._outcomes.release(stage, result.pair_id)
 
     async def consume(
-        self, stream: Any, what: str, process: Process, *, stage: Stage | None = None
+        self, stream: Any, what: str, process: Process, *, stage: WorkerStage | None = None
     ) -> AsyncIterator[None]:
         """Handle every event of ``stream`` and ack it once done; ``stage`` names a judging stage, whose inputs
         get a crash mark when they stop the worker."""
@@ -218,7 +219,7 @@ class Delivery:
             await stream.ack(event)
             yield None
 
-    async def stop(self, what: str, origin: Origin, exc: Exception, *, stage: Stage | None) -> None:
+    async def stop(self, what: str, origin: Origin, exc: Exception, *, stage: WorkerStage | None) -> None:
         """Stop the worker over ``exc``, raised handling the input at ``origin``, without committing it.
 
         A judging input is marked first, so that after ``crash_loop_limit`` stops it is dead-lettered
@@ -320,17 +321,20 @@ def _is_outcome(outgoing: list[Outgoing]) -> bool:
 
 def wire_stages(
     app: faust.App, delivery: Delivery, topics: dict[str, faust.TopicT], *, concurrency: int
-) -> tuple[Any, Any]:
-    """The judge and tie-break agents on ``app``, each a ``consume`` loop of its stage; returns the two."""
+) -> dict[WorkerStage, Any]:
+    """One agent per stage of the registry (``schemas.kinds.STAGES``: today the judge and the tie-break), each
+    a ``consume`` loop of its stage on the topic the stage reads; by stage."""
+    return {
+        stage: _stage_agent(app, delivery, topics[spec.source], stage, name=spec.agent, concurrency=concurrency)
+        for stage, spec in STAGES.items()
+    }
 
-    @app.agent(topics["pairs"], name="pairjudge.judge", concurrency=concurrency)
-    async def judge_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in delivery.consume(stream, "primary", delivery.processor("primary"), stage="primary"):
+
+def _stage_agent(
+    app: faust.App, delivery: Delivery, topic: faust.TopicT, stage: WorkerStage, *, name: str, concurrency: int
+) -> Any:
+    async def stage_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        async for _ in delivery.consume(stream, stage, delivery.processor(stage), stage=stage):
             yield None
 
-    @app.agent(topics["tiebreak"], name="pairjudge.tiebreak", concurrency=concurrency)
-    async def tiebreak_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in delivery.consume(stream, "tiebreak", delivery.processor("tiebreak"), stage="tiebreak"):
-            yield None
-
-    return judge_agent, tiebreak_agent
+    return app.agent(topic, name=name, concurrency=concurrency)(stage_agent)

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -34,6 +34,9 @@ from pairjudge.agents.audit import record_for
 from pairjudge.agents.cascade import Cascade
 from pairjudge.agents.sampling import still_sampled
 from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.kinds import DeadLetterStage as DeadLetterStage  # re-exported, with the two below
+from pairjudge.schemas.kinds import Stage as Stage
+from pairjudge.schemas.kinds import TopicKind as TopicKind
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.judges.breaker import CircuitBreaker
 from pairjudge.streams.kafka.codecs import decode, encode
@@ -50,26 +53,9 @@ log = logging.getLogger(__name__)
 #: Extra attempts for a pair that failed for lack of a judge while no breaker was open yet.
 OUTAGE_RETRIES = 2
 
-TopicKind = Literal[
-    "verdicts",
-    "tiebreak",
-    "review",
-    "deadletter",
-    "audit",
-    "decisions",
-    "observations",
-    "control",
-    "thresholds",
-    "score-events",
-    "scores",
-    "gate",
-    "spend",
-]
 #: At most one alert per judge series this often while its requests keep being refused.
 ALERT_EVERY_S = 60.0
 HeadersIn = Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None
-Stage = Literal["primary", "tiebreak"]
-DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak"]
 In = TypeVar("In", CandidatePair, TieBreakRequest)
 
 
@@ -478,7 +464,7 @@ class Pipeline:
     def _dead_letter(
         self,
         span: Span,
-        stage: Literal["decode", "validate", "judge", "tiebreak"],
+        stage: DeadLetterStage,
         reason: str,
         detail: str,
         raw: bytes | None,

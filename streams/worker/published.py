@@ -33,8 +33,9 @@ from base64 import b64decode
 from collections.abc import Iterable
 from typing import Any
 
+from pairjudge.schemas.kinds import WorkerStage
 from pairjudge.streams.kafka.topics import STAGES, outcome_table_name
-from pairjudge.streams.worker.pipeline import Origin, Outgoing, Stage, TopicKind
+from pairjudge.streams.worker.pipeline import Origin, Outgoing, TopicKind
 from pairjudge.streams.worker.tables import (
     current_entries,
     forget,
@@ -167,7 +168,7 @@ class OutcomeTables:
     def __init__(self, app: Any, *, partitions: int, retention_s: float) -> None:
         self.retention_s = retention_s
         #: (stage, pair id) -> set when the delivery deciding it has recorded or given up.
-        self._deciding: dict[tuple[Stage, str], asyncio.Event] = {}
+        self._deciding: dict[tuple[WorkerStage, str], asyncio.Event] = {}
         self._app = app
         self._tables = {
             stage: app.Table(
@@ -183,11 +184,11 @@ class OutcomeTables:
         }
 
     @property
-    def tables(self) -> dict[Stage, Any]:
+    def tables(self) -> dict[WorkerStage, Any]:
         """The Faust table of each stage."""
         return dict(self._tables)
 
-    async def claim(self, stage: Stage, pair_id: str) -> list[Outgoing] | None:
+    async def claim(self, stage: WorkerStage, pair_id: str) -> list[Outgoing] | None:
         """The recorded outcome to replay, or None: then this delivery decides, and must ``record`` or
         ``release``. A second delivery of the pair arriving meanwhile (a producer retry, a re-published
         tie-break request) waits for the first instead of asking the judge again."""
@@ -199,13 +200,13 @@ class OutcomeTables:
             self._deciding[key] = asyncio.Event()
         return recorded
 
-    def release(self, stage: Stage, pair_id: str) -> None:
+    def release(self, stage: WorkerStage, pair_id: str) -> None:
         """Give up a claim without recording (nothing was published): a waiting delivery decides."""
         deciding = self._deciding.pop((stage, pair_id), None)
         if deciding is not None:
             deciding.set()
 
-    def recall(self, stage: Stage, pair_id: str) -> list[Outgoing] | None:
+    def recall(self, stage: WorkerStage, pair_id: str) -> list[Outgoing] | None:
         """The messages recorded for this pair at this stage, if any and not expired."""
         payload = self._payload(stage, pair_id.encode("utf-8"))
         if payload is None:
@@ -214,7 +215,7 @@ class OutcomeTables:
             return []  # on the broker already: nothing to send again
         return unpack(payload)
 
-    def _payload(self, stage: Stage, key: bytes) -> bytes | None:
+    def _payload(self, stage: WorkerStage, key: bytes) -> bytes | None:
         """What is stored under ``key`` after its header, or None when nothing is or it has expired."""
         stored = read(self._tables[stage].data, key)
         if not stored:
@@ -224,7 +225,7 @@ class OutcomeTables:
             return None
         return stored.split(b":", 2)[2]
 
-    def mark_published(self, stage: Stage, pair_id: str, partition: int) -> Any:
+    def mark_published(self, stage: WorkerStage, pair_id: str, partition: int) -> Any:
         """The broker has every message of this pair's outcome: keep only that, so a redelivery sends nothing.
 
         Returns the changelog record's future. The judging path does not wait for it: lost in a crash, it
@@ -238,7 +239,7 @@ class OutcomeTables:
         sent.add_done_callback(_log_failed_mark)
         return sent
 
-    async def record(self, stage: Stage, pair_id: str, partition: int, outgoing: list[Outgoing]) -> None:
+    async def record(self, stage: WorkerStage, pair_id: str, partition: int, outgoing: list[Outgoing]) -> None:
         """Record, and wait until the broker has the changelog record."""
         table = self._tables[stage]
         key = pair_id.encode("utf-8")
@@ -253,12 +254,12 @@ class OutcomeTables:
     # The key cannot collide with a pair id (those match ``^[A-Za-z0-9_.:-]+$``); the value has the outcome
     # header, so the sweep expires marks like outcomes.
 
-    def crashes(self, stage: Stage, origin: Origin) -> int:
+    def crashes(self, stage: WorkerStage, origin: Origin) -> int:
         """How many times the input at ``origin`` stopped a worker (0 without a mark, or an expired one)."""
         payload = self._payload(stage, crash_key(origin))
         return 0 if payload is None else int(payload)
 
-    async def mark_crash(self, stage: Stage, origin: Origin) -> int:
+    async def mark_crash(self, stage: WorkerStage, origin: Origin) -> int:
         """Count one more stop on the input at ``origin``, and wait until the broker has it. Returns the count."""
         count = self.crashes(stage, origin) + 1
         partition = origin.partition or 0

@@ -26,7 +26,7 @@ import yaml
 
 from pairjudge.streams.config.settings import HealthSettings, Settings
 from pairjudge.streams.kafka.admin import topic_partitions
-from pairjudge.streams.kafka.topics import FOLLOWED_KINDS, LATEST_KINDS, table_names, topic_specs
+from pairjudge.streams.kafka.topics import FOLLOWED_KINDS, LATEST_KINDS, STAGE_SOURCES, table_names, topic_specs
 from pairjudge.streams.worker.health_server import HealthServer, WorkerHealth
 from pairjudge.streams.worker.supervisor import SHUTDOWN_MARGIN_S
 from tests.deploy.support import setting_problem
@@ -280,7 +280,8 @@ def test_scaled_object_measures_the_workers_group(built: Built) -> None:
         keep_up = built.processes * (int(settings["PAIRJUDGE_WORKER__CONCURRENCY"]) + COMMIT_EVERY)
         assert 2 * keep_up <= int(meta["lagThreshold"]) <= 6 * keep_up, (built.name, meta["lagThreshold"], keep_up)
         topics.append(meta["topic"])
-    assert topics == [f"{prefix}.pairs", f"{prefix}.tiebreak"]
+    # One trigger per stage a worker runs, on the topic it reads (schemas.kinds.STAGES).
+    assert topics == [f"{prefix}.{kind}" for kind in STAGE_SOURCES]
     for topic in topics:  # partitioned like the cap assumes, not a single-partition followed topic
         kind = topic.removeprefix(f"{prefix}.")
         assert kind not in FOLLOWED_KINDS + LATEST_KINDS

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pairjudge.schemas.kinds import TOPICS
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.admin import topic_partitions
 from pairjudge.streams.kafka.topics import topic_specs
@@ -60,6 +61,9 @@ async def test_create_is_idempotent_and_check_refuses_another_partition_count(
     found = await topic_partitions(kafka_bootstrap, list(specs))
     assert {name: len(parts) for name, parts in found.items()} == {n: s.partitions for n, s in specs.items()}
     assert len(found[f"{prefix}.pairs"]) == 6
+    # Every topic kind of the registry, with its layout: a new kind is created without a line of its own.
+    for kind, spec in TOPICS.items():
+        assert len(found[f"{prefix}.{kind}"]) == (1 if spec.single_partition else 6), kind
 
     assert _pairjudge(["topics", "check"], env).returncode == 0
     # A deployment that changed its partition count after the topics exist is told so, not started.

@@ -19,7 +19,7 @@ from pairjudge.agents.prompts import pair_template_hash, template_hash
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import CandidatePair, ControlUpdate, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.audit import AuditSeries
-from pairjudge.schemas.events import ControlKey
+from pairjudge.schemas.kinds import RISK_THRESHOLD_KEYS, ControlKey
 from pairjudge.schemas.pair import RiskLevel
 from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS
 from pairjudge.streams.audit.handlers import Audit
@@ -29,15 +29,9 @@ from pairjudge.streams.control.live import CONTROL_KEYS, PolicyHolder, parse_val
 from pairjudge.streams.review.web import CONTROLS
 from tests.unit.factories import make_pair, per_order, tiebreak_reply, tone_reply
 
-RISK_KEYS: tuple[ControlKey, ...] = (
-    "review_below_confidence",
-    "low_primary_confidence_threshold",
-    "low_tiebreak_confidence_threshold",
-    "low_review_below_confidence",
-    "high_primary_confidence_threshold",
-    "high_tiebreak_confidence_threshold",
-    "high_review_below_confidence",
-)
+#: The nine thresholds, each level's three, from the registry (tests/unit/test_kinds_registry.py checks they reach
+#: the settings, the docs and the operators' form).
+RISK_KEYS: tuple[ControlKey, ...] = RISK_THRESHOLD_KEYS
 
 
 def _pair(risk: RiskLevel | None) -> CandidatePair:

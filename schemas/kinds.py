@@ -1,0 +1,291 @@
+"""The kinds registry: stages, topic kinds, live control keys and the risk levels' thresholds, each declared once.
+
+Everything that lists one of these derives from here: the Literals the code is typed with, topic creation
+(``streams.kafka.topics``, ``pairjudge topics create``), the Faust topics and stage agents, the outcome
+collector, the review page's control form, ``Policy.apply`` and the generated reference pages (topics, live
+settings, risk thresholds: ``pairjudge_dev.docs_reference``). Adding a kind means adding its entry here
+(a Literal member and its spec, side by side), and then its contract and its handler; the unit tests in
+``tests/unit/test_kinds_registry.py`` find every place a new entry must reach.
+
+Each Literal stays written out member by member, in its order, because it is also the wire format: the
+JSON Schemas' enums (``pairjudge schemas export``) list them in that order. The spec tables beside them are
+checked against the Literals when this module is imported, so the two cannot drift apart.
+
+Pure: no pydantic model, no I/O; ``schemas.events`` and ``agents.policy`` import it, and ``streams`` derives
+from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal, NamedTuple, get_args
+
+from pairjudge.schemas.pair import RiskLevel
+
+__all__ = [
+    "CHOICE_KEYS",
+    "CONTROLS",
+    "DEAD_LETTER_STAGES",
+    "RISK_THRESHOLDS",
+    "RISK_THRESHOLD_KEYS",
+    "STAGES",
+    "SWITCH_KEYS",
+    "TOPICS",
+    "ControlKey",
+    "ControlSpec",
+    "DeadLetterStage",
+    "RiskThresholdKeys",
+    "Stage",
+    "StageSpec",
+    "TopicKind",
+    "TopicKindSpec",
+    "WorkerStage",
+]
+
+
+# --- topic kinds -------------------------------------------------------------------------------------
+
+#: Topics are named ``<PAIRJUDGE_TOPICS__PREFIX>.<kind>``.
+TopicKind = Literal[
+    "pairs",
+    "verdicts",
+    "tiebreak",
+    "review",
+    "labels",
+    "deadletter",
+    "audit",
+    "control",
+    "decisions",
+    "observations",
+    "thresholds",
+    "score-events",
+    "scores",
+    "gate",
+    "spend",
+]
+#: How a topic is laid out. ``partitioned``: ``PAIRJUDGE_KAFKA__PARTITIONS`` partitions, keyed so that a pair's
+#: events share one. ``followed``: compacted, one partition, read whole by every worker (the live settings
+#: and the spend). ``latest``: compacted, one partition, read whole by whoever asks (``pairjudge gate``).
+TopicLayout = Literal["partitioned", "followed", "latest"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicKindSpec:
+    """One topic kind: its layout, whether a pair's story ends there, and its row in the events reference."""
+
+    #: What the records are keyed by (Markdown, for the reference table).
+    key: str
+    #: The contracts it carries, with ``{Model}`` for a link to an exported schema (Markdown).
+    contract: str
+    layout: TopicLayout = "partitioned"
+    #: Where a pair's story ends (a verdict, a review request, a dead letter); the outcome collector reads these.
+    final: bool = False
+
+    @property
+    def single_partition(self) -> bool:
+        return self.layout != "partitioned"
+
+
+TOPICS: Mapping[TopicKind, TopicKindSpec] = MappingProxyType(
+    {
+        "pairs": TopicKindSpec("`pair_id`", "{CandidatePair}"),
+        "verdicts": TopicKindSpec("`pair_id`", "{PairVerdict}", final=True),
+        # A way-station, not an outcome: the tie-break stage reads it.
+        "tiebreak": TopicKindSpec("`pair_id`", "{TieBreakRequest}"),
+        "review": TopicKindSpec("`pair_id`", "{ReviewRequest}", final=True),
+        "labels": TopicKindSpec("`pair_id`", "{HumanLabel}"),
+        "deadletter": TopicKindSpec("`pair_id` when it can be read, else the input's key", "{DeadLetter}", final=True),
+        "audit": TopicKindSpec("series", "{AuditSnapshot} and {Alert}"),
+        "control": TopicKindSpec("setting", "{ControlUpdate}", layout="followed"),
+        # The drift audit's internal topics (streams.audit.handlers): each stage's decision records, keyed by
+        # pair id beside the outcomes, and the joined observations keyed by series.
+        "decisions": TopicKindSpec(
+            "`pair_id`",
+            "{DecisionRecord} (only records the worker that decided cannot join itself: its producer keyed the "
+            "pair by something else)",
+        ),
+        "observations": TopicKindSpec(
+            "series",
+            "{AuditDelta}, one per series, window and flush (workers before issue 27 sent one "
+            "{AuditObservation} per observation; both are read)",
+        ),
+        # The calibrated auto-decision thresholds by series, compacted like control: every worker follows it.
+        "thresholds": TopicKindSpec("series", "{ThresholdUpdate}", layout="followed"),
+        # The champion-challenger scoreboard (streams.scores.handlers): its input keyed by experiment, its
+        # snapshots, and the gate's latest decision per experiment.
+        "score-events": TopicKindSpec(
+            "experiment",
+            "{ScoreEventBatch}, one per experiment and flush, and a single {ScoreEvent} for an expired audit sample",
+        ),
+        "scores": TopicKindSpec("experiment", "{ScoreSnapshot}"),
+        "gate": TopicKindSpec("experiment", "{GateUpdate}", layout="latest"),
+        # What each worker spent on judge calls per clock hour, latest per worker and hour: every worker follows
+        # it for the spending caps (streams.worker.spend).
+        "spend": TopicKindSpec(
+            "`<worker>|<hour>`",
+            "{SpendReport}: a worker's spend so far in a clock hour, for the "
+            "[spending caps](../guides/cascade.md#the-spending-cap); an empty value once the hour is two hours past",
+            layout="followed",
+        ),
+    }
+)
+
+
+# --- stages ------------------------------------------------------------------------------------------
+
+#: The stages that judge a pair. The contracts name them (a decision record's and a verdict's ``stage``), so
+#: their enums list exactly these.
+Stage = Literal["primary", "tiebreak"]
+#: Every stage a worker runs: each consumes one topic with one Faust agent and records what it published per
+#: input (``streams.worker.published``), so a redelivered input publishes the same outcome again. Today the
+#: judging stages; a stage that judges nothing (the shadow stage: captures in, pairs out) joins this Literal,
+#: ``Literal[Stage, "shadow"]``, and ``STAGES``, leaving the judging contracts' enums as they are.
+WorkerStage = Stage
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpec:
+    """One stage: the topic it consumes and its Faust agent's name (the consumer group's member name)."""
+
+    source: TopicKind
+    agent: str
+
+
+STAGES: Mapping[WorkerStage, StageSpec] = MappingProxyType(
+    {
+        "primary": StageSpec(source="pairs", agent="pairjudge.judge"),
+        "tiebreak": StageSpec(source="tiebreak", agent="pairjudge.tiebreak"),
+    }
+)
+#: Where an input can fail, as a dead letter records it: reading its bytes, checking the pair, the primary
+#: stage's judging, the tie-break stage.
+DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak"]
+DEAD_LETTER_STAGES: tuple[DeadLetterStage, ...] = get_args(DeadLetterStage)
+
+
+# --- live control keys -------------------------------------------------------------------------------
+
+#: A key of the compacted control topic. Each names the ``Policy`` field it sets (and the ``policy`` setting
+#: that configures it: ``PAIRJUDGE_POLICY__<KEY>``).
+ControlKey = Literal[
+    "tiebreak_enabled",
+    "tiebreak_confidence_threshold",
+    "primary_confidence_threshold",
+    "audit_share",
+    "audit_uncertain_share",
+    "audit_floor",
+    "kappa_guard_tripped",
+    "review_below_confidence",
+    "low_primary_confidence_threshold",
+    "low_tiebreak_confidence_threshold",
+    "low_review_below_confidence",
+    "high_primary_confidence_threshold",
+    "high_tiebreak_confidence_threshold",
+    "high_review_below_confidence",
+    "spend_hourly_cap_usd",
+    "spend_experiment_hourly_cap_usd",
+    "spend_action",
+    "spend_sample_share",
+]
+ControlValueKind = Literal["switch", "number", "choice"]
+
+
+@dataclass(frozen=True, slots=True)
+class ControlSpec:
+    """What one control key takes: a number, a switch, or one of ``choices``."""
+
+    value: ControlValueKind = "number"
+    choices: tuple[str, ...] = ()
+    #: Set from the operators' form. The kappa guard is not: a person resumes it with its own button, and only
+    #: the audit (or ``pairjudge control pause``) trips it.
+    on_form: bool = True
+    #: What the key does, for the live settings reference, when no ``policy`` setting of its name says it.
+    about: str = ""
+
+
+_NUMBER = ControlSpec()
+CONTROLS: Mapping[ControlKey, ControlSpec] = MappingProxyType(
+    {
+        "tiebreak_enabled": ControlSpec("switch"),
+        "tiebreak_confidence_threshold": _NUMBER,
+        "primary_confidence_threshold": _NUMBER,
+        # The active sampling shares (agents.sampling): the audit share of confident and of uncertain verdicts,
+        # and the floor under every inclusion probability.
+        "audit_share": _NUMBER,
+        "audit_uncertain_share": _NUMBER,
+        "audit_floor": _NUMBER,
+        "kappa_guard_tripped": ControlSpec(
+            "switch",
+            on_form=False,
+            about="Seed 001's kappa guard: true pauses automatic decisions on every worker (every pair goes to "
+            'review "kappa_guard"). Set by the drift audit when kappa against humans falls below its floor, or by '
+            "``pairjudge control pause``; only a person sets it back (``pairjudge control resume --by NAME``).",
+        ),
+        # The risk levels' thresholds (RISK_THRESHOLDS below).
+        "review_below_confidence": _NUMBER,
+        "low_primary_confidence_threshold": _NUMBER,
+        "low_tiebreak_confidence_threshold": _NUMBER,
+        "low_review_below_confidence": _NUMBER,
+        "high_primary_confidence_threshold": _NUMBER,
+        "high_tiebreak_confidence_threshold": _NUMBER,
+        "high_review_below_confidence": _NUMBER,
+        # The spending caps (agents.spend): US dollars per UTC clock hour for all pairs and for each experiment
+        # (0: no cap), what a pair over a cap meets, and the share "sample" still judges.
+        "spend_hourly_cap_usd": _NUMBER,
+        "spend_experiment_hourly_cap_usd": _NUMBER,
+        "spend_action": ControlSpec("choice", choices=("review", "sample", "queue")),
+        "spend_sample_share": _NUMBER,
+    }
+)
+#: The control keys whose value is a switch rather than a number.
+SWITCH_KEYS: tuple[ControlKey, ...] = tuple(k for k, spec in CONTROLS.items() if spec.value == "switch")
+#: The control keys whose value is one of a few words.
+CHOICE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {k: spec.choices for k, spec in CONTROLS.items() if spec.value == "choice"}
+)
+
+
+# --- the risk levels' thresholds ---------------------------------------------------------------------
+
+
+class RiskThresholdKeys(NamedTuple):
+    """The control keys (and ``Policy`` fields) of one risk level's three thresholds
+    (docs/guides/risk-levels.md): what a primary verdict needs, what a tie-break reply needs, and the
+    confidence below which a would-be tie-break goes to review "risk_review" instead."""
+
+    primary: ControlKey
+    tiebreak: ControlKey
+    review_below: ControlKey
+
+
+#: The unprefixed thresholds are the normal level's, so a pair that names no level is judged as before.
+RISK_THRESHOLDS: Mapping[RiskLevel, RiskThresholdKeys] = MappingProxyType(
+    {
+        "normal": RiskThresholdKeys(
+            "primary_confidence_threshold", "tiebreak_confidence_threshold", "review_below_confidence"
+        ),
+        "low": RiskThresholdKeys(
+            "low_primary_confidence_threshold", "low_tiebreak_confidence_threshold", "low_review_below_confidence"
+        ),
+        "high": RiskThresholdKeys(
+            "high_primary_confidence_threshold", "high_tiebreak_confidence_threshold", "high_review_below_confidence"
+        ),
+    }
+)
+#: All nine, level by level: each a number in [0, 1].
+RISK_THRESHOLD_KEYS: tuple[ControlKey, ...] = tuple(key for keys in RISK_THRESHOLDS.values() for key in keys)
+
+
+def _same(what: str, literal: tuple[str, ...], table: Iterable[str]) -> None:
+    if tuple(table) != literal:
+        raise AssertionError(f"{what}: the table's entries {tuple(table)} must be the Literal's {literal}, in order")
+
+
+# Checked on import, so a Literal member without its entry (or the reverse) fails every test at once.
+_same("TOPICS", get_args(TopicKind), TOPICS)
+_same("STAGES", get_args(WorkerStage), STAGES)
+_same("CONTROLS", get_args(ControlKey), CONTROLS)
+if set(RISK_THRESHOLDS) != set(get_args(RiskLevel)):
+    raise AssertionError(f"RISK_THRESHOLDS needs one entry per risk level {get_args(RiskLevel)}")
