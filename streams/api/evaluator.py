@@ -33,6 +33,7 @@ from pairjudge.streams.kafka.codecs import decode
 from pairjudge.streams.security.redaction_hook import build_redactor
 from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline, StageResult
+from pairjudge.streams.worker.spend import in_process_tracker
 
 #: A pair as ``compare`` takes it: the contract itself, its JSON (text or bytes), or a dict of it.
 PairInput = CandidatePair | Mapping[str, Any] | str | bytes
@@ -60,6 +61,10 @@ class Evaluator:
     reads them). ``judge`` or ``panel`` replace the configured judges (tests, a custom ``Judge``); they
     are used as given, like the worker's ``create_app(judge=...)``, so only a panel with breakers retries
     an outage. ``catalog`` replaces the configured named rubrics.
+
+    The configured spending caps apply to this evaluator's own spend (``streams.worker.spend.in_process_tracker``);
+    a cap with ``spend_action = "queue"`` is refused here (``SpendCapUnsupported``), as nothing in-process would
+    release a waiting pair but the hour turning.
     """
 
     def __init__(
@@ -89,6 +94,8 @@ class Evaluator:
             catalog=self.catalog,
             max_event_bytes=self.settings.max_event_bytes,
             redactor=build_redactor(self.settings.redaction),
+            # The caps hold on this run's own spend; an action it cannot carry out is refused here.
+            spend=in_process_tracker(self.policy.spend_caps()),
         )
 
     @property

@@ -178,6 +178,7 @@ class Pipeline:
         outcomes: OutcomeStore | None = None,
         redactor: EventRedactor | None = None,
         errors: ErrorBudget | None = None,
+        spend: SpendTracker | None = None,
     ) -> None:
         self.outcomes = outcomes
         #: Unexpected errors tolerated before the worker stops (``streams.worker.error_budget``); None: never stop
@@ -196,7 +197,7 @@ class Pipeline:
         #: label budget's rate meter (``streams.audit.budget``).
         self.on_decision: Callable[[Decision], None] | None = None
         #: The spending caps' ledger and gate (``streams.worker.spend``); None: spend is neither counted nor capped.
-        self.spend: SpendTracker | None = None
+        self.spend = spend
         self.policy = policy
         self.telemetry = telemetry
         self.catalog = catalog

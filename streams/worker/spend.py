@@ -130,3 +130,26 @@ async def follow_spend(settings: Settings, tracker: SpendTracker) -> None:
                         tracker.take_in(record.value or None)
                     except Exception as exc:  # noqa: BLE001  # a bad record must not stop the worker's caps
                         log.error("spend: ignored an invalid report (key %r): %s", record.key, exc)
+
+
+class SpendCapUnsupported(ValueError):
+    """A spending cap configured with an action this kind of run cannot carry out."""
+
+
+def in_process_tracker(caps: SpendCaps) -> SpendTracker:
+    """The ledger and gate of a run that follows no spend topic (the Python API, ``pairjudge evaluate``): the
+    caps hold on this run's own spend, per UTC clock hour as in the worker (a run that crosses the hour starts
+    the new hour with a new budget); a running fleet's spend is not counted.
+
+    ``queue`` is refused (``SpendCapUnsupported``): a queued pair waits until the hour turns or the cap is raised
+    through ``pairjudge.control``, which an in-process run does not follow, so the run would stall for up to an
+    hour with nothing to say why."""
+    if caps.any and caps.action == "queue":
+        raise SpendCapUnsupported(
+            "policy.spend_action 'queue' cannot be honoured by an in-process run (pairjudge evaluate, the Python "
+            "API): a queued pair waits for the clock hour to turn or for the cap to be raised through "
+            "pairjudge.control, which this run does not follow, so it would stall for up to an hour. Set "
+            "policy.spend_action to 'review' (pairs past the cap go to review as spend_capped) or 'sample' (a share "
+            "is still judged, the rest fail as spend_capped) for this run, or lift the cap."
+        )
+    return SpendTracker()
