@@ -18,7 +18,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from pairjudge.agents.spend import CapReached, SpendCaps, SpendLedger, hour_of
 from pairjudge.schemas import SpendReport
@@ -27,6 +28,7 @@ from pairjudge.streams.kafka.codecs import decode, encode
 from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.security.kafka_clients import client_config
 from pairjudge.streams.worker.pipeline import Outgoing
+from pairjudge.streams.worker.tasks import keep_following
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,26 @@ async def follow_spend(settings: Settings, tracker: SpendTracker) -> None:
                         tracker.take_in(record.value or None)
                     except Exception as exc:  # noqa: BLE001  # a bad record must not stop the worker's caps
                         log.error("spend: ignored an invalid report (key %r): %s", record.key, exc)
+
+
+def keep_spend(
+    app: Any, settings: Settings, tracker: SpendTracker, publish: Callable[[list[Outgoing]], Awaitable[None]]
+) -> None:
+    """On a worker's ``app``: a task following every worker's spend into ``tracker`` (without the others' spend
+    the caps would let through what they should hold) and a timer reporting this worker's every second."""
+    keep_following(app, settings.topics.name("spend"), lambda: follow_spend(settings, tracker))
+
+    async def report_spend() -> None:
+        reports = tracker.reports()
+        if not reports:
+            return
+        try:
+            await publish(reports)
+        except Exception as exc:  # noqa: BLE001  # a broker hiccup: reported again on the next tick
+            tracker.not_reported(reports)
+            log.warning("could not report this worker's spend (%s); trying again in %g s", exc, REPORT_EVERY_S)
+
+    app.timer(interval=REPORT_EVERY_S)(report_spend)
 
 
 class SpendCapUnsupported(ValueError):
