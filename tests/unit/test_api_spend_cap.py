@@ -13,12 +13,11 @@ from typer.testing import CliRunner
 from pairjudge.agents.judge import JudgeRequest
 from pairjudge.agents.sampling import still_sampled
 from pairjudge.agents.scripted import ScriptedJudge
-from pairjudge.api import Evaluator, Failed, Review, Verdict
+from pairjudge.api import Evaluator, Failed, Review, SpendCapUnsupported, Verdict
 from pairjudge.schemas import PairMetadata
 from pairjudge.streams.cli import app
 from pairjudge.streams.cli.evaluate import run_evaluate
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.worker.spend import SpendCapUnsupported
 from tests.unit.factories import make_pair, tone_reply
 
 #: Each judge call costs this much: a pair (two orderings) costs twice it.
