@@ -2,7 +2,10 @@
 
 Where a change belongs, by package (each package's own docstring lists its modules):
 
-- ``app``: the composition root. ``create_app(settings)`` wires the parts below into a Faust app.
+- ``services``: ``build_services(settings, mode)``: what a worker, the Python API or the review service judges
+  with, built one way for all three.
+- ``app``: the worker's composition root. ``create_app(settings)`` wires its services and the parts below into a
+  Faust app.
 - ``worker/``: the worker's runtime: the stage handlers, delivery (at least once), outcome tables,
   probes and the graceful shutdown.
 - ``kafka/``: the broker admin, topics, codecs, dead letters, producing and reading back, the

@@ -25,6 +25,7 @@ from pairjudge.streams.api.outcomes import Failed, Outcome, OutcomeKind, Rejecte
 from pairjudge.streams.api.results import PairResult
 from pairjudge.streams.api.tiebreak import EvaluationFailed, TieBreakResult, tie_break
 from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.worker.spend import SpendCapUnsupported
 
 
 async def compare(
@@ -55,6 +56,7 @@ __all__ = [
     "Rejected",
     "Review",
     "Settings",
+    "SpendCapUnsupported",
     "TieBreakPending",
     "TieBreakResult",
     "Verdict",

@@ -26,13 +26,10 @@ from pairjudge.schemas import CandidatePair, DeadLetter, InlineRubric, PairVerdi
 from pairjudge.streams.api.outcomes import Failed, Outcome, Rejected, Review, TieBreakPending, Verdict
 from pairjudge.streams.api.results import PairResult, ResultsFile, append_row, line_key, open_results, result_for
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.control.live import PolicyHolder
-from pairjudge.streams.judges.factory import JudgeStack
-from pairjudge.streams.judges.panel import build_panel, build_policy, load_catalog
 from pairjudge.streams.kafka.codecs import decode
-from pairjudge.streams.security.redaction_hook import build_redactor
+from pairjudge.streams.services import build_services
 from pairjudge.streams.telemetry.tracing import Telemetry
-from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline, StageResult
+from pairjudge.streams.worker.pipeline import JudgePanel, Origin, StageResult
 
 #: A pair as ``compare`` takes it: the contract itself, its JSON (text or bytes), or a dict of it.
 PairInput = CandidatePair | Mapping[str, Any] | str | bytes
@@ -60,6 +57,10 @@ class Evaluator:
     reads them). ``judge`` or ``panel`` replace the configured judges (tests, a custom ``Judge``); they
     are used as given, like the worker's ``create_app(judge=...)``, so only a panel with breakers retries
     an outage. ``catalog`` replaces the configured named rubrics.
+
+    The configured spending caps apply to this evaluator's own spend (``streams.worker.spend.in_process_tracker``);
+    a cap with ``spend_action = "queue"`` is refused here (``SpendCapUnsupported``), as nothing in-process would
+    release a waiting pair but the hour turning.
     """
 
     def __init__(
@@ -72,24 +73,18 @@ class Evaluator:
         telemetry: Telemetry | None = None,
     ) -> None:
         self.settings = settings if settings is not None else Settings()
-        self._stacks: tuple[JudgeStack, ...] = ()
-        if panel is None and judge is not None:
-            panel = JudgePanel.single(judge)
-        elif panel is None:
-            panel, self._stacks = build_panel(self.settings)
-        self.panel = panel
-        self.policy = build_policy(self.settings)
-        self.catalog = dict(catalog) if catalog is not None else load_catalog(self.settings)
-        self._own_telemetry = telemetry is None
-        self.telemetry = telemetry or Telemetry(self.settings.telemetry)
-        self._pipeline = Pipeline(
-            judges=panel,
-            policy=PolicyHolder(self.policy),
-            telemetry=self.telemetry,
-            catalog=self.catalog,
-            max_event_bytes=self.settings.max_event_bytes,
-            redactor=build_redactor(self.settings.redaction),
+        # The same parts a worker judges with (streams.services), in-process: the configured policy, and the
+        # spending caps on this evaluator's own spend. Raises SpendCapUnsupported for a cap it cannot honour.
+        self._services = build_services(
+            self.settings, "api", judge=judge, panel=panel, catalog=catalog, telemetry=telemetry
         )
+        judging = self._services.require_judging()
+        self.panel = judging.panel
+        self.policy = self._services.policy.current
+        self.catalog = judging.catalog
+        self.telemetry = judging.telemetry
+        self._pipeline = self._services.pipeline()
+        self._closed = False
 
     @property
     def judge(self) -> Judge:
@@ -107,12 +102,10 @@ class Evaluator:
 
     async def aclose(self) -> None:
         """Close the judges' HTTP clients and caches (and a telemetry this evaluator made)."""
-        stacks, self._stacks = self._stacks, ()
-        for stack in stacks:
-            await stack.aclose()
-        if self._own_telemetry:
-            self._own_telemetry = False
-            self.telemetry.shutdown()
+        if self._closed:
+            return
+        self._closed = True
+        await self._services.aclose()
 
     async def compare(self, pair: PairInput, *, tiebreak: bool = True) -> Outcome:
         """Decide one pair as the worker would; never raises for a bad input or a failing judge.

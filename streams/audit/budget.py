@@ -18,14 +18,16 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
+from faust.exceptions import ConsumerNotStarted
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from pairjudge.agents.core import Decision
 from pairjudge.agents.sampling import CONFIDENT, UNCERTAIN, VerdictClass, budget_scale
 from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.worker.tables import owned_partitions
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,20 @@ class VerdictRate:
 
     def _decayed(self, now: float) -> float:
         return self._level * math.exp(-max(0.0, now - self._last) / self.tau_s)
+
+
+def keep_label_budget(app: Any, budget: AuditBudget, inputs: Sequence[str], partitions: int) -> None:
+    """A timer on a worker's ``app`` that rescales the audit shares every ``UPDATE_EVERY_S``: this worker's verdict
+    rate, extrapolated to the fleet by its share of the ``inputs`` topics' partitions (``partitions`` each)."""
+
+    async def rescale_audit() -> None:
+        try:
+            owned = sum(len(owned_partitions(app, topic)) for topic in inputs)
+        except ConsumerNotStarted:
+            return  # not consuming yet: nothing measured to extrapolate from; a timer must not crash the app
+        budget.update(owned, partitions * len(inputs))
+
+    app.timer(interval=UPDATE_EVERY_S)(rescale_audit)
 
 
 class AuditBudget:

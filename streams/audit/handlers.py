@@ -77,6 +77,7 @@ from pairjudge.streams.config.settings import AuditSettings
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.control.signing import ControlSigner, with_signature
 from pairjudge.streams.faust_compat.offsets import mark_done
+from pairjudge.streams.faust_compat.shutdown import GracefulApp
 from pairjudge.streams.kafka.codecs import decode, encode, parse_object, validate
 from pairjudge.streams.kafka.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE, partition_of
 from pairjudge.streams.security.redaction_hook import EventRedactor
@@ -137,6 +138,7 @@ class Audit:
         feed_scores: bool = False,
         control_signer: ControlSigner | None = None,
         tiers: Mapping[str, TierCalibration] | None = None,
+        redactor: EventRedactor | None = None,
     ) -> None:
         self.settings = settings
         #: The judge cascade's tiers by name: each tier's series is calibrated to its own target and risk, walking
@@ -148,8 +150,8 @@ class Audit:
         #: Also publish each final outcome as a ``ScoreEvent`` for the scoreboard (``streams.scores.handlers``).
         self.feed_scores = feed_scores
         self._alert_sink = alert_sink
-        #: Redacts dead letters before they are published (``streams.security.redaction_hook``); set by ``create_app``.
-        self.redactor: EventRedactor | None = None
+        #: Redacts dead letters before they are published (``streams.security.redaction_hook``).
+        self.redactor = redactor
         self._app = app
         self._policy = policy
         self._telemetry = telemetry
@@ -585,8 +587,11 @@ def _authorisation_refused(exc: BaseException) -> bool:
 TOPIC_AUTHORIZATION_FAILED = 29
 
 
-def wire_audit(app: faust.App, audit: Audit, topics: dict[str, faust.TopicT], consume: Consume) -> tuple[Any, Any]:
-    """The join and series agents and the audit's timers, on ``app``; returns the two agents."""
+def wire_audit(app: GracefulApp, audit: Audit, topics: dict[str, faust.TopicT], consume: Consume) -> tuple[Any, Any]:
+    """The join and series agents and the audit's timers, on ``app``; returns the two agents. What the join holds
+    is flushed before partitions are handed over (a rebalance, a shutdown): after the deliveries have settled,
+    so ``wire_stages`` comes first."""
+    app.before_handover.append(audit.flush)
     names = audit.topic_names
     join_source = app.topic(
         names["decisions"],

@@ -43,6 +43,7 @@ __all__ = [
     "PairResult",
     "longer_wins",
     "print_baselines",
+    "print_capped",
     "print_failures",
     "print_report",
     "random_baseline",
@@ -245,6 +246,7 @@ async def run_evaluate(
         report = EvaluateReport(results=run.results())
         print_report(console, report, evaluator.judge)
     print_failures(console, report)
+    print_capped(console, report)
     if (baselines is None or baselines) and report.labelled:
         print_baselines(console, report)
     return report
@@ -276,6 +278,18 @@ def print_failures(console: Console, report: EvaluateReport, shown: int = 10) ->
         console.print(f"  {key}: {count}")
     for r in failed[:shown]:
         console.print(f"  {r.pair_id}: {r.reason}" + (f" - {r.detail}" if r.detail else ""), markup=False)
+
+
+def print_capped(console: Console, report: EvaluateReport) -> None:
+    """Say how many pairs a spending cap held back unjudged (``policy.spend_*``), so a cheap run is never
+    mistaken for a judged one."""
+    capped = [r for r in report.results if r.reason == "spend_capped"]
+    if capped:
+        console.print(
+            f"{len(capped)} pair(s) met a spending cap and were not judged (reason spend_capped; policy.spend_*): "
+            "rerun them with a new --out once the hour has turned or the cap is raised",
+            markup=False,
+        )
 
 
 def _fmt(value: float | None) -> str:

@@ -95,18 +95,26 @@ def evaluate(
     """Judge a file with the same core and no Kafka; report agreement with any human labels.
 
     Exits 1 when any pair could not be judged (rejected or an error); --out names each one's reason."""
-    from pairjudge.streams.cli.evaluate import run_evaluate
+    from rich.markup import escape
 
-    report = asyncio.run(
-        run_evaluate(
-            settings_for(),
-            file,
-            out_path=out,
-            console=Console(),
-            baselines=baselines,
-            concurrency=concurrency,
-            fresh=fresh,
+    from pairjudge.streams.cli.evaluate import run_evaluate
+    from pairjudge.streams.worker.spend import SpendCapUnsupported
+
+    try:
+        report = asyncio.run(
+            run_evaluate(
+                settings_for(),
+                file,
+                out_path=out,
+                console=Console(),
+                baselines=baselines,
+                concurrency=concurrency,
+                fresh=fresh,
+            )
         )
-    )
+    except SpendCapUnsupported as exc:
+        # Refused before any pair is judged: a cap the run cannot honour is never silently dropped.
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(code=2) from None
     # Any pair not judged (rejected input or an error) fails the command: a CI step must notice.
     raise typer.Exit(code=1 if report.failed else 0)

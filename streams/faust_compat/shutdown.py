@@ -28,8 +28,6 @@ class GracefulApp(faust.App):
     shutdown_grace_s: float = 30.0
     inflight: InFlight
     breakers: Sequence[CircuitBreaker] = ()
-    #: Told first thing when the app stops (readiness goes 503 before anything else happens).
-    on_stopping: Callable[[], None] | None = None
     _stopping = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -39,10 +37,14 @@ class GracefulApp(faust.App):
         #: what a stage holds for its partitions (the audit join's buffer) goes to the broker first.
         self.before_handover: list[Callable[[], Awaitable[Any]]] = []
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the app has started stopping: from the first thing ``on_stop`` does (readiness reads it)."""
+        return self._stopping
+
     async def on_stop(self) -> None:
+        # First thing: readiness (WorkerHealth.app_stopping) goes 503 before anything else happens.
         self._stopping = True
-        if self.on_stopping is not None:
-            self.on_stopping()
         await super().on_stop()
 
     async def _consumer_wait_empty(self, consumer: Any, logger: Any) -> None:

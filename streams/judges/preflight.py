@@ -22,9 +22,10 @@ and it is not retried.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import httpx
@@ -147,3 +148,19 @@ async def preflight_all(
     for index in sorted(errors)[1:]:
         log.error("%s", errors[index])
     raise errors[min(errors)]
+
+
+def check_at_start(app: Any, stacks: Sequence[JudgeStack], checked: asyncio.Event) -> None:
+    """A start-up task on a worker's ``app`` that checks ``stacks``' keys and then sets ``checked``, which the
+    stages wait for: a bad key stops the worker before it judges anything, instead of dead-lettering every pair."""
+
+    async def check_judges() -> None:
+        try:
+            await preflight_all(stacks)
+        except JudgeAuthError as exc:
+            log.critical("%s; stopping the worker", exc)
+            await app.crash(exc)
+            return
+        checked.set()
+
+    app.task(check_judges)

@@ -13,10 +13,11 @@ import uvicorn
 from starlette.applications import Starlette
 
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.control.live import PolicyHolder, follow_control
+from pairjudge.streams.control.live import follow_control
 from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ReviewFeed, ScoresFeed
 from pairjudge.streams.review.store import ReviewStore
 from pairjudge.streams.review.web import ReviewApp, build_app, new_review_app
+from pairjudge.streams.services import build_services
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ async def review_service(settings: Settings) -> AsyncIterator[RunningReview]:
     await feed.start()
     consume = asyncio.create_task(feed.run(), name="review-feed")
     # The operators' page shows the live controls, as every worker sees them.
-    policy = PolicyHolder(settings.policy.to_policy(), follows_control=True)
+    policy = build_services(settings, "review").policy
     follow = asyncio.create_task(follow_control(settings, policy), name="review-control")
     scores = ScoresFeed(settings)
     scoreboards = asyncio.create_task(scores.run(), name="review-scores")

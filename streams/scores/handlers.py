@@ -346,14 +346,15 @@ class Scores:
         telemetry: Telemetry,
         publish: Publish,
         topic_name: str,
+        redactor: EventRedactor | None = None,
     ) -> None:
         self.settings = settings
         self._app = app
         self._policy = policy
         self._telemetry = telemetry
         self._publish = publish
-        #: Redacts dead letters before they are published (``streams.security.redaction_hook``); set by ``create_app``.
-        self.redactor: EventRedactor | None = None
+        #: Redacts dead letters before they are published (``streams.security.redaction_hook``).
+        self.redactor = redactor
         self.topic_name = topic_name
         self.table = app.Table(
             SCORES_TABLE,

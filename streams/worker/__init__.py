@@ -8,4 +8,6 @@
   a large Faust table without stalling the agents.
 - ``health_server``: ``/livez``, ``/readyz`` and ``/metrics``.
 - ``shutdown``: graceful SIGTERM within a grace period.
+- ``spend``: the spending caps' ledger and gate, shared across workers on the spend topic.
+- ``tasks``: a long-running task whose failure stops the worker (the control and spend followers).
 """

@@ -29,6 +29,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from pairjudge.schemas.kinds import STAGES, WorkerStage
 from pairjudge.streams.faust_compat.offsets import mark_done
+from pairjudge.streams.faust_compat.shutdown import GracefulApp
 from pairjudge.streams.worker.error_budget import WorkerBroken
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, Pipeline, Stage, StageResult
 from pairjudge.streams.worker.published import OutcomeTables
@@ -75,39 +76,13 @@ def record_bytes(message: Outgoing) -> int:
     return int(DefaultRecordBatchBuilder.estimate_size_in_bytes(message.key, message.value, list(message.headers)))
 
 
-class Delivery:
-    """Publish, record, ack: the at-least-once path from an agent's input to the broker."""
+class Publisher:
+    """Sends an input's outputs to their topics, all or none, and waits for the broker's acks."""
 
-    def __init__(
-        self,
-        app: Any,
-        *,
-        topics: dict[str, faust.TopicT],
-        pipeline: Pipeline,
-        outcomes: OutcomeTables,
-        inflight: InFlight,
-        crash_loop_limit: int = 3,
-        on_stop: Callable[[str], None] = lambda reason: None,
-        max_deliveries: int = 64,
-    ) -> None:
-        self._app = app
+    def __init__(self, topics: dict[str, faust.TopicT], *, max_record_bytes: int) -> None:
         self._topics = topics
-        self._pipeline = pipeline
-        self._outcomes = outcomes
-        self._inflight = inflight
-        self.crash_loop_limit = crash_loop_limit
-        #: Told why, when an input stops the worker (the health server's readiness, the CLI's exit status).
-        self.on_stop = on_stop
         #: The producer refuses records over this (Faust's ``producer_max_request_size``).
-        self.max_record_bytes: int = int(app.conf.producer_max_request_size)
-        #: Why this worker stopped itself, once it has.
-        self.stopped: str | None = None
-        #: The audit's join on this worker, when it runs here (``create_app`` sets it): decision records go
-        #: straight to it instead of through the decisions topic (``deliver``).
-        self.join: LocalJoin | None = None
-        #: Deliveries running behind the judging stages (``processor``), at most ``max_deliveries`` at once.
-        self._deliveries: set[asyncio.Task[None]] = set()
-        self._slots = asyncio.Semaphore(max_deliveries)
+        self.max_record_bytes = max_record_bytes
 
     def check_sizes(self, messages: list[Outgoing]) -> None:
         """Raise ``RecordTooLarge`` when any of ``messages`` is over the producer's limit: before anything is sent."""
@@ -135,6 +110,57 @@ class Delivery:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+
+
+class Delivery:
+    """Publish, record, ack: the at-least-once path from an agent's input to the broker."""
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        topics: dict[str, faust.TopicT],
+        pipeline: Pipeline,
+        outcomes: OutcomeTables,
+        inflight: InFlight,
+        crash_loop_limit: int = 3,
+        on_stop: Callable[[str], None] = lambda reason: None,
+        max_deliveries: int = 64,
+        publisher: Publisher | None = None,
+        join: LocalJoin | None = None,
+    ) -> None:
+        self._app = app
+        self._topics = topics
+        self._pipeline = pipeline
+        self._outcomes = outcomes
+        self._inflight = inflight
+        self.crash_loop_limit = crash_loop_limit
+        #: Told why, when an input stops the worker (the health server's readiness, the CLI's exit status).
+        self.on_stop = on_stop
+        self.publisher = publisher or Publisher(topics, max_record_bytes=int(app.conf.producer_max_request_size))
+        #: Why this worker stopped itself, once it has.
+        self.stopped: str | None = None
+        #: The audit's join on this worker, when it runs here: decision records go straight to it instead of
+        #: through the decisions topic (``deliver``).
+        self.join = join
+        #: Deliveries running behind the judging stages (``processor``), at most ``max_deliveries`` at once.
+        self._deliveries: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(max_deliveries)
+
+    @property
+    def max_record_bytes(self) -> int:
+        """The producer refuses records over this (Faust's ``producer_max_request_size``)."""
+        return self.publisher.max_record_bytes
+
+    @max_record_bytes.setter
+    def max_record_bytes(self, value: int) -> None:
+        self.publisher.max_record_bytes = value
+
+    def check_sizes(self, messages: list[Outgoing]) -> None:
+        self.publisher.check_sizes(messages)
+
+    async def publish(self, messages: list[Outgoing]) -> None:
+        await self.publisher.publish(messages)
 
     async def deliver(
         self, stage: WorkerStage, result: StageResult, raw: bytes | None, origin: Origin, message: Any = None
@@ -320,10 +346,13 @@ def _is_outcome(outgoing: list[Outgoing]) -> bool:
 
 
 def wire_stages(
-    app: faust.App, delivery: Delivery, topics: dict[str, faust.TopicT], *, concurrency: int
+    app: GracefulApp, delivery: Delivery, topics: dict[str, faust.TopicT], *, concurrency: int
 ) -> dict[WorkerStage, Any]:
     """One agent per stage of the registry (``schemas.kinds.STAGES``: today the judge and the tie-break), each
-    a ``consume`` loop of its stage on the topic the stage reads; by stage."""
+    a ``consume`` loop of its stage on the topic the stage reads; by stage. The deliveries still running finish
+    before partitions are handed over (and before the audit join's flush, which counts them: ``wire_audit`` comes
+    after this)."""
+    app.before_handover.append(delivery.settle)
     return {
         stage: _stage_agent(app, delivery, topics[spec.source], stage, name=spec.agent, concurrency=concurrency)
         for stage, spec in STAGES.items()

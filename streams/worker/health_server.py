@@ -52,6 +52,8 @@ class WorkerHealth:
     breakers: Sequence[CircuitBreaker] = ()
     inflight: InFlight = field(default_factory=InFlight)
     stopping: bool = False
+    #: Whether the app has started stopping (``GracefulApp.stopping``): readiness goes 503 from its first moment.
+    app_stopping: Callable[[], bool] = lambda: False
     #: None unless the app is restoring its tables from their changelogs (it judges nothing meanwhile);
     #: then the changelog records it still has to read (0 until it knows): ``recovery_watch.records_left``.
     recovering: Callable[[], int | None] = lambda: None
@@ -77,7 +79,7 @@ class WorkerHealth:
         reasons = []
         if self.broken is not None:
             reasons.append(f"stopped: {self.broken}")
-        if self.stopping:
+        if self.stopping or self.app_stopping():
             reasons.append("shutting down")
         left = self.recovering()
         if left is not None:

@@ -164,6 +164,10 @@ class Pipeline:
         outcomes: OutcomeStore | None = None,
         redactor: EventRedactor | None = None,
         errors: ErrorBudget | None = None,
+        spend: SpendTracker | None = None,
+        alert_sink: Callable[[Alert], None] | None = None,
+        on_decision: Callable[[Decision], None] | None = None,
+        judges_checked: asyncio.Event | None = None,
     ) -> None:
         self.outcomes = outcomes
         #: Unexpected errors tolerated before the worker stops (``streams.worker.error_budget``); None: never stop
@@ -171,18 +175,21 @@ class Pipeline:
         self.errors = errors
         #: Redacts dead letters and review requests before they are published (``streams.security.redaction_hook``).
         self.redactor = redactor
-        #: Set once every judge's credentials were checked at start-up (``streams.judges.preflight``).
-        self.judges_checked = asyncio.Event()
-        self.judges_checked.set()  # create_app clears it while a worker checks its judges' keys
+        #: Set once every judge's credentials were checked at start-up (``streams.judges.preflight``); None: nothing
+        #: to check, set from the start.
+        if judges_checked is None:
+            judges_checked = asyncio.Event()
+            judges_checked.set()
+        self.judges_checked = judges_checked
         #: (alert kind, series) -> (count since the last alert, when it was raised): alerts are throttled.
         self._alerted: dict[tuple[str, str], tuple[int, float]] = {}
         #: Also told of every alert the stages raise (the alert webhook), without waiting.
-        self.alert_sink: Callable[[Alert], None] | None = None
+        self.alert_sink = alert_sink
         #: Told of every freshly decided outcome before it is published (never of a replay): the audit
         #: label budget's rate meter (``streams.audit.budget``).
-        self.on_decision: Callable[[Decision], None] | None = None
+        self.on_decision = on_decision
         #: The spending caps' ledger and gate (``streams.worker.spend``); None: spend is neither counted nor capped.
-        self.spend: SpendTracker | None = None
+        self.spend = spend
         self.policy = policy
         self.telemetry = telemetry
         self.catalog = catalog

@@ -163,7 +163,8 @@ def _topic_kind(kind: str) -> TopicKind:
 
 
 class OutcomeTables:
-    """The Faust tables, one per stage, and the expiry sweep. Built by the composition root."""
+    """The Faust tables, one per stage, and the expiry sweep (its timer installed on ``app`` here). Built by the
+    composition root."""
 
     def __init__(self, app: Any, *, partitions: int, retention_s: float) -> None:
         self.retention_s = retention_s
@@ -182,6 +183,15 @@ class OutcomeTables:
             )
             for stage in STAGES
         }
+        self._keep_swept()
+
+    def _keep_swept(self) -> None:
+        """A timer on the app that expires recorded outcomes past their retention."""
+
+        async def expire_outcomes() -> None:
+            await self.sweep()
+
+        self._app.timer(interval=max(1.0, min(600.0, self.retention_s / 10)))(expire_outcomes)
 
     @property
     def tables(self) -> dict[WorkerStage, Any]:

@@ -18,7 +18,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from pairjudge.agents.spend import CapReached, SpendCaps, SpendLedger, hour_of
 from pairjudge.schemas import SpendReport
@@ -27,6 +28,7 @@ from pairjudge.streams.kafka.codecs import decode, encode
 from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.security.kafka_clients import client_config
 from pairjudge.streams.worker.pipeline import Outgoing
+from pairjudge.streams.worker.tasks import keep_following
 
 log = logging.getLogger(__name__)
 
@@ -130,3 +132,46 @@ async def follow_spend(settings: Settings, tracker: SpendTracker) -> None:
                         tracker.take_in(record.value or None)
                     except Exception as exc:  # noqa: BLE001  # a bad record must not stop the worker's caps
                         log.error("spend: ignored an invalid report (key %r): %s", record.key, exc)
+
+
+def keep_spend(
+    app: Any, settings: Settings, tracker: SpendTracker, publish: Callable[[list[Outgoing]], Awaitable[None]]
+) -> None:
+    """On a worker's ``app``: a task following every worker's spend into ``tracker`` (without the others' spend
+    the caps would let through what they should hold) and a timer reporting this worker's every second."""
+    keep_following(app, settings.topics.name("spend"), lambda: follow_spend(settings, tracker))
+
+    async def report_spend() -> None:
+        reports = tracker.reports()
+        if not reports:
+            return
+        try:
+            await publish(reports)
+        except Exception as exc:  # noqa: BLE001  # a broker hiccup: reported again on the next tick
+            tracker.not_reported(reports)
+            log.warning("could not report this worker's spend (%s); trying again in %g s", exc, REPORT_EVERY_S)
+
+    app.timer(interval=REPORT_EVERY_S)(report_spend)
+
+
+class SpendCapUnsupported(ValueError):
+    """A spending cap configured with an action this kind of run cannot carry out."""
+
+
+def in_process_tracker(caps: SpendCaps) -> SpendTracker:
+    """The ledger and gate of a run that follows no spend topic (the Python API, ``pairjudge evaluate``): the
+    caps hold on this run's own spend, per UTC clock hour as in the worker (a run that crosses the hour starts
+    the new hour with a new budget); a running fleet's spend is not counted.
+
+    ``queue`` is refused (``SpendCapUnsupported``): a queued pair waits until the hour turns or the cap is raised
+    through ``pairjudge.control``, which an in-process run does not follow, so the run would stall for up to an
+    hour with nothing to say why."""
+    if caps.any and caps.action == "queue":
+        raise SpendCapUnsupported(
+            "policy.spend_action 'queue' cannot be honoured by an in-process run (pairjudge evaluate, the Python "
+            "API): a queued pair waits for the clock hour to turn or for the cap to be raised through "
+            "pairjudge.control, which this run does not follow, so it would stall for up to an hour. Set "
+            "policy.spend_action to 'review' (pairs past the cap go to review as spend_capped) or 'sample' (a share "
+            "is still judged, the rest fail as spend_capped) for this run, or lift the cap."
+        )
+    return SpendTracker()

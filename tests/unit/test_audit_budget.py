@@ -93,8 +93,14 @@ async def test_the_pipeline_tells_the_budget_of_each_fresh_decision() -> None:
     pair = make_pair()
     judge = ScriptedJudge(per_order(pair, tone_reply("A", 0.9), tone_reply("B", 0.9)))
     settings = Settings()
-    pipeline = Pipeline(JudgePanel.single(judge), PolicyHolder(_policy()), Telemetry(settings.telemetry), {}, 1 << 20)
     seen: list[Decision] = []
-    pipeline.on_decision = seen.append
+    pipeline = Pipeline(
+        JudgePanel.single(judge),
+        PolicyHolder(_policy()),
+        Telemetry(settings.telemetry),
+        {},
+        1 << 20,
+        on_decision=seen.append,
+    )
     await pipeline.on_pair(pair.model_dump_json().encode(), None, Origin())
     assert [d.facts.sampling_class for d in seen] == ["confident"]

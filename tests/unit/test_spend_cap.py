@@ -125,9 +125,9 @@ def test_the_tracker_reports_its_own_totals_and_takes_in_the_others() -> None:
 
 def _pipeline(policy: Policy, judge: ScriptedJudge, tracker: SpendTracker) -> Pipeline:
     settings = Settings()
-    pipeline = Pipeline(JudgePanel.single(judge), PolicyHolder(policy), Telemetry(settings.telemetry), {}, 256_000)
-    pipeline.spend = tracker
-    return pipeline
+    return Pipeline(
+        JudgePanel.single(judge), PolicyHolder(policy), Telemetry(settings.telemetry), {}, 256_000, spend=tracker
+    )
 
 
 def _consistent(pair_id: str = "pair-0001-factory") -> tuple[bytes, ScriptedJudge]:
