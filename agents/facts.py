@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pairjudge.agents.builders import Outcome
 from pairjudge.agents.judge import JudgeCall
 from pairjudge.agents.sampling import REVIEW, AuditDraw
-from pairjudge.agents.truth_table import OutcomeKind, Reconciliation
+from pairjudge.agents.truth_table import Reconciliation
 from pairjudge.schemas.events import (
     DecidedBy,
     InjectionFlag,
@@ -27,9 +27,10 @@ from pairjudge.schemas.events import (
     TieBreakReason,
     TieBreakRequest,
 )
+from pairjudge.schemas.outcomes import DecidedKind, decided_kind
 from pairjudge.schemas.pair import CandidatePair
 
-__all__ = ["DecisionFacts", "EvaluationResult", "decision_facts", "evaluation", "outcome_kind"]
+__all__ = ["DecisionFacts", "EvaluationResult", "decision_facts", "evaluation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ class DecisionFacts:
     pair_id: str
     stage: Stage
     #: Where the pair goes next: a verdict, a tie-break request or a review request.
-    outcome: OutcomeKind
+    outcome: DecidedKind
     #: Who decides the pair from here: the stage itself for a verdict, "tiebreak" for a tie-break
     #: request, "human" for a review.
     decided_by: DecidedBy
@@ -75,7 +76,7 @@ class DecisionFacts:
     #: The tie-break or review reason; None for a verdict.
     reason: str | None = None
     #: What the orderings alone led to, when the policy (kappa guard, tie-break switch) overrode it.
-    policy_overrode: OutcomeKind | None = None
+    policy_overrode: DecidedKind | None = None
     #: The winner and mean confidence the orderings reached with enough confidence to decide, even
     #: when the policy overrode the verdict (the kappa guard): the drift audit still compares them.
     judged_winner: str | None = None
@@ -118,14 +119,6 @@ def spend_of(calls: Sequence[JudgeCall]) -> float | None:
     return total
 
 
-def outcome_kind(outcome: Outcome) -> OutcomeKind:
-    if isinstance(outcome, PairVerdict):
-        return "verdict"
-    if isinstance(outcome, TieBreakRequest):
-        return "tiebreak"
-    return "review"
-
-
 def decision_facts(
     pair: CandidatePair,
     stage: Stage,
@@ -139,7 +132,7 @@ def decision_facts(
     sampled: AuditDraw | None = None,
     consistent: bool | None = None,
     flip: bool | None = None,
-    policy_overrode: OutcomeKind | None = None,
+    policy_overrode: DecidedKind | None = None,
     judged: Reconciliation | None = None,
     primary_threshold: float | None = None,
     jury: Sequence[JuryVote] | None = None,
@@ -172,7 +165,7 @@ def decision_facts(
     return DecisionFacts(
         pair_id=pair.pair_id,
         stage=stage,
-        outcome=outcome_kind(outcome),
+        outcome=decided_kind(outcome),
         decided_by=decided_by,
         consistent=consistent if consistent is not None else (rec is not None and rec.consistent),
         flip=flip if flip is not None else (rec is not None and rec.flip),
@@ -212,4 +205,4 @@ def evaluation(
         return None
     if isinstance(outcome, PairVerdict):
         return EvaluationResult(name, outcome.winner_role or "tie", outcome.confidence, outcome.justification)
-    return EvaluationResult(name, outcome_kind(outcome), mean_confidence, outcome.reason)
+    return EvaluationResult(name, decided_kind(outcome), mean_confidence, outcome.reason)

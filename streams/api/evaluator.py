@@ -23,6 +23,7 @@ from pydantic_core import to_json
 
 from pairjudge.agents import InputRejected, Judge
 from pairjudge.schemas import CandidatePair, DeadLetter, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.outcomes import OUTCOMES, OutcomeEvent, letter_kind
 from pairjudge.streams.api.outcomes import Failed, Outcome, Rejected, Review, TieBreakPending, Verdict
 from pairjudge.streams.api.results import PairResult, ResultsFile, append_row, line_key, open_results, result_for
 from pairjudge.streams.config.settings import Settings
@@ -295,15 +296,10 @@ class FileRun:
 
 
 #: The model of each topic an outcome goes to.
-_MODELS: dict[str, type[PairVerdict | TieBreakRequest | ReviewRequest | DeadLetter]] = {
-    "verdicts": PairVerdict,
-    "tiebreak": TieBreakRequest,
-    "review": ReviewRequest,
-    "deadletter": DeadLetter,
-}
+_MODELS: dict[str, type[OutcomeEvent]] = {entry.topic: entry.event for entry in OUTCOMES.values()}
 
 
-def _published(result: StageResult) -> PairVerdict | TieBreakRequest | ReviewRequest | DeadLetter:
+def _published(result: StageResult) -> OutcomeEvent:
     """The event a stage would publish first: the outcome (audit copies and records follow it)."""
     first = result.outgoing[0]
     return _MODELS[first.kind].model_validate_json(first.value)
@@ -320,6 +316,6 @@ def _outcome(
         return TieBreakPending(pair, request, event)
     if isinstance(event, ReviewRequest):
         return Review(pair, request, event)
-    if event.stage in ("decode", "validate"):
+    if letter_kind(event) == "rejected":
         return Rejected(pair, request, event)
     return Failed(pair, request, event)

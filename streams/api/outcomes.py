@@ -1,5 +1,7 @@
 """What ``compare`` answers: the event the worker would publish for a pair, wrapped in one typed union.
 
+One wrapper per outcome kind (``schemas.outcomes``, where the kinds, their topics and events are declared).
+
 Each kind wraps the worker's own event (``event``), so nothing is lost and the wire contracts stay the
 single source of truth; the wrappers add what a caller usually wants first (``kind``, ``winner``,
 ``confidence``, ``reason``) and what led to it (the decoded ``pair``, the ``tiebreak_request`` when the
@@ -22,8 +24,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pairjudge.schemas import CandidatePair, DeadLetter, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
-
-OutcomeKind = Literal["verdict", "tiebreak", "review", "rejected", "failed"]
 
 
 @dataclass(frozen=True, slots=True)

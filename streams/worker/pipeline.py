@@ -24,16 +24,15 @@ from pairjudge.agents import (
     Judge,
     Policy,
     capped_decision,
-    is_judge_rejected,
     judge_pair,
-    rejected_detail,
-    rejected_status,
     resolve_tiebreak,
 )
 from pairjudge.agents.audit import record_for
 from pairjudge.agents.cascade import Cascade
+from pairjudge.agents.disposition import DeadLetterPair, RetryLater
 from pairjudge.agents.sampling import still_sampled
-from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.outcomes import OUTCOMES, decided_kind
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.judges.breaker import CircuitBreaker
 from pairjudge.streams.kafka.codecs import decode, encode
@@ -218,8 +217,7 @@ class Pipeline:
             for breaker in self._breakers:
                 await breaker.wait_until_closed()
             decision = await decide()
-            outage = isinstance(decision.outcome, ReviewRequest) and decision.outcome.reason == "judge_unavailable"
-            if not outage or not self._breakers:
+            if not isinstance(decision.disposition, RetryLater) or not self._breakers:
                 return decision
             if not any(b.is_open for b in self._breakers):
                 if retries_left == 0:
@@ -319,13 +317,13 @@ class Pipeline:
                 decision = await decide(item)
                 if self.spend is not None:
                     self.spend.record(_experiment_of(item), decision.facts.cost_usd)
-                if is_judge_rejected(decision):
+                refused = decision.disposition
+                if isinstance(refused, DeadLetterPair):
                     # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
                     # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery),
                     # until `pairjudge deadletter replay` re-publishes it once the cause is fixed.
-                    detail = rejected_detail(decision) or "the judge refused the request"
-                    letter = self._dead_letter(span, where, "judge_rejected", detail, raw, origin)
-                    rejected = self._rejection_alert(decision, detail)
+                    letter = self._dead_letter(span, where, refused.kind, refused.detail, raw, origin)
+                    rejected = self._rejection_alert(decision, refused)
                     return StageResult([letter], pair_id=pair_id, alerts=alerts + rejected)
                 return StageResult(self._publish(span, decision, item), pair_id=pair_id, alerts=alerts)
             except asyncio.CancelledError:
@@ -403,14 +401,14 @@ class Pipeline:
         alert = self._alert("internal_error", f"worker:{stage}", f"unexpected error(s) in the {stage} stage", what)
         return StageResult([letter], pair_id=pair_id, alerts=alert)
 
-    def _rejection_alert(self, decision: Decision, detail: str) -> list[Outgoing]:
+    def _rejection_alert(self, decision: Decision, refused: DeadLetterPair) -> list[Outgoing]:
         """An ``Alert`` for a refused judge request, at most one per judge per ``ALERT_EVERY_S``."""
         judge = decision.outcome.judge if isinstance(decision.outcome, ReviewRequest) else None
         series = f"{judge.provider}:{judge.model}:{judge.version}" if judge is not None else "judge"
-        latest = f"latest{_status_note(decision)}: {detail}"
-        alerts = self._alert("judge_rejected", series, "request(s) refused by the judge", latest)
+        latest = f"latest{_status_note(refused.status)}: {refused.detail}"
+        alerts = self._alert(refused.kind, series, "request(s) refused by the judge", latest)
         if alerts:
-            log.error("judge %s refused a request: %s", series, detail)
+            log.error("judge %s refused a request: %s", series, refused.detail)
         return alerts
 
     def _alert(self, kind: AlertKind, series: str, counted: str, latest: str) -> list[Outgoing]:
@@ -464,7 +462,8 @@ class Pipeline:
         outcome = decision.outcome.model_copy(update={"trace_id": trace_id})
         if self.redactor is not None and isinstance(outcome, ReviewRequest):
             outcome = self.redactor.review_request(outcome)
-        out = [Outgoing(_kind_of(outcome), outcome.pair_id.encode(), encode(outcome), headers)]
+        topic = OUTCOMES[decided_kind(outcome)].topic
+        out = [Outgoing(topic, outcome.pair_id.encode(), encode(outcome), headers, event=outcome)]
         if decision.audit_copy is not None:
             audit = decision.audit_copy.model_copy(update={"trace_id": trace_id})
             if self.redactor is not None:
@@ -537,23 +536,14 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(first).__name__}: {first}{more}"
 
 
-def _kind_of(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> TopicKind:
-    if isinstance(outcome, PairVerdict):
-        return "verdicts"
-    if isinstance(outcome, TieBreakRequest):
-        return "tiebreak"
-    return "review"
-
-
 def _experiment_of(item: CandidatePair | TieBreakRequest) -> str | None:
     pair = item if isinstance(item, CandidatePair) else item.pair
     return pair.metadata.experiment_id
 
 
-def _status_note(decision: Decision) -> str:
+def _status_note(status: int | None) -> str:
     """`` (HTTP 401: authentication; every pair fails alike until it is fixed)`` and the like, from the
-    judge's own status (``rejected_status``): what an operator needs to know first about a refusal."""
-    status = rejected_status(decision)
+    judge's own status (``JudgeError.status``): what an operator needs to know first about a refusal."""
     if status is None:
         return ""
     if status in (401, 403):
