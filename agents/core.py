@@ -40,9 +40,10 @@ import anyio
 
 from pairjudge.agents.builders import Outcome, primary_outcome, review, settled_verdict
 from pairjudge.agents.cascade import Cascade, Tier, passes_on
+from pairjudge.agents.cost import cost_of
 from pairjudge.agents.disposition import PUBLISH, Disposition, disposition
 from pairjudge.agents.errors import InputRejected
-from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation, spend_of
+from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation
 from pairjudge.agents.injection import Finding, detect
 from pairjudge.agents.injection_screen import InjectionScreen, screen_of, screen_pair
 from pairjudge.agents.judge import Judge, JudgeCall, judge_info
@@ -499,7 +500,7 @@ def _primary_decision(
     calls = tuple(c for step in passed for c in step.calls) + judged.calls
     if isinstance(outcome, TieBreakRequest):
         # The tie-break stage's record then has the pair's whole spend (``DecisionFacts.pair_cost_usd``).
-        outcome = outcome.model_copy(update={"primary_cost_usd": spend_of(calls)})
+        outcome = outcome.model_copy(update={"primary_cost_usd": cost_of(calls)})
     facts = decision_facts(
         pair,
         "primary",

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pairjudge.agents.builders import Outcome
+from pairjudge.agents.cost import cost_of
 from pairjudge.agents.judge import JudgeCall
 from pairjudge.agents.sampling import REVIEW, AuditDraw
 from pairjudge.agents.truth_table import Reconciliation
@@ -109,16 +110,6 @@ class DecisionFacts:
     pair_cost_usd: float | None = None
 
 
-def spend_of(calls: Sequence[JudgeCall]) -> float | None:
-    """What ``calls`` cost in US dollars: 0 for none, None when any call's price is unknown (never zero)."""
-    total = 0.0
-    for call in calls:
-        if call.cost_usd is None:
-            return None
-        total += call.cost_usd
-    return total
-
-
 def decision_facts(
     pair: CandidatePair,
     stage: Stage,
@@ -192,7 +183,7 @@ def decision_facts(
         sampling_class=sampling_class,
         tier=tier,
         escalated_from=tuple(escalated_from),
-        cost_usd=(cost := spend_of(calls)),
+        cost_usd=(cost := cost_of(calls)),
         pair_cost_usd=None if cost is None or earlier_cost_usd is None else earlier_cost_usd + cost,
     )
 

@@ -29,6 +29,7 @@ from pairjudge.agents import (
 )
 from pairjudge.agents.audit import record_for
 from pairjudge.agents.cascade import Cascade
+from pairjudge.agents.cost import known_usd
 from pairjudge.agents.disposition import DeadLetterPair, RetryLater
 from pairjudge.agents.sampling import still_sampled
 from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, ReviewRequest, TieBreakRequest
@@ -316,7 +317,7 @@ class Pipeline:
                         return capped
                 decision = await decide(item)
                 if self.spend is not None:
-                    self.spend.record(_experiment_of(item), decision.facts.cost_usd)
+                    self.spend.record(_experiment_of(item), known_usd(decision.calls))
                 refused = decision.disposition
                 if isinstance(refused, DeadLetterPair):
                     # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
