@@ -1,5 +1,9 @@
 """The stage handlers, free of Faust: bytes and headers in, messages to publish out.
 
+``Pipeline.handle`` takes bytes (the worker); ``Pipeline.decide`` takes the decoded input (the Python API)
+and is the same stage after decoding. Both act on the core's ``Decision`` by its disposition alone: publish
+its outcome, judge again while the judge is down, or dead-letter a refusal.
+
 The Faust agents (``streams.worker.delivery``) are thin loops around these, so the same handlers serve the
 worker, ``agent.test_context()`` tests, and anything else that moves bytes. Every input ends in at
 least one outgoing message: a verdict, a tie-break request, a review request or a dead letter; a
@@ -9,12 +13,13 @@ redelivered one whose outcome the broker already has ends in none.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -70,7 +75,6 @@ ALERT_EVERY_S = 60.0
 HeadersIn = Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None
 Stage = Literal["primary", "tiebreak"]
 DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak"]
-In = TypeVar("In", CandidatePair, TieBreakRequest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,25 +233,65 @@ class Pipeline:
     async def handle(
         self, stage: Stage, raw: bytes | None, headers: HeadersIn, origin: Origin, *, after_crash: bool = False
     ) -> StageResult:
-        """One input of ``stage`` ("primary": a candidate pair; "tiebreak": a tie-break request).
+        """One input of ``stage`` ("primary": a candidate pair; "tiebreak": a tie-break request), as bytes: decoded,
+        then decided as :meth:`decide` decides it. Never raises for an input that does not decode: it ends in a
+        dead letter.
 
         ``after_crash``: this input already stopped a worker once; an unexpected error on it stops this one
         too (``WorkerBroken``) instead of counting as an isolated bug.
         """
-        if stage == "primary":
-            return await self._stage(
-                "primary", CandidatePair, self.max_event_bytes, self._judge, raw, headers, origin, after_crash
-            )
-        # A tie-break request carries the pair and both primary orderings, so it may be larger.
-        return await self._stage(
-            "tiebreak", TieBreakRequest, self.max_event_bytes * 4, self._resolve, raw, headers, origin, after_crash
-        )
+        model: type[CandidatePair | TieBreakRequest] = CandidatePair if stage == "primary" else TieBreakRequest
+        letter_stage: DeadLetterStage = "decode" if stage == "primary" else "tiebreak"
+        with self._stage_span(stage, headers) as span:
+            await self._ready()
+            try:
+                item = decode(model, raw, max_bytes=self._max_bytes(stage))
+            except InputRejected as exc:
+                return StageResult([self._dead_letter(span, letter_stage, exc.reason, exc.detail, raw, origin)])
+            # Blind on purpose: whatever a bug raises is counted and logged in _unexpected (the error budget).
+            except Exception as exc:  # noqa: BLE001
+                return self._unexpected(stage, span, exc, raw, origin, None, after_crash)
+            return await self._decided(stage, span, item, raw, origin, after_crash)
+
+    async def decide(
+        self,
+        stage: Stage,
+        item: CandidatePair | TieBreakRequest,
+        raw: bytes,
+        headers: HeadersIn = None,
+        origin: Origin = Origin(),
+    ) -> StageResult:
+        """The stage for an input already decoded (the Python API's path): the same checks, judging, spending
+        caps, dispositions and events as :meth:`handle`, whose outgoing messages carry their events typed
+        (``Outgoing.event``) beside their bytes. ``raw`` is the input as it would travel: its size is bounded as
+        the worker bounds it, and it is the original a dead letter keeps."""
+        if len(raw) > self._max_bytes(stage):
+            return await self.handle(stage, raw, headers, origin)  # dead-lettered as the worker would
+        with self._stage_span(stage, headers) as span:
+            await self._ready()
+            return await self._decided(stage, span, item, raw, origin, after_crash=False)
 
     async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
         return await self.handle("primary", raw, headers, origin)
 
     async def on_tiebreak(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
         return await self.handle("tiebreak", raw, headers, origin)
+
+    def _max_bytes(self, stage: Stage) -> int:
+        # A tie-break request carries the pair and both primary orderings, so it may be larger.
+        return self.max_event_bytes if stage == "primary" else self.max_event_bytes * 4
+
+    @contextlib.contextmanager
+    def _stage_span(self, stage: Stage, headers: HeadersIn) -> Iterator[Span]:
+        with self.telemetry.tracer.start_as_current_span(
+            f"pairjudge.{stage}", context=extract_context(headers), kind=SpanKind.CONSUMER
+        ) as span:
+            span.set_attribute("pairjudge.stage", stage)
+            yield span
+
+    async def _ready(self) -> None:
+        await self.policy.ready.wait()
+        await self.judges_checked.wait()
 
     async def _judge(self, pair: CandidatePair) -> Decision:
         # The core checks the pair (InputRejected) before any judge call; nothing to check here.
@@ -260,87 +304,72 @@ class Pipeline:
             lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
         )
 
-    async def _stage(
+    async def _decided(
         self,
         stage: Stage,
-        model: type[In],
-        max_bytes: int,
-        decide: Callable[[In], Awaitable[Decision]],
+        span: Span,
+        item: CandidatePair | TieBreakRequest,
         raw: bytes | None,
-        headers: HeadersIn,
         origin: Origin,
         after_crash: bool,
     ) -> StageResult:
-        """One stage, the same for both: decode, replay a recorded outcome, or decide and publish.
+        """One decoded input, the same for both stages: replay a recorded outcome, or decide and act on the
+        decision's disposition.
 
         Never raises for a bad input or a failing judge: those end in a dead letter. An unexpected error
         (a bug) on one pair dead-letters it as ``internal_error`` with an alert; in a run, it raises
         ``WorkerBroken`` and the edge stops the worker without committing the input.
         """
-        letter_stage: DeadLetterStage = "decode" if stage == "primary" else "tiebreak"
         #: Where a pair that decoded but could not be judged is dead-lettered.
         where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
-        with self.telemetry.tracer.start_as_current_span(
-            f"pairjudge.{stage}", context=extract_context(headers), kind=SpanKind.CONSUMER
-        ) as span:
-            span.set_attribute("pairjudge.stage", stage)
-            await self.policy.ready.wait()
-            await self.judges_checked.wait()
+        pair_id = item.pair_id
+        span.set_attribute("pairjudge.pair_id", pair_id)
+        recorded = await self.outcomes.claim(stage, pair_id) if self.outcomes is not None else None
+        if recorded is not None:
+            # Redelivered (a rebalance, a crash, a producer retry): the same outcome again, unjudged; or
+            # nothing at all when the broker already has it all (streams.worker.published).
+            span.set_attributes(
+                {
+                    "pairjudge.outcome": "replayed",
+                    "pairjudge.replayed": True,
+                    "pairjudge.already_published": not recorded,
+                }
+            )
+            self.telemetry.instruments.replays.add(1, {"pairjudge.stage": stage})
+            return StageResult(recorded, pair_id=pair_id, replayed=True)
+        #: Alerts raised on the way, published with the outcome (a spending cap's).
+        alerts: list[Outgoing] = []
+        try:
+            if self.spend is not None and isinstance(item, CandidatePair):
+                capped, alerts = await self._over_budget(span, item, raw, origin)
+                if capped is not None:
+                    return capped
+            decision = await (self._judge(item) if isinstance(item, CandidatePair) else self._resolve(item))
+            if self.spend is not None:
+                self.spend.record(_experiment_of(item), known_usd(decision.calls))
+            refused = decision.disposition
+            if isinstance(refused, DeadLetterPair):
+                # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
+                # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery),
+                # until `pairjudge deadletter replay` re-publishes it once the cause is fixed.
+                letter = self._dead_letter(span, where, refused.kind, refused.detail, raw, origin)
+                rejected = self._rejection_alert(decision, refused)
+                return StageResult([letter], pair_id=pair_id, alerts=alerts + rejected)
+            return StageResult(self._publish(span, decision, item), pair_id=pair_id, alerts=alerts)
+        except asyncio.CancelledError:
+            if self.outcomes is not None:
+                self.outcomes.release(stage, pair_id)
+            raise
+        except InputRejected as exc:
+            letter = self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)
+            return StageResult([letter], pair_id=pair_id)
+        except Exception as exc:  # noqa: BLE001  # a bug: counted and logged in _unexpected
             try:
-                item = decode(model, raw, max_bytes=max_bytes)
-            except InputRejected as exc:
-                return StageResult([self._dead_letter(span, letter_stage, exc.reason, exc.detail, raw, origin)])
-            # Blind on purpose: whatever a bug raises is counted and logged in _unexpected (the error budget).
-            except Exception as exc:  # noqa: BLE001
-                return self._unexpected(stage, span, exc, raw, origin, None, after_crash)
-            pair_id = item.pair_id
-            span.set_attribute("pairjudge.pair_id", pair_id)
-            recorded = await self.outcomes.claim(stage, pair_id) if self.outcomes is not None else None
-            if recorded is not None:
-                # Redelivered (a rebalance, a crash, a producer retry): the same outcome again, unjudged; or
-                # nothing at all when the broker already has it all (streams.worker.published).
-                span.set_attributes(
-                    {
-                        "pairjudge.outcome": "replayed",
-                        "pairjudge.replayed": True,
-                        "pairjudge.already_published": not recorded,
-                    }
-                )
-                self.telemetry.instruments.replays.add(1, {"pairjudge.stage": stage})
-                return StageResult(recorded, pair_id=pair_id, replayed=True)
-            #: Alerts raised on the way, published with the outcome (a spending cap's).
-            alerts: list[Outgoing] = []
-            try:
-                if stage == "primary" and self.spend is not None and isinstance(item, CandidatePair):
-                    capped, alerts = await self._over_budget(span, item, raw, origin)
-                    if capped is not None:
-                        return capped
-                decision = await decide(item)
-                if self.spend is not None:
-                    self.spend.record(_experiment_of(item), known_usd(decision.calls))
-                refused = decision.disposition
-                if isinstance(refused, DeadLetterPair):
-                    # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
-                    # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery),
-                    # until `pairjudge deadletter replay` re-publishes it once the cause is fixed.
-                    letter = self._dead_letter(span, where, refused.kind, refused.detail, raw, origin)
-                    rejected = self._rejection_alert(decision, refused)
-                    return StageResult([letter], pair_id=pair_id, alerts=alerts + rejected)
-                return StageResult(self._publish(span, decision, item), pair_id=pair_id, alerts=alerts)
-            except asyncio.CancelledError:
+                return self._unexpected(stage, span, exc, raw, origin, pair_id, after_crash)
+            except WorkerBroken:
                 if self.outcomes is not None:
                     self.outcomes.release(stage, pair_id)
                 raise
-            except InputRejected as exc:
-                letter = self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)
-                return StageResult([letter], pair_id=pair_id)
-            except Exception as exc:  # noqa: BLE001  # a bug: counted and logged in _unexpected
-                try:
-                    return self._unexpected(stage, span, exc, raw, origin, pair_id, after_crash)
-                except WorkerBroken:
-                    if self.outcomes is not None:
-                        self.outcomes.release(stage, pair_id)
-                    raise
 
     async def _over_budget(
         self, span: Span, pair: CandidatePair, raw: bytes | None, origin: Origin
@@ -469,7 +498,7 @@ class Pipeline:
             audit = decision.audit_copy.model_copy(update={"trace_id": trace_id})
             if self.redactor is not None:
                 audit = self.redactor.review_request(audit)
-            out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers))
+            out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers, event=audit))
         record = record_for(decision, judged, self.catalog)
         if record is not None:
             out.append(Outgoing("decisions", record.pair_id.encode(), encode(record), headers, event=record))
@@ -516,7 +545,7 @@ def dead_letter(
         redactor=redactor,
     )
     log.warning("dead-lettered %s at %s from %s: %s", letter.pair_id or "an event", stage, origin.topic, reason)
-    return Outgoing("deadletter", letter.key, letter.value, inject_headers())
+    return Outgoing("deadletter", letter.key, letter.value, inject_headers(), event=letter.event)
 
 
 def describe_error(exc: BaseException) -> str:
