@@ -23,6 +23,7 @@ from pairjudge.schemas.events import (
     JuryVote,
     OrderingResult,
     PairVerdict,
+    ReviewReason,
     ReviewRequest,
     Stage,
     TieBreakReason,
@@ -75,7 +76,7 @@ class DecisionFacts:
     winner: str | None = None
     confidence: float | None = None
     #: The tie-break or review reason; None for a verdict.
-    reason: str | None = None
+    reason: TieBreakReason | ReviewReason | None = None
     #: What the orderings alone led to, when the policy (kappa guard, tie-break switch) overrode it.
     policy_overrode: DecidedKind | None = None
     #: The winner and mean confidence the orderings reached with enough confidence to decide, even
@@ -139,7 +140,7 @@ def decision_facts(
     the orderings reached before the policy was applied (the primary stage); ``sampled`` is a judge
     verdict's audit draw."""
     decided_by: DecidedBy
-    reason: str | None
+    reason: TieBreakReason | ReviewReason | None
     probability: float | None = None
     sampling_class: str | None = None
     if isinstance(outcome, ReviewRequest):
