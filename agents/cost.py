@@ -36,9 +36,12 @@ def billed(calls: Iterable[JudgeCall]) -> list[float | None]:
 
 def total_usd(costs: Sequence[float | None]) -> float | None:
     """The exact sum of ``costs``; 0.0 for none; None when any is unknown."""
-    if any(c is None for c in costs):
-        return None
-    return math.fsum(c for c in costs if c is not None)
+    known: list[float] = []
+    for cost in costs:
+        if cost is None:
+            return None
+        known.append(cost)
+    return math.fsum(known)
 
 
 def cost_of(calls: Iterable[JudgeCall]) -> float | None:
@@ -53,4 +56,4 @@ def event_cost(costs: Sequence[float | None]) -> float | None:
 
 def known_usd(calls: Iterable[JudgeCall]) -> float:
     """The priced part of what ``calls`` cost: for counters that can only add what is known."""
-    return math.fsum(c for c in billed(calls) if c is not None)
+    return math.fsum([c.cost_usd for c in calls if c.answered_model is not None and c.cost_usd is not None])
