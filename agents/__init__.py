@@ -6,13 +6,15 @@ The public face, for the stream edges and for anyone embedding the core::
     decision = await judge_pair(pair, [j1, j2, j3], policy, catalog) # a jury
     decision = await resolve_tiebreak(request, judge, policy)        # seed 002's resolver
 
-A ``Decision`` carries the outcome event to publish (verdict, tie-break request or review request),
-an audit copy when sampled, every judge call, and typed ``DecisionFacts`` for telemetry. Nothing here
+A ``Decision`` carries the outcome event (verdict, tie-break request or review request) and its
+``Disposition`` (publish it, judge the pair again later, or dead-letter it), an audit copy when sampled,
+every judge call, and typed ``DecisionFacts`` for telemetry. Nothing here
 does I/O: no Kafka, HTTP or OpenTelemetry (the layering check in the test suite enforces it).
 """
 
 from pairjudge.agents.builders import Outcome
 from pairjudge.agents.core import Decision, capped_decision, check_pair, judge_pair, resolve_rubric, resolve_tiebreak
+from pairjudge.agents.disposition import DeadLetterPair, Disposition, Publish, RetryLater
 from pairjudge.agents.errors import (
     InputRejected,
     InvalidReply,
@@ -21,7 +23,7 @@ from pairjudge.agents.errors import (
     JudgeUnavailable,
     PairjudgeError,
 )
-from pairjudge.agents.facts import DecisionFacts, EvaluationResult, outcome_kind
+from pairjudge.agents.facts import DecisionFacts, EvaluationResult
 from pairjudge.agents.judge import (
     ChatMessage,
     Judge,
@@ -32,14 +34,16 @@ from pairjudge.agents.judge import (
     JudgeWrapper,
     judge_info,
 )
-from pairjudge.agents.outcomes import is_judge_rejected, rejected_detail, rejected_status
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.truth_table import OutcomeKind
+from pairjudge.schemas.outcomes import DecidedKind, OutcomeKind
 
 __all__ = [
     "ChatMessage",
+    "DeadLetterPair",
+    "DecidedKind",
     "Decision",
     "DecisionFacts",
+    "Disposition",
     "EvaluationResult",
     "InputRejected",
     "InvalidReply",
@@ -56,14 +60,12 @@ __all__ = [
     "OutcomeKind",
     "PairjudgeError",
     "Policy",
+    "Publish",
+    "RetryLater",
     "capped_decision",
     "check_pair",
-    "is_judge_rejected",
     "judge_info",
     "judge_pair",
-    "outcome_kind",
-    "rejected_detail",
-    "rejected_status",
     "resolve_rubric",
     "resolve_tiebreak",
 ]

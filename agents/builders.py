@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Literal, TypeGuard, get_args
 
-from pairjudge.agents.orderings import cost_sum
+from pairjudge.agents.cost import event_cost
 from pairjudge.agents.settle import Settlement
 from pairjudge.agents.truth_table import Reconciliation
 from pairjudge.schemas.events import (
@@ -114,7 +114,7 @@ def verdict(
         tiebreak_reason=tiebreak_reason,
         weighted_scores=weighted_scores,
         # Every ordering that led here (for a tie-break verdict: the primary ones too), re-asks included.
-        cost_usd=cost_sum([o.cost_usd for o in orderings if o.answered_by_model is not None]),
+        cost_usd=event_cost([o.cost_usd for o in orderings if o.answered_by_model is not None]),
         experiment_id=pair.metadata.experiment_id,
         traffic=pair.metadata.traffic,
         trace_id=trace_id,

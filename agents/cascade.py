@@ -78,4 +78,4 @@ class Cascade:
 
 def passes_on(raw: Reconciliation) -> bool:
     """Whether a tier's reconciliation sends the pair to the next tier: anything but a verdict, except an outage."""
-    return raw.outcome != "verdict" and raw.reason != "judge_unavailable"
+    return raw.outcome != "verdict" and raw.failure != "judge_unavailable"

@@ -40,8 +40,10 @@ import anyio
 
 from pairjudge.agents.builders import Outcome, primary_outcome, review, settled_verdict
 from pairjudge.agents.cascade import Cascade, Tier, passes_on
+from pairjudge.agents.cost import cost_of
+from pairjudge.agents.disposition import PUBLISH, Disposition, disposition
 from pairjudge.agents.errors import InputRejected
-from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation, spend_of
+from pairjudge.agents.facts import DecisionFacts, EvaluationResult, decision_facts, evaluation
 from pairjudge.agents.injection import Finding, detect
 from pairjudge.agents.injection_screen import InjectionScreen, screen_of, screen_pair
 from pairjudge.agents.judge import Judge, JudgeCall, judge_info
@@ -52,7 +54,7 @@ from pairjudge.agents.policy_overlay import apply_policy, overriding_reason
 from pairjudge.agents.prompts import pair_template_hash, render_primary
 from pairjudge.agents.sampling import audit, verdict_class
 from pairjudge.agents.settle import Settlement, settle
-from pairjudge.agents.tiebreak import arithmetic_mismatches, decide_tiebreak, judge_tiebreak_ordering
+from pairjudge.agents.tiebreak import arithmetic_mismatches, decide_tiebreak, judge_tiebreak_ordering, tiebreak_failure
 from pairjudge.agents.truth_table import Reconciliation
 from pairjudge.agents.validation import AskResult, ask_validated, check_head_to_head, check_pairwise
 from pairjudge.schemas.audit import AuditSeries
@@ -98,6 +100,9 @@ class Decision:
     calls: tuple[JudgeCall, ...]
     facts: DecisionFacts
     evaluation: EvaluationResult | None
+    #: What the edge does with it: publish the outcome, judge the pair again later (the judge was down), or
+    #: dead-letter it (the judge refused the request). The edge reads nothing else to choose.
+    disposition: Disposition = PUBLISH
 
 
 # --- input checks -----------------------------------------------------------------------------
@@ -495,7 +500,7 @@ def _primary_decision(
     calls = tuple(c for step in passed for c in step.calls) + judged.calls
     if isinstance(outcome, TieBreakRequest):
         # The tie-break stage's record then has the pair's whole spend (``DecisionFacts.pair_cost_usd``).
-        outcome = outcome.model_copy(update={"primary_cost_usd": spend_of(calls)})
+        outcome = outcome.model_copy(update={"primary_cost_usd": cost_of(calls)})
     facts = decision_facts(
         pair,
         "primary",
@@ -520,6 +525,7 @@ def _primary_decision(
         calls=calls,
         facts=facts,
         evaluation=evaluation(f"pairwise_{rubric.kind}", outcome, orderings, rec.mean_confidence),
+        disposition=disposition(rec.failure, orderings, calls),
     )
 
 
@@ -648,4 +654,5 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
         calls=calls,
         facts=facts,
         evaluation=evaluation("pairwise_tiebreak", outcome, (ab.result, ba.result), mean),
+        disposition=disposition(tiebreak_failure(ab, ba), (ab.result, ba.result), calls),
     )

@@ -13,23 +13,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pairjudge.agents.builders import Outcome
+from pairjudge.agents.cost import cost_of
 from pairjudge.agents.judge import JudgeCall
 from pairjudge.agents.sampling import REVIEW, AuditDraw
-from pairjudge.agents.truth_table import OutcomeKind, Reconciliation
+from pairjudge.agents.truth_table import Reconciliation
 from pairjudge.schemas.events import (
     DecidedBy,
     InjectionFlag,
     JuryVote,
     OrderingResult,
     PairVerdict,
+    ReviewReason,
     ReviewRequest,
     Stage,
     TieBreakReason,
     TieBreakRequest,
 )
+from pairjudge.schemas.outcomes import DecidedKind, decided_kind
 from pairjudge.schemas.pair import CandidatePair
 
-__all__ = ["DecisionFacts", "EvaluationResult", "decision_facts", "evaluation", "outcome_kind"]
+__all__ = ["DecisionFacts", "EvaluationResult", "decision_facts", "evaluation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,7 @@ class DecisionFacts:
     pair_id: str
     stage: Stage
     #: Where the pair goes next: a verdict, a tie-break request or a review request.
-    outcome: OutcomeKind
+    outcome: DecidedKind
     #: Who decides the pair from here: the stage itself for a verdict, "tiebreak" for a tie-break
     #: request, "human" for a review.
     decided_by: DecidedBy
@@ -73,9 +76,9 @@ class DecisionFacts:
     winner: str | None = None
     confidence: float | None = None
     #: The tie-break or review reason; None for a verdict.
-    reason: str | None = None
+    reason: TieBreakReason | ReviewReason | None = None
     #: What the orderings alone led to, when the policy (kappa guard, tie-break switch) overrode it.
-    policy_overrode: OutcomeKind | None = None
+    policy_overrode: DecidedKind | None = None
     #: The winner and mean confidence the orderings reached with enough confidence to decide, even
     #: when the policy overrode the verdict (the kappa guard): the drift audit still compares them.
     judged_winner: str | None = None
@@ -108,24 +111,6 @@ class DecisionFacts:
     pair_cost_usd: float | None = None
 
 
-def spend_of(calls: Sequence[JudgeCall]) -> float | None:
-    """What ``calls`` cost in US dollars: 0 for none, None when any call's price is unknown (never zero)."""
-    total = 0.0
-    for call in calls:
-        if call.cost_usd is None:
-            return None
-        total += call.cost_usd
-    return total
-
-
-def outcome_kind(outcome: Outcome) -> OutcomeKind:
-    if isinstance(outcome, PairVerdict):
-        return "verdict"
-    if isinstance(outcome, TieBreakRequest):
-        return "tiebreak"
-    return "review"
-
-
 def decision_facts(
     pair: CandidatePair,
     stage: Stage,
@@ -139,7 +124,7 @@ def decision_facts(
     sampled: AuditDraw | None = None,
     consistent: bool | None = None,
     flip: bool | None = None,
-    policy_overrode: OutcomeKind | None = None,
+    policy_overrode: DecidedKind | None = None,
     judged: Reconciliation | None = None,
     primary_threshold: float | None = None,
     jury: Sequence[JuryVote] | None = None,
@@ -155,7 +140,7 @@ def decision_facts(
     the orderings reached before the policy was applied (the primary stage); ``sampled`` is a judge
     verdict's audit draw."""
     decided_by: DecidedBy
-    reason: str | None
+    reason: TieBreakReason | ReviewReason | None
     probability: float | None = None
     sampling_class: str | None = None
     if isinstance(outcome, ReviewRequest):
@@ -172,7 +157,7 @@ def decision_facts(
     return DecisionFacts(
         pair_id=pair.pair_id,
         stage=stage,
-        outcome=outcome_kind(outcome),
+        outcome=decided_kind(outcome),
         decided_by=decided_by,
         consistent=consistent if consistent is not None else (rec is not None and rec.consistent),
         flip=flip if flip is not None else (rec is not None and rec.flip),
@@ -199,7 +184,7 @@ def decision_facts(
         sampling_class=sampling_class,
         tier=tier,
         escalated_from=tuple(escalated_from),
-        cost_usd=(cost := spend_of(calls)),
+        cost_usd=(cost := cost_of(calls)),
         pair_cost_usd=None if cost is None or earlier_cost_usd is None else earlier_cost_usd + cost,
     )
 
@@ -212,4 +197,4 @@ def evaluation(
         return None
     if isinstance(outcome, PairVerdict):
         return EvaluationResult(name, outcome.winner_role or "tie", outcome.confidence, outcome.justification)
-    return EvaluationResult(name, outcome_kind(outcome), mean_confidence, outcome.reason)
+    return EvaluationResult(name, decided_kind(outcome), mean_confidence, outcome.reason)

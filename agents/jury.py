@@ -189,10 +189,10 @@ def reconcile_jury(jurors: Sequence[Juror], needed: int, threshold: float) -> Re
     mean = _mean([v.confidence for v in votes if winner is None or (not v.abstained and v.vote == winner)])
     failed = failure_reason(o.error_kind for j in jurors for o in (j.ab, j.ba) if not o.valid)
     if failed == "judge_rejected":
-        return Reconciliation("review", failed, None, None, consistent=False, flip=flip)
+        return Reconciliation("review", failed, None, None, consistent=False, flip=flip, failure=failed)
     if all(v.abstain_reason == "invalid" for v in votes):
         reason: ReviewReason = failed or "ordering_invalid"
-        return Reconciliation("review", reason, None, None, consistent=False, flip=False)
+        return Reconciliation("review", reason, None, None, consistent=False, flip=False, failure=failed)
     if winner is not None:
         if mean is None:  # pragma: no cover - a vote always comes from two valid orderings
             raise ValueError("majority voters must carry a confidence")

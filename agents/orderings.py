@@ -13,11 +13,11 @@ This module sits below the renderer and imports only the contracts and the ``Jud
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pairjudge.agents.cost import billed, event_cost
 from pairjudge.agents.judge import JudgeCall
 from pairjudge.schemas.events import ErrorKind, Order, OrderingResult
 from pairjudge.schemas.pair import TIE, Candidate, CandidatePair
@@ -30,7 +30,7 @@ from pairjudge.schemas.replies import (
     ToneStyleReply,
 )
 
-__all__ = ["ORDERS", "build_ordering", "cost_sum", "map_winner", "shown"]
+__all__ = ["ORDERS", "build_ordering", "map_winner", "shown"]
 
 #: Both orders, in the order every stage judges and records them.
 ORDERS: Final[tuple[Order, Order]] = ("AB", "BA")
@@ -102,19 +102,6 @@ def _token_sum(values: Sequence[int | None]) -> int | None:
     return sum(known) if known else None
 
 
-def cost_sum(values: Sequence[float | None]) -> float | None:
-    """The total of ``values``; None when there are none or any of them is unknown.
-
-    A partial sum is never reported as the total: one unpriced reply (a model missing from the price
-    table, a reply without token counts) makes the whole figure unknown. Callers pass only the costs
-    of calls that got a reply: a call that raised (judge down) got no reply and is not billed.
-    """
-    if not values:
-        return None
-    known = [v for v in values if v is not None]
-    return math.fsum(known) if len(known) == len(values) else None
-
-
 def build_ordering(
     pair: CandidatePair,
     order: Order,
@@ -149,7 +136,7 @@ def build_ordering(
         "answered_by_model": answered_model,
         "error": error,
         "error_kind": error_kind,
-        "cost_usd": cost_sum([c.cost_usd for c in calls if c.answered_model is not None]),
+        "cost_usd": event_cost(billed(calls)),
         "cache_hits": sum(1 for c in calls if c.cached),
     }
     if reply is None:

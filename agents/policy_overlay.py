@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.truth_table import OutcomeKind, Reconciliation, at_least
+from pairjudge.agents.truth_table import Reconciliation, at_least
+from pairjudge.schemas.outcomes import DecidedKind
 from pairjudge.schemas.pair import RiskLevel
 
 __all__ = ["PolicyReason", "SwitchReason", "apply_policy", "overriding_reason", "wants_review"]
@@ -36,7 +37,7 @@ SwitchReason = Literal["kappa_guard", "tiebreak_disabled"]
 PolicyReason = SwitchReason | Literal["risk_review"]
 
 
-def overriding_reason(policy: Policy, would_be: OutcomeKind) -> SwitchReason | None:
+def overriding_reason(policy: Policy, would_be: DecidedKind) -> SwitchReason | None:
     """The review reason ``policy``'s switches put in place of a would-be ``would_be``; None when they let it stand."""
     if policy.kappa_guard_tripped and would_be in ("verdict", "tiebreak"):
         return "kappa_guard"

@@ -38,7 +38,7 @@ from pairjudge.agents.orderings import build_ordering
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.policy_overlay import overriding_reason
 from pairjudge.agents.prompts import forced_choice, render_tiebreak
-from pairjudge.agents.truth_table import failure_reason
+from pairjudge.agents.truth_table import FailureReason, failure_reason
 from pairjudge.agents.validation import AskResult, ask_validated, check_tiebreak
 from pairjudge.schemas.events import ErrorKind, JudgeInfo, Order, OrderingResult, TieBreakRequest
 from pairjudge.schemas.pair import CandidatePair
@@ -232,6 +232,13 @@ def _mean_scores(ab: TieBreakOrdering, ba: TieBreakOrdering) -> dict[str, float]
     return {cid: (ab.scores[cid] + ba.scores[cid]) / 2 for cid in ab.scores}
 
 
+def tiebreak_failure(ab: TieBreakOrdering, ba: TieBreakOrdering) -> FailureReason | None:
+    """Why the tie-break's judge gave no answer, when an ordering is invalid because of it (a refusal or an
+    outage: the review's reason, and the decision's disposition); None otherwise."""
+    both = (ab, ba)
+    return failure_reason(o.error_kind for o in both) if any(o.status == "invalid" for o in both) else None
+
+
 def decide_tiebreak(
     request: TieBreakRequest,
     ab: TieBreakOrdering,
@@ -259,7 +266,7 @@ def decide_tiebreak(
         return review(pair, reason, stage="tiebreak", orderings=orderings, judge=judge, trace_id=request.trace_id)
 
     if any(o.status == "invalid" for o in both):
-        return to_review(failure_reason(o.error_kind for o in both) or "tiebreak_invalid")
+        return to_review(tiebreak_failure(ab, ba) or "tiebreak_invalid")
     unresolved = [o for o in both if o.status == "unresolved"]
     if unresolved:
         # Equal scores are a true tie for a human; a judge that found nothing to decide on (it stayed

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from pairjudge.schemas.events import ErrorKind, OrderingResult, ReviewReason, TieBreakReason
+from pairjudge.schemas.outcomes import DecidedKind
 from pairjudge.schemas.pair import TIE
 
-__all__ = ["FailureReason", "OutcomeKind", "Reconciliation", "at_least", "failure_reason", "reconcile"]
+__all__ = ["FailureReason", "Reconciliation", "at_least", "failure_reason", "reconcile"]
 
-OutcomeKind = Literal["verdict", "tiebreak", "review"]
 FailureReason = Literal["judge_rejected", "judge_unavailable"]
 
 _FLOAT_TOLERANCE: Final = 1e-9
@@ -46,7 +46,7 @@ _FLOAT_TOLERANCE: Final = 1e-9
 class Reconciliation:
     """What the two orderings add up to, before any event is built."""
 
-    outcome: OutcomeKind
+    outcome: DecidedKind
     reason: TieBreakReason | ReviewReason | None
     #: The verdict's winner (a candidate id); None unless ``outcome == "verdict"``.
     winner: str | None
@@ -56,6 +56,9 @@ class Reconciliation:
     consistent: bool
     #: Both orderings valid, decisive, and naming different candidates.
     flip: bool
+    #: Why the judge gave no answer, when that is what this review is for (``reason`` says the same): the
+    #: core's typed cause for the decision's disposition (``agents.disposition``), never read back from text.
+    failure: FailureReason | None = None
 
 
 def at_least(value: float, threshold: float) -> bool:
@@ -83,7 +86,7 @@ def reconcile(ab: OrderingResult, ba: OrderingResult, threshold: float) -> Recon
     if not (ab.valid and ba.valid):
         failed = failure_reason(r.error_kind for r in (ab, ba) if not r.valid)
         reason: ReviewReason = failed or "ordering_invalid"
-        return Reconciliation("review", reason, None, None, consistent=False, flip=False)
+        return Reconciliation("review", reason, None, None, consistent=False, flip=False, failure=failed)
     if ab.mapped_winner is None or ba.mapped_winner is None or ab.confidence is None or ba.confidence is None:
         raise ValueError("a valid OrderingResult must carry mapped_winner and confidence")
     mean = (ab.confidence + ba.confidence) / 2

@@ -15,12 +15,12 @@ from pydantic import Field
 
 from pairjudge.schemas._base import Contract, Event
 from pairjudge.schemas.events import HumanLabel, JudgeInfo, ReviewReason, Stage, TieBreakReason
+from pairjudge.schemas.outcomes import DecidedKind
 from pairjudge.schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
 from pairjudge.schemas.rubric import RubricRef
 
 #: A winner as the audit compares it across pairs: the pair's first or second candidate, or a tie.
 RelativeWinner = Literal["first", "second", "TIE"]
-OutcomeKind = Literal["verdict", "tiebreak", "review"]
 
 
 class AuditSeries(Contract):
@@ -103,7 +103,7 @@ class DecisionRecord(Event):
     pair_id: PairId
     series: AuditSeries
     stage: Stage
-    outcome: OutcomeKind
+    outcome: DecidedKind
     #: The tie-break or review reason; None for a verdict.
     reason: TieBreakReason | ReviewReason | None = None
     #: Decided without a human: a verdict of this stage.

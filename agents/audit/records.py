@@ -1,4 +1,8 @@
-"""What one stage decided about one pair, as the audit counts it: a ``DecisionRecord``, facts and no text."""
+"""What one stage decided about one pair, as the audit counts it: a ``DecisionRecord``, facts and no text.
+
+A record is derived from the decision's ``DecisionFacts`` (what it decided, why, how confidently, what it cost)
+and from the pair (who competed, in which series); only the per-ordering statistics (positions, dimensions,
+cited rules) and the answered models are read from the orderings and calls themselves."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pairjudge.agents.audit.ambiguity import dimension_facts, rules_cited
 from pairjudge.agents.core import Decision
 from pairjudge.agents.validation import JudgeCall
-from pairjudge.schemas import JudgeInfo, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas import JudgeInfo, TieBreakRequest
 from pairjudge.schemas.audit import (
     AuditSeries,
     DecisionRecord,
@@ -102,16 +106,15 @@ def decision_record(
     decisive = [o for o in orderings if o.valid and o.raw_winner in ("A", "B")]
     judged_primary = orderings if primary_orderings is None else tuple(primary_orderings)
     candidates = (pair.candidates[0].candidate_id, pair.candidates[1].candidate_id)
-    outcome = decision.outcome
     first, second = pair.candidates
     return DecisionRecord(
         pair_id=pair.pair_id,
         series=series,
         stage=decision.stage,
         outcome=facts.outcome,
-        reason=outcome.reason if isinstance(outcome, TieBreakRequest | ReviewRequest) else None,
-        auto_decided=isinstance(outcome, PairVerdict),
-        candidates=(pair.candidates[0].candidate_id, pair.candidates[1].candidate_id),
+        reason=facts.reason,
+        auto_decided=facts.outcome == "verdict",
+        candidates=candidates,
         judge_winner=facts.judged_winner,
         confidence=facts.judged_confidence,
         flip=facts.flip,

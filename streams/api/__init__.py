@@ -20,8 +20,9 @@ Nothing here imports Faust or needs a broker. Guide: docs/guides/python-api.md.
 
 from __future__ import annotations
 
+from pairjudge.schemas.outcomes import OutcomeKind
 from pairjudge.streams.api.evaluator import DEFAULT_CONCURRENCY, Evaluator, FileRun, PairInput
-from pairjudge.streams.api.outcomes import Failed, Outcome, OutcomeKind, Rejected, Review, TieBreakPending, Verdict
+from pairjudge.streams.api.outcomes import Failed, Outcome, Rejected, Review, TieBreakPending, Verdict
 from pairjudge.streams.api.results import PairResult
 from pairjudge.streams.api.tiebreak import EvaluationFailed, TieBreakResult, tie_break
 from pairjudge.streams.config.settings import Settings

@@ -1,6 +1,7 @@
 """The ``Evaluator``: the worker's judging path for one pair, many pairs or a file, without Kafka.
 
-It runs the worker's own stage handler (``streams.worker.pipeline.Pipeline``) on the worker's judge
+It runs the worker's own stage (``streams.worker.pipeline.Pipeline.decide``: the handler without its bytes, on
+the decoded pair, returning the events it built) on the worker's judge
 stacks, policy and rubric catalog (``streams.judges.panel``), so a pair meets exactly what the worker
 would do to it: the input checks, both orders at once, reconciliation, the tie-break stage fed with the
 request the primary stage would have published, retries of a judge outage (``OUTAGE_RETRIES`` more
@@ -23,6 +24,7 @@ from pydantic_core import to_json
 
 from pairjudge.agents import InputRejected, Judge
 from pairjudge.schemas import CandidatePair, DeadLetter, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.outcomes import OutcomeEvent, letter_kind
 from pairjudge.streams.api.outcomes import Failed, Outcome, Rejected, Review, TieBreakPending, Verdict
 from pairjudge.streams.api.results import PairResult, ResultsFile, append_row, line_key, open_results, result_for
 from pairjudge.streams.config.settings import Settings
@@ -115,21 +117,26 @@ class Evaluator:
         """
         raw = event_bytes(pair)
         decoded = pair if isinstance(pair, CandidatePair) else self._decoded(raw)
-        first = await self._pipeline.handle("primary", raw, None, Origin())
+        if decoded is None:
+            # Not a pair: the worker's own decoding writes the dead letter it would write.
+            first = await self._pipeline.handle("primary", raw, None, Origin())
+        else:
+            first = await self._pipeline.decide("primary", decoded, raw)
         event = _published(first)
         if not isinstance(event, TieBreakRequest) or not tiebreak:
             return _outcome(event, decoded, None)
-        # The request exactly as the worker would publish it (bytes and trace headers) to its tie-break stage.
+        # The request as the worker would publish it (its trace headers too) to its tie-break stage.
         request = first.outgoing[0]
-        second = await self._pipeline.handle("tiebreak", request.value, request.headers, Origin())
+        second = await self._pipeline.decide("tiebreak", event, request.value, request.headers)
         return _outcome(_published(second), decoded, event)
 
     async def resolve_tiebreak(self, request: TieBreakRequest) -> Outcome:
         """The tie-break stage alone, on a request such as the worker's tie-break topic carries."""
-        result = await self._pipeline.handle("tiebreak", request.model_dump_json().encode(), None, Origin())
+        result = await self._pipeline.decide("tiebreak", request, request.model_dump_json().encode())
         return _outcome(_published(result), request.pair, request)
 
     def _decoded(self, raw: bytes) -> CandidatePair | None:
+        """The pair as the worker decodes it; None when it would not decode (its dead letter says why)."""
         try:
             return decode(CandidatePair, raw, max_bytes=self.settings.max_event_bytes)
         except InputRejected:
@@ -287,19 +294,13 @@ class FileRun:
         return rows
 
 
-#: The model of each topic an outcome goes to.
-_MODELS: dict[str, type[PairVerdict | TieBreakRequest | ReviewRequest | DeadLetter]] = {
-    "verdicts": PairVerdict,
-    "tiebreak": TieBreakRequest,
-    "review": ReviewRequest,
-    "deadletter": DeadLetter,
-}
-
-
-def _published(result: StageResult) -> PairVerdict | TieBreakRequest | ReviewRequest | DeadLetter:
-    """The event a stage would publish first: the outcome (audit copies and records follow it)."""
-    first = result.outgoing[0]
-    return _MODELS[first.kind].model_validate_json(first.value)
+def _published(result: StageResult) -> OutcomeEvent:
+    """The event a stage would publish first, as the stage built it: the outcome (audit copies and records
+    follow it) or the dead letter."""
+    event = result.outgoing[0].event
+    if not isinstance(event, PairVerdict | TieBreakRequest | ReviewRequest | DeadLetter):  # pragma: no cover
+        raise TypeError(f"a stage published {type(event).__name__} first, not an outcome")
+    return event
 
 
 def _outcome(
@@ -313,6 +314,6 @@ def _outcome(
         return TieBreakPending(pair, request, event)
     if isinstance(event, ReviewRequest):
         return Review(pair, request, event)
-    if event.stage in ("decode", "validate"):
+    if letter_kind(event) == "rejected":
         return Rejected(pair, request, event)
     return Failed(pair, request, event)

@@ -1,19 +1,10 @@
 """What ``compare`` answers: the event the worker would publish for a pair, wrapped in one typed union.
 
-Each kind wraps the worker's own event (``event``), so nothing is lost and the wire contracts stay the
-single source of truth; the wrappers add what a caller usually wants first (``kind``, ``winner``,
-``confidence``, ``reason``) and what led to it (the decoded ``pair``, the ``tiebreak_request`` when the
-tie-break stage decided).
-
-    ========  ==================  ============================================================
-    kind      event               when
-    ========  ==================  ============================================================
-    verdict   ``PairVerdict``     decided: by the judge, the tie-break, or a rule (empty/equal outputs)
-    tiebreak  ``TieBreakRequest`` the primary stage could not decide and ``tiebreak=False`` was asked
-    review    ``ReviewRequest``   a human must decide (the reason says why)
-    rejected  ``DeadLetter``      the input cannot be judged (malformed, oversized, unknown rubric)
-    failed    ``DeadLetter``      the judge refused the request (a 4xx) or an internal error
-    ========  ==================  ============================================================
+One wrapper per outcome kind (``schemas.outcomes`` declares the kinds, their events and when each happens).
+Each wraps the worker's own event (``event``), so nothing is lost and the wire contracts stay the single
+source of truth; the wrappers add what a caller usually wants first (``kind``, ``winner``, ``confidence``,
+``reason``) and what led to it (the decoded ``pair``, the ``tiebreak_request`` when the tie-break stage
+decided). ``TieBreakPending`` comes back only when ``tiebreak=False`` was asked.
 """
 
 from __future__ import annotations
@@ -22,8 +13,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pairjudge.schemas import CandidatePair, DeadLetter, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
-
-OutcomeKind = Literal["verdict", "tiebreak", "review", "rejected", "failed"]
 
 
 @dataclass(frozen=True, slots=True)

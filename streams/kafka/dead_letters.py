@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from pairjudge.agents.errors import InputRejected
@@ -56,6 +56,8 @@ class BuiltLetter:
     value: bytes
     pair_id: str | None
     truncated: bool
+    #: The letter ``value`` encodes, for a caller in this process (the Python API) that wants it typed.
+    event: DeadLetter = field(compare=False, repr=False)
 
 
 def build_dead_letter(
@@ -103,15 +105,17 @@ def build_dead_letter(
     room = max_bytes - len(letter_key) - len(encode(whole.model_copy(update={"original": b""})))
     keep = max(0, room) // 4 * 3
     if len(original) <= keep:
-        return BuiltLetter(letter_key, encode(whole), pair_id, truncated=False)
-    value = encode(whole.model_copy(update={"original": original[:keep], "original_truncated": True}))
+        return BuiltLetter(letter_key, encode(whole), pair_id, truncated=False, event=whole)
+    letter = whole.model_copy(update={"original": original[:keep], "original_truncated": True})
+    value = encode(letter)
     if len(letter_key) + len(value) > max_bytes:
         # Not reachable by the arithmetic above (base64 is never escaped in JSON); if it ever were,
         # a letter without its original still fits, and a letter that fits is what matters.
         log.error("dead letter of %d bytes over its bound of %d; sent without the original", len(value), max_bytes)
-        value = encode(whole.model_copy(update={"original": b"", "original_truncated": True}))
+        letter = whole.model_copy(update={"original": b"", "original_truncated": True})
+        value = encode(letter)
     log.info("dead letter for a %d-byte event keeps its first %d bytes", len(original), keep)
-    return BuiltLetter(letter_key, value, pair_id, truncated=True)
+    return BuiltLetter(letter_key, value, pair_id, truncated=True, event=letter)
 
 
 def read_pair_id(raw: bytes | None, *, max_bytes: int = GUESS_PARSE_BYTES) -> str | None:

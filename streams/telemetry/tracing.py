@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from pairjudge.agents import Decision, DecisionFacts, Judge, JudgeError, JudgeRequest, JudgeResponse, JudgeWrapper
+from pairjudge.agents.cost import known_usd
 from pairjudge.schemas.kinds import WorkerStage
 from pairjudge.streams.config.settings import TelemetrySettings
 from pairjudge.streams.security.cleartext import check_cleartext
@@ -305,7 +306,7 @@ class Telemetry:
         if facts.tier is not None:
             labels["pairjudge.tier"] = facts.tier
         self.instruments.outcomes.add(1, labels)
-        spent = sum(c.cost_usd for c in decision.calls if c.cost_usd is not None)
+        spent = known_usd(decision.calls)
         if spent:
             self.instruments.pair_cost.add(spent, labels)
         if facts.flip:

@@ -1,5 +1,9 @@
 """The stage handlers, free of Faust: bytes and headers in, messages to publish out.
 
+``Pipeline.handle`` takes bytes (the worker); ``Pipeline.decide`` takes the decoded input (the Python API)
+and is the same stage after decoding. Both act on the core's ``Decision`` by its disposition alone: publish
+its outcome, judge again while the judge is down, or dead-letter a refusal.
+
 The Faust agents (``streams.worker.delivery``) are thin loops around these, so the same handlers serve the
 worker, ``agent.test_context()`` tests, and anything else that moves bytes. Every input ends in at
 least one outgoing message: a verdict, a tie-break request, a review request or a dead letter; a
@@ -9,12 +13,13 @@ redelivered one whose outcome the broker already has ends in none.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -24,19 +29,19 @@ from pairjudge.agents import (
     Judge,
     Policy,
     capped_decision,
-    is_judge_rejected,
     judge_pair,
-    rejected_detail,
-    rejected_status,
     resolve_tiebreak,
 )
 from pairjudge.agents.audit import record_for
 from pairjudge.agents.cascade import Cascade
+from pairjudge.agents.cost import known_usd
+from pairjudge.agents.disposition import DeadLetterPair, RetryLater
 from pairjudge.agents.sampling import still_sampled
-from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.kinds import DeadLetterStage as DeadLetterStage  # re-exported, with the two below
 from pairjudge.schemas.kinds import Stage as Stage
 from pairjudge.schemas.kinds import TopicKind as TopicKind
+from pairjudge.schemas.outcomes import OUTCOMES, decided_kind
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.judges.breaker import CircuitBreaker
 from pairjudge.streams.kafka.codecs import decode, encode
@@ -56,7 +61,6 @@ OUTAGE_RETRIES = 2
 #: At most one alert per judge series this often while its requests keep being refused.
 ALERT_EVERY_S = 60.0
 HeadersIn = Iterable[tuple[str, bytes]] | Mapping[str, bytes] | None
-In = TypeVar("In", CandidatePair, TieBreakRequest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,8 +215,7 @@ class Pipeline:
             for breaker in self._breakers:
                 await breaker.wait_until_closed()
             decision = await decide()
-            outage = isinstance(decision.outcome, ReviewRequest) and decision.outcome.reason == "judge_unavailable"
-            if not outage or not self._breakers:
+            if not isinstance(decision.disposition, RetryLater) or not self._breakers:
                 return decision
             if not any(b.is_open for b in self._breakers):
                 if retries_left == 0:
@@ -223,25 +226,65 @@ class Pipeline:
     async def handle(
         self, stage: Stage, raw: bytes | None, headers: HeadersIn, origin: Origin, *, after_crash: bool = False
     ) -> StageResult:
-        """One input of ``stage`` ("primary": a candidate pair; "tiebreak": a tie-break request).
+        """One input of ``stage`` ("primary": a candidate pair; "tiebreak": a tie-break request), as bytes: decoded,
+        then decided as :meth:`decide` decides it. Never raises for an input that does not decode: it ends in a
+        dead letter.
 
         ``after_crash``: this input already stopped a worker once; an unexpected error on it stops this one
         too (``WorkerBroken``) instead of counting as an isolated bug.
         """
-        if stage == "primary":
-            return await self._stage(
-                "primary", CandidatePair, self.max_event_bytes, self._judge, raw, headers, origin, after_crash
-            )
-        # A tie-break request carries the pair and both primary orderings, so it may be larger.
-        return await self._stage(
-            "tiebreak", TieBreakRequest, self.max_event_bytes * 4, self._resolve, raw, headers, origin, after_crash
-        )
+        model: type[CandidatePair | TieBreakRequest] = CandidatePair if stage == "primary" else TieBreakRequest
+        letter_stage: DeadLetterStage = "decode" if stage == "primary" else "tiebreak"
+        with self._stage_span(stage, headers) as span:
+            await self._ready()
+            try:
+                item = decode(model, raw, max_bytes=self._max_bytes(stage))
+            except InputRejected as exc:
+                return StageResult([self._dead_letter(span, letter_stage, exc.reason, exc.detail, raw, origin)])
+            # Blind on purpose: whatever a bug raises is counted and logged in _unexpected (the error budget).
+            except Exception as exc:  # noqa: BLE001
+                return self._unexpected(stage, span, exc, raw, origin, None, after_crash)
+            return await self._decided(stage, span, item, raw, origin, after_crash)
+
+    async def decide(
+        self,
+        stage: Stage,
+        item: CandidatePair | TieBreakRequest,
+        raw: bytes,
+        headers: HeadersIn = None,
+        origin: Origin = Origin(),
+    ) -> StageResult:
+        """The stage for an input already decoded (the Python API's path): the same checks, judging, spending
+        caps, dispositions and events as :meth:`handle`, whose outgoing messages carry their events typed
+        (``Outgoing.event``) beside their bytes. ``raw`` is the input as it would travel: its size is bounded as
+        the worker bounds it, and it is the original a dead letter keeps."""
+        if len(raw) > self._max_bytes(stage):
+            return await self.handle(stage, raw, headers, origin)  # dead-lettered as the worker would
+        with self._stage_span(stage, headers) as span:
+            await self._ready()
+            return await self._decided(stage, span, item, raw, origin, after_crash=False)
 
     async def on_pair(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
         return await self.handle("primary", raw, headers, origin)
 
     async def on_tiebreak(self, raw: bytes | None, headers: HeadersIn, origin: Origin) -> StageResult:
         return await self.handle("tiebreak", raw, headers, origin)
+
+    def _max_bytes(self, stage: Stage) -> int:
+        # A tie-break request carries the pair and both primary orderings, so it may be larger.
+        return self.max_event_bytes if stage == "primary" else self.max_event_bytes * 4
+
+    @contextlib.contextmanager
+    def _stage_span(self, stage: Stage, headers: HeadersIn) -> Iterator[Span]:
+        with self.telemetry.tracer.start_as_current_span(
+            f"pairjudge.{stage}", context=extract_context(headers), kind=SpanKind.CONSUMER
+        ) as span:
+            span.set_attribute("pairjudge.stage", stage)
+            yield span
+
+    async def _ready(self) -> None:
+        await self.policy.ready.wait()
+        await self.judges_checked.wait()
 
     async def _judge(self, pair: CandidatePair) -> Decision:
         # The core checks the pair (InputRejected) before any judge call; nothing to check here.
@@ -254,87 +297,72 @@ class Pipeline:
             lambda: resolve_tiebreak(request, self._panel.tiebreak, self.policy.current), request.pair_id
         )
 
-    async def _stage(
+    async def _decided(
         self,
         stage: Stage,
-        model: type[In],
-        max_bytes: int,
-        decide: Callable[[In], Awaitable[Decision]],
+        span: Span,
+        item: CandidatePair | TieBreakRequest,
         raw: bytes | None,
-        headers: HeadersIn,
         origin: Origin,
         after_crash: bool,
     ) -> StageResult:
-        """One stage, the same for both: decode, replay a recorded outcome, or decide and publish.
+        """One decoded input, the same for both stages: replay a recorded outcome, or decide and act on the
+        decision's disposition.
 
         Never raises for a bad input or a failing judge: those end in a dead letter. An unexpected error
         (a bug) on one pair dead-letters it as ``internal_error`` with an alert; in a run, it raises
         ``WorkerBroken`` and the edge stops the worker without committing the input.
         """
-        letter_stage: DeadLetterStage = "decode" if stage == "primary" else "tiebreak"
         #: Where a pair that decoded but could not be judged is dead-lettered.
         where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
-        with self.telemetry.tracer.start_as_current_span(
-            f"pairjudge.{stage}", context=extract_context(headers), kind=SpanKind.CONSUMER
-        ) as span:
-            span.set_attribute("pairjudge.stage", stage)
-            await self.policy.ready.wait()
-            await self.judges_checked.wait()
+        pair_id = item.pair_id
+        span.set_attribute("pairjudge.pair_id", pair_id)
+        recorded = await self.outcomes.claim(stage, pair_id) if self.outcomes is not None else None
+        if recorded is not None:
+            # Redelivered (a rebalance, a crash, a producer retry): the same outcome again, unjudged; or
+            # nothing at all when the broker already has it all (streams.worker.published).
+            span.set_attributes(
+                {
+                    "pairjudge.outcome": "replayed",
+                    "pairjudge.replayed": True,
+                    "pairjudge.already_published": not recorded,
+                }
+            )
+            self.telemetry.instruments.replays.add(1, {"pairjudge.stage": stage})
+            return StageResult(recorded, pair_id=pair_id, replayed=True)
+        #: Alerts raised on the way, published with the outcome (a spending cap's).
+        alerts: list[Outgoing] = []
+        try:
+            if self.spend is not None and isinstance(item, CandidatePair):
+                capped, alerts = await self._over_budget(span, item, raw, origin)
+                if capped is not None:
+                    return capped
+            decision = await (self._judge(item) if isinstance(item, CandidatePair) else self._resolve(item))
+            if self.spend is not None:
+                self.spend.record(_experiment_of(item), known_usd(decision.calls))
+            refused = decision.disposition
+            if isinstance(refused, DeadLetterPair):
+                # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
+                # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery),
+                # until `pairjudge deadletter replay` re-publishes it once the cause is fixed.
+                letter = self._dead_letter(span, where, refused.kind, refused.detail, raw, origin)
+                rejected = self._rejection_alert(decision, refused)
+                return StageResult([letter], pair_id=pair_id, alerts=alerts + rejected)
+            return StageResult(self._publish(span, decision, item), pair_id=pair_id, alerts=alerts)
+        except asyncio.CancelledError:
+            if self.outcomes is not None:
+                self.outcomes.release(stage, pair_id)
+            raise
+        except InputRejected as exc:
+            letter = self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)
+            return StageResult([letter], pair_id=pair_id)
+        except Exception as exc:  # noqa: BLE001  # a bug: counted and logged in _unexpected
             try:
-                item = decode(model, raw, max_bytes=max_bytes)
-            except InputRejected as exc:
-                return StageResult([self._dead_letter(span, letter_stage, exc.reason, exc.detail, raw, origin)])
-            # Blind on purpose: whatever a bug raises is counted and logged in _unexpected (the error budget).
-            except Exception as exc:  # noqa: BLE001
-                return self._unexpected(stage, span, exc, raw, origin, None, after_crash)
-            pair_id = item.pair_id
-            span.set_attribute("pairjudge.pair_id", pair_id)
-            recorded = await self.outcomes.claim(stage, pair_id) if self.outcomes is not None else None
-            if recorded is not None:
-                # Redelivered (a rebalance, a crash, a producer retry): the same outcome again, unjudged; or
-                # nothing at all when the broker already has it all (streams.worker.published).
-                span.set_attributes(
-                    {
-                        "pairjudge.outcome": "replayed",
-                        "pairjudge.replayed": True,
-                        "pairjudge.already_published": not recorded,
-                    }
-                )
-                self.telemetry.instruments.replays.add(1, {"pairjudge.stage": stage})
-                return StageResult(recorded, pair_id=pair_id, replayed=True)
-            #: Alerts raised on the way, published with the outcome (a spending cap's).
-            alerts: list[Outgoing] = []
-            try:
-                if stage == "primary" and self.spend is not None and isinstance(item, CandidatePair):
-                    capped, alerts = await self._over_budget(span, item, raw, origin)
-                    if capped is not None:
-                        return capped
-                decision = await decide(item)
-                if self.spend is not None:
-                    self.spend.record(_experiment_of(item), decision.facts.cost_usd)
-                if is_judge_rejected(decision):
-                    # A 4xx no retry fixes (a bad key, a prompt over the context length): not a reviewer's
-                    # problem. The pair waits in the dead-letter topic, unrecorded (streams.worker.delivery),
-                    # until `pairjudge deadletter replay` re-publishes it once the cause is fixed.
-                    detail = rejected_detail(decision) or "the judge refused the request"
-                    letter = self._dead_letter(span, where, "judge_rejected", detail, raw, origin)
-                    rejected = self._rejection_alert(decision, detail)
-                    return StageResult([letter], pair_id=pair_id, alerts=alerts + rejected)
-                return StageResult(self._publish(span, decision, item), pair_id=pair_id, alerts=alerts)
-            except asyncio.CancelledError:
+                return self._unexpected(stage, span, exc, raw, origin, pair_id, after_crash)
+            except WorkerBroken:
                 if self.outcomes is not None:
                     self.outcomes.release(stage, pair_id)
                 raise
-            except InputRejected as exc:
-                letter = self._dead_letter(span, "validate", exc.reason, exc.detail, raw, origin)
-                return StageResult([letter], pair_id=pair_id)
-            except Exception as exc:  # noqa: BLE001  # a bug: counted and logged in _unexpected
-                try:
-                    return self._unexpected(stage, span, exc, raw, origin, pair_id, after_crash)
-                except WorkerBroken:
-                    if self.outcomes is not None:
-                        self.outcomes.release(stage, pair_id)
-                    raise
 
     async def _over_budget(
         self, span: Span, pair: CandidatePair, raw: bytes | None, origin: Origin
@@ -396,14 +424,14 @@ class Pipeline:
         alert = self._alert("internal_error", f"worker:{stage}", f"unexpected error(s) in the {stage} stage", what)
         return StageResult([letter], pair_id=pair_id, alerts=alert)
 
-    def _rejection_alert(self, decision: Decision, detail: str) -> list[Outgoing]:
+    def _rejection_alert(self, decision: Decision, refused: DeadLetterPair) -> list[Outgoing]:
         """An ``Alert`` for a refused judge request, at most one per judge per ``ALERT_EVERY_S``."""
         judge = decision.outcome.judge if isinstance(decision.outcome, ReviewRequest) else None
         series = f"{judge.provider}:{judge.model}:{judge.version}" if judge is not None else "judge"
-        latest = f"latest{_status_note(decision)}: {detail}"
-        alerts = self._alert("judge_rejected", series, "request(s) refused by the judge", latest)
+        latest = f"latest{_status_note(refused.status)}: {refused.detail}"
+        alerts = self._alert(refused.kind, series, "request(s) refused by the judge", latest)
         if alerts:
-            log.error("judge %s refused a request: %s", series, detail)
+            log.error("judge %s refused a request: %s", series, refused.detail)
         return alerts
 
     def _alert(self, kind: AlertKind, series: str, counted: str, latest: str) -> list[Outgoing]:
@@ -457,12 +485,13 @@ class Pipeline:
         outcome = decision.outcome.model_copy(update={"trace_id": trace_id})
         if self.redactor is not None and isinstance(outcome, ReviewRequest):
             outcome = self.redactor.review_request(outcome)
-        out = [Outgoing(_kind_of(outcome), outcome.pair_id.encode(), encode(outcome), headers)]
+        topic = OUTCOMES[decided_kind(outcome)].topic
+        out = [Outgoing(topic, outcome.pair_id.encode(), encode(outcome), headers, event=outcome)]
         if decision.audit_copy is not None:
             audit = decision.audit_copy.model_copy(update={"trace_id": trace_id})
             if self.redactor is not None:
                 audit = self.redactor.review_request(audit)
-            out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers))
+            out.append(Outgoing("review", audit.pair_id.encode(), encode(audit), headers, event=audit))
         record = record_for(decision, judged, self.catalog)
         if record is not None:
             out.append(Outgoing("decisions", record.pair_id.encode(), encode(record), headers, event=record))
@@ -509,7 +538,7 @@ def dead_letter(
         redactor=redactor,
     )
     log.warning("dead-lettered %s at %s from %s: %s", letter.pair_id or "an event", stage, origin.topic, reason)
-    return Outgoing("deadletter", letter.key, letter.value, inject_headers())
+    return Outgoing("deadletter", letter.key, letter.value, inject_headers(), event=letter.event)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -530,23 +559,14 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(first).__name__}: {first}{more}"
 
 
-def _kind_of(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> TopicKind:
-    if isinstance(outcome, PairVerdict):
-        return "verdicts"
-    if isinstance(outcome, TieBreakRequest):
-        return "tiebreak"
-    return "review"
-
-
 def _experiment_of(item: CandidatePair | TieBreakRequest) -> str | None:
     pair = item if isinstance(item, CandidatePair) else item.pair
     return pair.metadata.experiment_id
 
 
-def _status_note(decision: Decision) -> str:
+def _status_note(status: int | None) -> str:
     """`` (HTTP 401: authentication; every pair fails alike until it is fixed)`` and the like, from the
-    judge's own status (``rejected_status``): what an operator needs to know first about a refusal."""
-    status = rejected_status(decision)
+    judge's own status (``JudgeError.status``): what an operator needs to know first about a refusal."""
     if status is None:
         return ""
     if status in (401, 403):

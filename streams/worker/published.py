@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pairjudge.schemas.kinds import WorkerStage
+from pairjudge.schemas.outcomes import OUTCOMES
 from pairjudge.streams.kafka.topics import STAGES, outcome_table_name
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, TopicKind
 from pairjudge.streams.worker.tables import (
@@ -156,8 +157,12 @@ def _log_failed_mark(sent: Any) -> None:
         log.warning("a published mark did not reach the changelog: %s", sent.exception())
 
 
+#: What a stage records for a pair: its outcome (``schemas.outcomes``) and the decision record beside it.
+_RECORDED_KINDS = frozenset({*(entry.topic for entry in OUTCOMES.values()), "decisions"})
+
+
 def _topic_kind(kind: str) -> TopicKind:
-    if kind not in ("verdicts", "tiebreak", "review", "deadletter", "decisions"):
+    if kind not in _RECORDED_KINDS:
         raise ValueError(f"stored outcome has an unknown topic kind {kind!r}")
     return kind  # type: ignore[return-value]
 

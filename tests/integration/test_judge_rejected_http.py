@@ -1,7 +1,7 @@
 """A judge that refuses requests, over real HTTP through the worker's judge stack (cache -> breaker ->
 prices -> adapter): every pair ends as review "judge_rejected" after one request per ordering (no
 retries), the circuit breaker never counts a refusal as an outage, nothing is cached, and
-``agents.outcomes`` hands the edge a scrubbed detail with the status.
+The decision's disposition (``agents.disposition``) hands the edge a scrubbed detail with the status.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pairjudge.agents.core import judge_pair
+from pairjudge.agents.disposition import DeadLetterPair
 from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
-from pairjudge.agents.outcomes import rejected_detail, rejected_status
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
 from pairjudge.agents.untrusted import unmark
@@ -77,13 +77,13 @@ async def test_a_bad_key_gives_judge_rejected_without_retries_or_opening_the_bre
         assert stack.breaker.state == "closed"
         assert stack.breaker.consecutive_failures == 0
     assert fake_judge_server.request_count == 10  # one request per ordering: nothing retried or re-asked
-    detail = rejected_detail(decision)
-    assert detail is not None
+    assert isinstance(decision.disposition, DeadLetterPair)
+    detail = decision.disposition.detail
     assert "rejected the request: HTTP 401: invalid_api_key: Incorrect API key provided: [REDACTED]" in detail
     assert f"fake-model@127.0.0.1:{fake_judge_server.port}" in detail
     assert KEY[:8] not in detail
     assert KEY[:8] not in json.dumps(out.model_dump(mode="json"))
-    assert rejected_status(decision) == 401
+    assert decision.disposition.status == 401
 
     pair = make_pair()
     assert isinstance(pair.rubric, ToneStyleRubric)
@@ -107,8 +107,9 @@ async def test_a_prompt_over_the_context_length_is_rejected_not_an_auth_error(
     decision = await judge_pair(pair, stack.judge, Policy())
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "judge_rejected"
-    assert rejected_status(decision) == 400
-    assert "maximum context length is 4096 tokens" in (rejected_detail(decision) or "")
+    assert isinstance(decision.disposition, DeadLetterPair)
+    assert decision.disposition.status == 400
+    assert "maximum context length is 4096 tokens" in decision.disposition.detail
     assert isinstance(pair.rubric, ToneStyleRubric)
     with pytest.raises(JudgeRejected) as info:
         await stack.judge.complete(render_primary(pair, pair.rubric, "AB"))

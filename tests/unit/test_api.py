@@ -232,3 +232,23 @@ def test_rows_round_trip_through_json() -> None:
     )
     assert PairResult.from_json(row.to_json()) == row
     assert json.loads(row.to_json())["candidate_ids"] == [FIRST_ID, SECOND_ID]
+
+
+async def test_a_pair_object_is_decided_without_decoding_any_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compare`` calls the worker's typed stage (``Pipeline.decide``) with the pair itself, and hands back the
+    events the stages built: no stage input and no outcome is parsed from bytes on the way."""
+    from pairjudge.schemas import PairVerdict, TieBreakRequest
+    from pairjudge.streams.api import evaluator as evaluator_module
+    from pairjudge.streams.worker import pipeline as pipeline_module
+
+    def no_decoding(*args: object, **kwargs: object) -> None:
+        raise AssertionError("decoded bytes")
+
+    monkeypatch.setattr(pipeline_module, "decode", no_decoding)
+    monkeypatch.setattr(evaluator_module, "decode", no_decoding)
+    for model in (PairVerdict, TieBreakRequest):
+        monkeypatch.setattr(model, "model_validate_json", no_decoding)
+    async with Evaluator(judge=ScriptedJudge(position_a)) as ev:
+        outcome = await ev.compare(make_pair())  # a flip: the primary stage, then the tie-break stage
+    assert isinstance(outcome, Verdict)
+    assert (outcome.event.decided_by, outcome.reason) == ("tiebreak", "position_inconsistent")

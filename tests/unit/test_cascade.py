@@ -193,7 +193,8 @@ async def test_rules_settle_a_pair_before_any_tier_is_asked() -> None:
 
 def test_passes_on_everything_but_a_verdict_and_an_outage() -> None:
     def rec(outcome: Any, reason: Any) -> Reconciliation:
-        return Reconciliation(outcome, reason, None, None, consistent=False, flip=False)
+        failure = reason if reason in ("judge_rejected", "judge_unavailable") else None
+        return Reconciliation(outcome, reason, None, None, consistent=False, flip=False, failure=failure)
 
     assert not passes_on(Reconciliation("verdict", None, X, 0.9, consistent=True, flip=False))
     assert not passes_on(rec("review", "judge_unavailable"))

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from pairjudge.agents.core import judge_pair, resolve_tiebreak
+from pairjudge.agents.cost import event_cost, total_usd
 from pairjudge.agents.errors import JudgeUnavailable
 from pairjudge.agents.judge import JudgeRequest, JudgeResponse
-from pairjudge.agents.orderings import cost_sum
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.scripted import Answer, ScriptedJudge
 from pairjudge.schemas import CandidatePair, PairVerdict, ReviewRequest, TieBreakRequest
@@ -38,12 +38,15 @@ def by_order(pair: CandidatePair, ab: Sequence[Answer], ba: Sequence[Answer]) ->
     return answer
 
 
-def test_cost_sum_is_the_total_or_unknown() -> None:
-    assert cost_sum([0.25, 0.5]) == 0.75
-    assert cost_sum([0.0]) == 0.0  # known and free (a cache hit), not unknown
-    assert cost_sum([]) is None
+def test_a_total_is_the_exact_sum_or_unknown() -> None:
+    assert total_usd([0.25, 0.5]) == 0.75
+    assert total_usd([0.0]) == 0.0  # known and free (a cache hit), not unknown
+    assert total_usd([]) == 0.0  # nothing billed costs nothing
+    assert event_cost([]) is None  # an event records no cost when nothing was billed
     # A partial sum is never passed off as the total.
-    assert cost_sum([0.25, None]) is None
+    assert total_usd([0.25, None]) is None
+    assert event_cost([0.25, None]) is None
+    assert total_usd([0.1] * 10) == 1.0  # exact: a running sum would give 0.9999999999999999
 
 
 async def test_reasks_are_included_in_the_ordering_and_verdict_cost() -> None:

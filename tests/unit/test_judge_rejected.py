@@ -2,8 +2,9 @@
 its own outcome all the way out of the core: review "judge_rejected", never retried, never re-asked,
 and never mistaken for an outage ("judge_unavailable") that the edge would judge again.
 
-Precedence over failed orderings: rejected over unavailable over invalid replies. ``agents.outcomes``
-gives the edge the rejection's detail for its dead letter and alert.
+Precedence over failed orderings: rejected over unavailable over invalid replies. The decision's
+``disposition`` (``agents.disposition``) tells the edge what to do: dead-letter a refusal with its detail
+and status, judge an outage again later, publish everything else.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from pairjudge.agents.core import Decision, judge_pair, resolve_tiebreak
+from pairjudge.agents.disposition import PUBLISH, RETRY_LATER, DeadLetterPair, disposition
 from pairjudge.agents.errors import JudgeError, JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import judge_info
-from pairjudge.agents.outcomes import is_judge_rejected, rejected_detail, rejected_orderings, rejected_status
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
 from pairjudge.agents.scripted import ScriptedJudge
@@ -39,6 +40,21 @@ KEY_401 = "judge m@api.example.com rejected the request: HTTP 401: Incorrect API
 CONTEXT_400 = "judge m@api.example.com rejected the request: HTTP 400: maximum context length is 4096 tokens"
 
 
+def _refused(decision: Decision) -> DeadLetterPair | None:
+    return decision.disposition if isinstance(decision.disposition, DeadLetterPair) else None
+
+
+def rejected_detail(decision: Decision) -> str | None:
+    """The dead letter's detail when the decision is to dead-letter the pair; else None."""
+    refused = _refused(decision)
+    return refused.detail if refused is not None else None
+
+
+def rejected_status(decision: Decision) -> int | None:
+    refused = _refused(decision)
+    return refused.status if refused is not None else None
+
+
 def _consistent_tone() -> tuple[str, str]:
     # X wins in both orders: A in AB, B in BA.
     return tone_reply("A"), tone_reply("B")
@@ -61,7 +77,7 @@ async def test_a_rejected_ordering_is_judge_rejected_and_not_reasked() -> None:
     assert (ab.valid, ab.retries, ab.error_kind, ab.error) == (False, 0, "judge_rejected", KEY_401)
     assert rejected_detail(decision) == KEY_401
     assert rejected_status(decision) == 401
-    assert is_judge_rejected(decision)
+    assert decision.disposition == DeadLetterPair("judge_rejected", 401, KEY_401)
 
 
 @pytest.mark.parametrize(
@@ -82,6 +98,10 @@ async def test_precedence_rejected_over_unavailable_over_invalid(
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == reason
     assert (rejected_detail(decision) is not None) == (reason == "judge_rejected")
+    if reason == "judge_unavailable":
+        assert decision.disposition == RETRY_LATER  # the edge judges the pair again once the judge is back
+    if reason == "ordering_invalid":
+        assert decision.disposition == PUBLISH  # to review: the judge answered, only badly
 
 
 async def test_a_refused_reask_is_judge_rejected() -> None:
@@ -171,10 +191,11 @@ async def test_tiebreak_failures_by_kind(ab: str | Exception, ba: str | Exceptio
     if reason == "judge_rejected":
         assert rejected_detail(decision) == KEY_401
         # The primary orderings travel along, but only the refused tie-break ordering is named.
-        assert [o.order_shown for o in rejected_orderings(decision)] == ["AB"]
         assert len(out.orderings) == 4
+        assert decision.disposition == DeadLetterPair("judge_rejected", 401, KEY_401)
     else:
         assert rejected_detail(decision) is None
+        assert decision.disposition == (RETRY_LATER if reason == "judge_unavailable" else PUBLISH)
 
 
 async def test_a_refused_forced_choice_reask_is_judge_rejected() -> None:
@@ -215,7 +236,6 @@ async def test_a_jury_with_a_refused_juror_is_judge_rejected_even_with_a_majorit
     assert out.judge.model == "m1+m2+m3"
     assert len(out.orderings) == 6
     assert rejected_detail(decision) == KEY_401  # both orders refused alike: said once
-    assert len(rejected_orderings(decision)) == 2
 
 
 async def test_a_jury_reports_different_refusals_in_order() -> None:
@@ -238,10 +258,10 @@ async def test_a_jury_down_without_refusals_stays_judge_unavailable() -> None:
     decision = await judge_pair(pair, [down, bad], Policy())
     assert isinstance(decision.outcome, ReviewRequest)
     assert decision.outcome.reason == "judge_unavailable"
-    assert rejected_detail(decision) is None
+    assert decision.disposition == RETRY_LATER
 
 
-# --- agents.outcomes on other outcomes -------------------------------------------------------------
+# --- agents.disposition on other outcomes ---------------------------------------------------------
 
 
 async def test_rejected_detail_is_none_for_verdicts_and_their_audit_copies() -> None:
@@ -250,14 +270,10 @@ async def test_rejected_detail_is_none_for_verdicts_and_their_audit_copies() -> 
     decision: Decision = await judge_pair(pair, ScriptedJudge(per_order(pair, ab, ba)), Policy(audit_share=1.0))
     assert isinstance(decision.outcome, PairVerdict)
     assert decision.audit_copy is not None
-    assert rejected_detail(decision) is None
-    assert rejected_detail(decision.audit_copy) is None
-    assert rejected_status(decision) is None
-    assert not is_judge_rejected(decision)
-    assert rejected_orderings(decision) == ()
+    assert decision.disposition == PUBLISH
 
 
-def test_rejected_detail_reads_an_outcome_built_by_hand() -> None:
+def test_a_refusals_detail_comes_from_the_refused_orderings() -> None:
     pair = make_pair()
     refused = _primary("AB", X).model_copy(
         update={
@@ -267,23 +283,23 @@ def test_rejected_detail_reads_an_outcome_built_by_hand() -> None:
             "error_kind": "judge_rejected",
         }
     )
-    review = ReviewRequest(
-        pair_id=pair.pair_id, reason="judge_rejected", stage="primary", pair=pair, orderings=(refused,)
+    valid = _primary("BA", X)
+    # The status travels typed with the calls; an ordering records only the text, which is never read back.
+    assert disposition("judge_rejected", (refused, valid), ()) == DeadLetterPair(
+        "judge_rejected", None, "HTTP 403: forbidden"
     )
-    assert rejected_detail(review) == "HTTP 403: forbidden"
-    # The status travels typed with the decision's calls; an event alone records only the text,
-    # which is never read back for one.
-    assert rejected_status(review) is None
-    bare = ReviewRequest(pair_id=pair.pair_id, reason="judge_rejected", stage="primary", pair=pair)
-    assert rejected_detail(bare) == "the judge refused the request (no detail recorded)"
-    assert rejected_status(bare) is None
+    bare = disposition("judge_rejected", (), ())
+    assert bare == DeadLetterPair("judge_rejected", None, "the judge refused the request (no detail recorded)")
+    assert disposition("judge_unavailable", (refused,), ()) == RETRY_LATER
+    assert disposition(None, (refused,), ()) == PUBLISH
+    assert pair.pair_id
 
 
 async def test_the_status_is_the_judges_own_never_read_from_its_message() -> None:
     pair = make_pair()
     says_401 = ScriptedJudge(per_order(pair, JudgeRejected(KEY_401), JudgeRejected(KEY_401)))
     decision = await judge_pair(pair, says_401, Policy())
-    assert is_judge_rejected(decision)
+    assert isinstance(decision.disposition, DeadLetterPair)
     assert rejected_detail(decision) == KEY_401
     assert rejected_status(decision) is None  # "HTTP 401" in the text is only text
     typed = ScriptedJudge(per_order(pair, JudgeRejected("refused", status=403), tone_reply("B")))

@@ -221,3 +221,25 @@ async def test_a_starting_worker_gates_no_pair_before_it_has_read_the_spend_topi
     review = ReviewRequest.model_validate_json(next(m.value for m in result.outgoing if m.kind == "review"))
     assert review.reason == "spend_capped"
     assert judge.calls == 0
+
+
+async def test_a_decision_with_an_unpriced_call_still_counts_its_priced_calls() -> None:
+    # A jury of a priced judge (0.3 a call) and an unpriced one: the decision's cost is unknown (None on its
+    # record, never a partial sum), but the cap counts what is known to be spent (0.6), never less.
+    pair = make_pair()
+    priced = ScriptedJudge(per_order(pair, tone_reply(winner="A"), tone_reply(winner="B")), model="p", cost_usd=0.3)
+    unpriced = ScriptedJudge(per_order(pair, tone_reply(winner="A"), tone_reply(winner="B")), model="u")
+    tracker = SpendTracker(worker="me")
+    settings = Settings()
+    pipeline = Pipeline(
+        JudgePanel(primary=(priced, unpriced), tiebreak=priced),
+        PolicyHolder(Policy(spend_hourly_cap_usd=100.0)),
+        Telemetry(settings.telemetry),
+        {},
+        256_000,
+    )
+    pipeline.spend = tracker
+    result = await pipeline.handle("primary", pair.model_dump_json().encode(), None, Origin("pairs", 0, 1))
+    verdict = PairVerdict.model_validate_json(next(m.value for m in result.outgoing if m.kind == "verdicts"))
+    assert verdict.cost_usd is None
+    assert tracker.ledger.spent(hour_of(time.time())) == pytest.approx(0.6)
