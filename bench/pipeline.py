@@ -84,12 +84,13 @@ from pairjudge.schemas import CandidatePair, TieBreakRequest
 from pairjudge.streams.cli.demo import stop_process
 from pairjudge.streams.config.settings import Settings, environ_for, load_settings
 from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.judges.panel import JudgePanel
 from pairjudge.streams.kafka.admin import TopicSpec, create_topics, topic_partitions
 from pairjudge.streams.kafka.collector import collect_outcomes
 from pairjudge.streams.kafka.producer import key_of, send_events
 from pairjudge.streams.kafka.topics import FINAL_KINDS, topic_specs
 from pairjudge.streams.telemetry.tracing import Telemetry
-from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline
+from pairjudge.streams.worker.pipeline import Origin, Pipeline
 from pairjudge_dev.bench import (
     add_broker_args,
     bench_broker,

@@ -50,13 +50,14 @@ from pairjudge.agents.offline import OfflineJudge
 from pairjudge.streams.cli.demo import start_worker, stop_process
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.judges.panel import JudgePanel
 from pairjudge.streams.kafka.admin import create_topics
 from pairjudge.streams.kafka.collector import collect_outcomes
 from pairjudge.streams.kafka.producer import send_events
 from pairjudge.streams.kafka.topics import changelog_topic, outcome_table_name, topic_specs
 from pairjudge.streams.security.kafka_clients import client_config
 from pairjudge.streams.telemetry.tracing import Telemetry
-from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Outgoing, Pipeline
+from pairjudge.streams.worker.pipeline import Origin, Outgoing, Pipeline
 from pairjudge.streams.worker.published import pack, published_mark
 from pairjudge.streams.worker.tables import ROCKSDB_OPTIONS
 from pairjudge_dev.bench import add_broker_args, bench_broker, console, fail, quiet_kafka_client, run_settings, work_dir

@@ -33,11 +33,11 @@ from pairjudge.schemas import Alert, InlineRubric
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.judges.factory import JudgeStack
-from pairjudge.streams.judges.panel import build_panel, build_policy, load_catalog
+from pairjudge.streams.judges.panel import JudgePanel, build_panel, build_policy, load_catalog
 from pairjudge.streams.security.redaction_hook import EventRedactor, build_redactor
 from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker.error_budget import ErrorBudget
-from pairjudge.streams.worker.pipeline import JudgePanel, OutcomeStore, Pipeline
+from pairjudge.streams.worker.pipeline import OutcomeStore, Pipeline
 from pairjudge.streams.worker.spend import SpendCapUnsupported, SpendTracker, in_process_tracker
 
 __all__ = ["Judging", "Mode", "Services", "SpendCapUnsupported", "build_services"]

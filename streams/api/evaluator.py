@@ -28,10 +28,11 @@ from pairjudge.schemas.outcomes import OutcomeEvent, letter_kind
 from pairjudge.streams.api.outcomes import Failed, Outcome, Rejected, Review, TieBreakPending, Verdict
 from pairjudge.streams.api.results import PairResult, ResultsFile, append_row, line_key, open_results, result_for
 from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.judges.panel import JudgePanel
 from pairjudge.streams.kafka.codecs import decode
 from pairjudge.streams.services import build_services
 from pairjudge.streams.telemetry.tracing import Telemetry
-from pairjudge.streams.worker.pipeline import JudgePanel, Origin, StageResult
+from pairjudge.streams.worker.pipeline import Origin, StageResult
 
 #: A pair as ``compare`` takes it: the contract itself, its JSON (text or bytes), or a dict of it.
 PairInput = CandidatePair | Mapping[str, Any] | str | bytes

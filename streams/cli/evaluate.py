@@ -32,7 +32,7 @@ from pairjudge.schemas import TIE
 from pairjudge.streams.api.evaluator import DEFAULT_CONCURRENCY, Evaluator, FileRun
 from pairjudge.streams.api.results import PairResult
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.worker.pipeline import JudgePanel
+from pairjudge.streams.judges.panel import JudgePanel
 
 __all__ = [
     "FIRST",

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from pairjudge.agents.policy import Policy
-from pairjudge.streams.judges.cost import ModelPrice
+from pairjudge.streams.config.prices import ModelPrice
 
 #: The fields ``PolicySettings.to_policy`` hands over.
 _POLICY_FIELDS = frozenset(field.name for field in dataclasses.fields(Policy))
@@ -163,7 +163,7 @@ class WorkerSettings(_Section):
     #: (streams.faust_compat.recovery_watch). 0 turns the watch off.
     recovery_stall_s: float = Field(default=120.0, ge=0)
     #: On SIGTERM, how long pairs already being judged may take to finish (and be committed) before
-    #: the rest are handed back uncommitted (streams.worker.shutdown). An orchestrator's own grace must exceed it.
+    #: the rest are handed back uncommitted (streams.faust_compat.inflight). An orchestrator's own grace must exceed it.
     shutdown_grace_s: float = Field(default=30.0, ge=0, le=3600)
     #: Unexpected errors (bugs, not bad input) tolerated within ``internal_error_window_s``: each one dead-letters
     #: its pair as ``internal_error`` with an alert; the next one stops the worker without committing, exit status

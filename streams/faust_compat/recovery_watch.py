@@ -114,7 +114,7 @@ class RecoveryWatch:
         self.stalled = reason
         log.error("%s: stopping so the group rebalances; exit status %d", reason, EXIT_RECOVERY_STALLED)
         self.on_stalled(reason)
-        # The orderly stop (streams.worker.shutdown) leaves the group at once; if it hangs, exit anyway: nothing
+        # The orderly stop (streams.faust_compat.inflight) leaves the group at once; if it hangs, exit anyway: nothing
         # the worker holds is lost (its pending pairs are uncommitted, its outcomes are in the changelogs).
         timer = threading.Timer(self.hard_exit_after_s, os._exit, args=(EXIT_RECOVERY_STALLED,))
         timer.daemon = True

@@ -1,6 +1,6 @@
 """Faust's shutdown wait, bounded: ``GracefulApp`` replaces ``App._consumer_wait_empty`` and extends ``on_stop``.
 
-Why (``streams.worker.shutdown`` has the whole story): faust-streaming 0.15.3 waits in
+Why (``streams.faust_compat.inflight`` has the whole story): faust-streaming 0.15.3 waits in
 ``Consumer.wait_empty`` without a bound when the app stops, so a slow or dead judge keeps the worker
 from ever leaving the group. The replacement keeps Faust's wait for rebalances and bounds it with
 ``shutdown_grace_s`` only when the app is stopping; the pairs still judging then are handed back.
@@ -14,8 +14,8 @@ from typing import Any
 
 import faust
 
+from pairjudge.streams.faust_compat.inflight import InFlight, drain
 from pairjudge.streams.judges.breaker import CircuitBreaker
-from pairjudge.streams.worker.shutdown import InFlight, drain
 
 #: How long each step before a hand-over may take (``GracefulApp.before_handover``): a flush is a few broker
 #: round trips.

@@ -9,17 +9,68 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pydantic import TypeAdapter
 
+from pairjudge.agents import Decision, Judge, capped_decision, judge_pair
 from pairjudge.agents.cascade import Cascade, Tier
 from pairjudge.agents.injection_screen import ScreenedJudge
 from pairjudge.agents.policy import Policy
-from pairjudge.schemas import InlineRubric
+from pairjudge.schemas import CandidatePair, InlineRubric
 from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.judges.breaker import CircuitBreaker
 from pairjudge.streams.judges.factory import JudgeStack, build_judge_stack
 from pairjudge.streams.judges.injection_screen import HttpInjectionScreen
-from pairjudge.streams.worker.pipeline import JudgePanel
+from pairjudge.streams.telemetry.tracing import Telemetry, TracingJudge
+
+
+@dataclass(frozen=True, slots=True)
+class JudgePanel:
+    """Who judges: one primary judge or a jury, the tie-break resolver, and their circuit breakers."""
+
+    primary: tuple[Judge, ...]
+    tiebreak: Judge
+    breakers: tuple[CircuitBreaker, ...] = ()
+    #: The judge cascade (``[[tiers]]``): when set, it judges the primary stage and ``primary`` is unused.
+    cascade: Cascade | None = None
+
+    @classmethod
+    def single(cls, judge: Judge) -> JudgePanel:
+        return cls(primary=(judge,), tiebreak=judge)
+
+    async def judge_primary(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
+        """Both orders by the one judge, by every juror, or by the cascade's tiers in turn."""
+        return await judge_pair(pair, self._primary_judges, policy, catalog)
+
+    def capped(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
+        """Review "spend_capped", with no judge call (``agents.spend``'s ``review`` action)."""
+        return capped_decision(pair, self._primary_judges, policy, catalog)
+
+    @property
+    def _primary_judges(self) -> Judge | tuple[Judge, ...] | Cascade:
+        """Who judges the primary stage, as the core takes it: the cascade, the jury, or the one judge."""
+        return self.cascade or (self.primary[0] if len(self.primary) == 1 else self.primary)
+
+    def traced(self, telemetry: Telemetry) -> JudgePanel:
+        """The same panel with every judge call recorded as a span (naming its tier in a cascade)."""
+        cascade = None
+        if self.cascade is not None:
+            cascade = Cascade(
+                tuple(
+                    dataclasses.replace(
+                        tier, judges=tuple(TracingJudge(j, telemetry, "primary", tier=tier.name) for j in tier.judges)
+                    )
+                    for tier in self.cascade.tiers
+                )
+            )
+        return JudgePanel(
+            primary=tuple(TracingJudge(j, telemetry, "primary") for j in self.primary),
+            tiebreak=TracingJudge(self.tiebreak, telemetry, "tiebreak"),
+            breakers=self.breakers,
+            cascade=cascade,
+        )
 
 
 def load_catalog(settings: Settings) -> dict[str, InlineRubric]:

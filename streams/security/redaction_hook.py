@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pairjudge.agents.redaction import Hook, Redactor, builtin_detectors, custom_detector, placeholder
 from pairjudge.schemas import ReviewRequest
 from pairjudge.schemas.events import OrderingResult
-from pairjudge.streams.config.settings import RedactionSettings
+
+if TYPE_CHECKING:  # the settings' shape only: security sits below the settings (pyproject's layer contract)
+    from pairjudge.streams.config.settings import RedactionSettings
 
 log = logging.getLogger(__name__)
 

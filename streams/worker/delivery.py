@@ -28,12 +28,12 @@ from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from pairjudge.schemas.kinds import STAGES, WorkerStage
+from pairjudge.streams.faust_compat.inflight import HandedBack, InFlight
 from pairjudge.streams.faust_compat.offsets import mark_done
 from pairjudge.streams.faust_compat.shutdown import GracefulApp
 from pairjudge.streams.worker.error_budget import WorkerBroken
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, Pipeline, Stage, StageResult
 from pairjudge.streams.worker.published import OutcomeTables
-from pairjudge.streams.worker.shutdown import HandedBack, InFlight
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ class Delivery:
             try:
                 deferred = await process(event, origin)
             except HandedBack:
-                # Cut off by the shutdown's grace (streams.worker.shutdown): acked for Faust's bookkeeping, never
+                # Cut off by the shutdown's grace (streams.faust_compat.inflight): acked for Faust's bookkeeping, never
                 # marked done, so the offset ledger keeps the commit below it and its next owner judges it.
                 await stream.ack(event)
                 continue

@@ -26,7 +26,7 @@ def build_faust_app(settings: Settings, *, breakers: Sequence[CircuitBreaker]) -
     # Every path to a Faust app comes here (the worker, the demo's worker, the benches' workers): the overrides
     # installed below are only known to be called on the verified versions (streams.faust_compat.runtime).
     check_runtime(allow=settings.worker.allow_unverified_runtime)
-    # A faust.App whose shutdown on SIGTERM is bounded by the grace (streams.worker.shutdown).
+    # A faust.App whose shutdown on SIGTERM is bounded by the grace (streams.faust_compat.inflight).
     app = GracefulApp(
         settings.worker.app_id,
         broker=_broker_url(kafka.bootstrap_servers),

@@ -33,8 +33,8 @@ from opentelemetry.sdk.resources import Resource
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 
 from pairjudge.streams.config.settings import HealthSettings
+from pairjudge.streams.faust_compat.inflight import InFlight
 from pairjudge.streams.judges.breaker import CircuitBreaker
-from pairjudge.streams.worker.shutdown import InFlight
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -26,14 +25,9 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from pairjudge.agents import (
     Decision,
     InputRejected,
-    Judge,
-    Policy,
-    capped_decision,
-    judge_pair,
     resolve_tiebreak,
 )
 from pairjudge.agents.audit import record_for
-from pairjudge.agents.cascade import Cascade
 from pairjudge.agents.cost import known_usd
 from pairjudge.agents.disposition import DeadLetterPair, RetryLater
 from pairjudge.agents.sampling import still_sampled
@@ -43,11 +37,11 @@ from pairjudge.schemas.kinds import Stage as Stage
 from pairjudge.schemas.kinds import TopicKind as TopicKind
 from pairjudge.schemas.outcomes import OUTCOMES, decided_kind
 from pairjudge.streams.control.live import PolicyHolder
-from pairjudge.streams.judges.breaker import CircuitBreaker
+from pairjudge.streams.judges.panel import JudgePanel
 from pairjudge.streams.kafka.codecs import decode, encode
 from pairjudge.streams.kafka.dead_letters import build_dead_letter
 from pairjudge.streams.security.redaction_hook import EventRedactor
-from pairjudge.streams.telemetry.tracing import Telemetry, TracingJudge, extract_context, inject_headers, trace_id_of
+from pairjudge.streams.telemetry.tracing import Telemetry, extract_context, inject_headers, trace_id_of
 from pairjudge.streams.worker.error_budget import ErrorBudget, WorkerBroken
 
 if TYPE_CHECKING:
@@ -108,53 +102,6 @@ class OutcomeStore(Protocol):
     async def claim(self, stage: Stage, pair_id: str) -> list[Outgoing] | None: ...
 
     def release(self, stage: Stage, pair_id: str) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class JudgePanel:
-    """Who judges: one primary judge or a jury, the tie-break resolver, and their circuit breakers."""
-
-    primary: tuple[Judge, ...]
-    tiebreak: Judge
-    breakers: tuple[CircuitBreaker, ...] = ()
-    #: The judge cascade (``[[tiers]]``): when set, it judges the primary stage and ``primary`` is unused.
-    cascade: Cascade | None = None
-
-    @classmethod
-    def single(cls, judge: Judge) -> JudgePanel:
-        return cls(primary=(judge,), tiebreak=judge)
-
-    async def judge_primary(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
-        """Both orders by the one judge, by every juror, or by the cascade's tiers in turn."""
-        return await judge_pair(pair, self._primary_judges, policy, catalog)
-
-    def capped(self, pair: CandidatePair, policy: Policy, catalog: Mapping[str, InlineRubric]) -> Decision:
-        """Review "spend_capped", with no judge call (``agents.spend``'s ``review`` action)."""
-        return capped_decision(pair, self._primary_judges, policy, catalog)
-
-    @property
-    def _primary_judges(self) -> Judge | tuple[Judge, ...] | Cascade:
-        """Who judges the primary stage, as the core takes it: the cascade, the jury, or the one judge."""
-        return self.cascade or (self.primary[0] if len(self.primary) == 1 else self.primary)
-
-    def traced(self, telemetry: Telemetry) -> JudgePanel:
-        """The same panel with every judge call recorded as a span (naming its tier in a cascade)."""
-        cascade = None
-        if self.cascade is not None:
-            cascade = Cascade(
-                tuple(
-                    dataclasses.replace(
-                        tier, judges=tuple(TracingJudge(j, telemetry, "primary", tier=tier.name) for j in tier.judges)
-                    )
-                    for tier in self.cascade.tiers
-                )
-            )
-        return JudgePanel(
-            primary=tuple(TracingJudge(j, telemetry, "primary") for j in self.primary),
-            tiebreak=TracingJudge(self.tiebreak, telemetry, "tiebreak"),
-            breakers=self.breakers,
-            cascade=cascade,
-        )
 
 
 class Pipeline:

@@ -42,7 +42,7 @@ from pairjudge.streams.worker.supervisor_health import SupervisorHealth
 
 log = logging.getLogger(__name__)
 
-#: Beyond the workers' shutdown grace: the hand-back's settle time (streams.worker.shutdown.SETTLE_S), the last
+#: Beyond the workers' shutdown grace: the hand-back's settle time (streams.faust_compat.inflight.SETTLE_S), the last
 #: commit and leaving the group. An orchestrator's own grace should exceed the sum by a few seconds (45 s for 30).
 SHUTDOWN_MARGIN_S = 12.0
 

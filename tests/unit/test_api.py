@@ -19,7 +19,8 @@ from pairjudge.schemas import TIE
 from pairjudge.streams.api.results import PairResult, ResultsFile
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.judges.breaker import BreakerJudge, CircuitBreaker
-from pairjudge.streams.worker.pipeline import OUTAGE_RETRIES, JudgePanel
+from pairjudge.streams.judges.panel import JudgePanel
+from pairjudge.streams.worker.pipeline import OUTAGE_RETRIES
 from tests.unit.factories import FIRST_ID, SECOND_ID, make_pair, tiebreak_reply, tone_reply
 
 

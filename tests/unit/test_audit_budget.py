@@ -13,8 +13,9 @@ from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.streams.audit.budget import AuditBudget, VerdictRate
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.judges.panel import JudgePanel
 from pairjudge.streams.telemetry.tracing import Telemetry
-from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline
+from pairjudge.streams.worker.pipeline import Origin, Pipeline
 from tests.unit.factories import make_pair, per_order, tone_reply
 
 

@@ -17,8 +17,9 @@ from pairjudge.schemas import DecisionRecord, PairVerdict
 from pairjudge.streams.app import build_panel
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.judges.panel import JudgePanel
 from pairjudge.streams.telemetry.tracing import Telemetry, make_tracer_provider
-from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline
+from pairjudge.streams.worker.pipeline import Origin, Pipeline
 from tests.unit.factories import FIRST_ID, SECOND_ID, h2h_reply, h2h_rubric, make_pair, per_order
 
 CONFIG = """

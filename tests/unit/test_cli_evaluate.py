@@ -16,7 +16,7 @@ from pairjudge.schemas.export import EXPORTED
 from pairjudge.streams.cli import app
 from pairjudge.streams.cli.evaluate import run_evaluate
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.worker.pipeline import JudgePanel
+from pairjudge.streams.judges.panel import JudgePanel
 from tests.unit.factories import make_pair, tone_reply
 
 

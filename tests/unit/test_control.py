@@ -12,9 +12,10 @@ from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import ControlUpdate, ThresholdUpdate
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder, apply_record, apply_threshold_record, parse_value
+from pairjudge.streams.judges.panel import JudgePanel
 from pairjudge.streams.kafka.readers import caught_up
 from pairjudge.streams.telemetry.tracing import Telemetry
-from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline
+from pairjudge.streams.worker.pipeline import Origin, Pipeline
 from tests.unit.factories import make_pair, per_order, tone_reply
 
 

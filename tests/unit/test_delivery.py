@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, RecordTooLargeError
 
+from pairjudge.streams.faust_compat.inflight import InFlight
 from pairjudge.streams.worker.delivery import Delivery
 from pairjudge.streams.worker.error_budget import WorkerBroken
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, Stage, StageResult
-from pairjudge.streams.worker.shutdown import InFlight
 from pairjudge.streams.worker.tables import forget, store
 
 GENERATION = 5
@@ -381,7 +381,7 @@ async def test_each_input_is_marked_done_then_acked_only_after_its_handler_retur
 
 
 async def test_a_handed_back_input_is_acked_but_never_marked_done_and_the_loop_goes_on() -> None:
-    from pairjudge.streams.worker.shutdown import HandedBack
+    from pairjudge.streams.faust_compat.inflight import HandedBack
 
     r = rig()
 

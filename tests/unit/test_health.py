@@ -10,10 +10,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from pairjudge.streams.config.settings import HealthSettings, Settings, TelemetrySettings, WorkerSettings
+from pairjudge.streams.faust_compat.inflight import HandedBack, InFlight
 from pairjudge.streams.judges.breaker import CircuitBreaker
 from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker.health_server import HealthServer, PrometheusMetrics, WorkerHealth
-from pairjudge.streams.worker.shutdown import HandedBack, InFlight
 from tests.fixtures.health import free_port, get
 
 

@@ -11,9 +11,10 @@ from pairjudge.agents import Policy
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder
+from pairjudge.streams.judges.panel import JudgePanel
 from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker.error_budget import ErrorBudget, WorkerBroken
-from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline
+from pairjudge.streams.worker.pipeline import Origin, Pipeline
 from tests.unit.factories import make_pair
 
 

@@ -17,10 +17,11 @@ from pairjudge.schemas.audit import Alert
 from pairjudge.schemas.events import SpendReport
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder, parse_value
+from pairjudge.streams.judges.panel import JudgePanel
 from pairjudge.streams.kafka.codecs import encode
 from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker import spend as spend_module
-from pairjudge.streams.worker.pipeline import JudgePanel, Origin, Pipeline, StageResult
+from pairjudge.streams.worker.pipeline import Origin, Pipeline, StageResult
 from pairjudge.streams.worker.spend import SpendTracker
 from tests.unit.factories import make_pair, per_order, tone_reply
 
