@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from pairjudge.agents import injection, prompts, untrusted
+from pairjudge.agents import injection, prompt_fill, untrusted
 from pairjudge.agents.errors import InvalidReply
 from pairjudge.agents.injection import RULES, Finding, detect, normalise
 from pairjudge.agents.untrusted import MARK, datamark, fold, strip_hidden
@@ -237,10 +237,10 @@ def test_templates_are_filled_as_before() -> None:
     rng = random.Random(3)
     fills = ["", "x", "[OUTPUT_B]", "{{context}}", "\\1", "\\g<0>", "$1", "&amp;", "a\nb", "[CRITERIA] [EXAMPLES]"]
     for template, keys in (
-        (prompts.TONE_STYLE_TEMPLATE, ("[STYLE_GUIDE]", "[AUDIENCE_DESCRIPTION]", "[OUTPUT_A]", "[OUTPUT_B]")),
-        (prompts.TIEBREAK_TEMPLATE, ("[ORIGINAL_PROMPT]", "[OUTPUT_A]", "[OUTPUT_B]", "[CRITERIA]")),
-        (prompts.PAIRWISE_TEMPLATE, (prompts.PW_TASK, prompts.PW_RESPONSE_A, prompts.PW_EACH_LIST)),
+        (prompt_fill.TONE_STYLE_TEMPLATE, ("[STYLE_GUIDE]", "[AUDIENCE_DESCRIPTION]", "[OUTPUT_A]", "[OUTPUT_B]")),
+        (prompt_fill.TIEBREAK_TEMPLATE, ("[ORIGINAL_PROMPT]", "[OUTPUT_A]", "[OUTPUT_B]", "[CRITERIA]")),
+        (prompt_fill.PAIRWISE_TEMPLATE, (prompt_fill.PW_TASK, prompt_fill.PW_RESPONSE_A, prompt_fill.PW_EACH_LIST)),
     ):
         for _ in range(50):
             replacements = {k: rng.choice(fills) + rng.choice(fills) for k in keys}
-            assert prompts._substitute(template, replacements) == _substitute_before(template, replacements)
+            assert prompt_fill._substitute(template, replacements) == _substitute_before(template, replacements)
