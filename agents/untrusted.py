@@ -60,21 +60,17 @@ _TAGS: Final = "\U000e0001-\U000e007f"
 _ALWAYS_HIDDEN: Final = re.compile(f"[{_BIDI}{_ZERO_WIDTH}{_TAGS}]")
 # A run of joiners is judged as one, by the characters around it once the others are gone: judged one by
 # one against the neighbours they had, a joiner next to a removed character (or next to a joiner that goes)
-# could outlive its reason to stay ("💻\u200d\u200b<s>" kept the joiner before "<s>").
-_JOINER_RUN: Final = re.compile(f"[{_JOINERS}]+")
+# could outlive its reason to stay ("💻\u200d\u200b<s>" kept the joiner before "<s>"). A run goes unless
+# both its neighbours are non-ASCII: one after ASCII or the start (the lookbehind only holds at a run's
+# start), or one before ASCII or the end. The second alternative starts only at a run's start and never
+# backtracks into it (possessive), so a long run costs one scan, not one per joiner.
+_STRAY_JOINERS: Final = re.compile(
+    f"(?<![^\\x00-\\x7f])[{_JOINERS}]+|(?<![{_JOINERS}])[{_JOINERS}]++(?![^\\x00-\\x7f])"
+)
 # Any character strip_hidden may remove: one class, which a search skips through in C. Most non-ASCII
 # text (accents, quotes, emoji) has none of them.
 _MAYBE_HIDDEN: Final = re.compile(f"[{_BIDI}{_ZERO_WIDTH}{_TAGS}{_JOINERS}]")
 _TAG_RUN: Final = re.compile("[\U000e0020-\U000e007e]+")
-
-
-def _joining_run(match: re.Match[str]) -> str:
-    """The run of joiners ``match`` if it stands between two non-ASCII characters (a script or an emoji
-    sequence needs it), else nothing."""
-    text, (start, end) = match.string, match.span()
-    if start > 0 and end < len(text) and not text[start - 1].isascii() and not text[end].isascii():
-        return match.group(0)
-    return ""
 
 
 def strip_hidden(text: str) -> str:
@@ -84,7 +80,7 @@ def strip_hidden(text: str) -> str:
     """
     if text.isascii() or _MAYBE_HIDDEN.search(text) is None:
         return text
-    return _JOINER_RUN.sub(_joining_run, _ALWAYS_HIDDEN.sub("", text))
+    return _STRAY_JOINERS.sub("", _ALWAYS_HIDDEN.sub("", text))
 
 
 def reveal_tags(text: str) -> str:

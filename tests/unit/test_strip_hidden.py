@@ -79,6 +79,13 @@ def test_the_joiners_that_join_non_ascii_characters_are_kept() -> None:
     assert strip_hidden("💻\u200d\u200b<s>") == "💻<s>"
 
 
+def test_a_long_run_of_joiners_goes_or_stays_whole() -> None:
+    run = "\u200d\u200c" * 50_000
+    assert strip_hidden("💻" + run + "<s>") == "💻<s>"
+    assert strip_hidden("<s>" + run + "💻") == "<s>💻"
+    assert strip_hidden("👩" + run + "\u200b💻") == "👩" + run + "💻"
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_stripping_is_idempotent_and_leaves_nothing_it_means_to_hide(seed: int) -> None:
     texts = _mixes(seed, 4_000, 16)
