@@ -1,6 +1,6 @@
 """The delimited blocks a conversation adds to a judge's prompt, and the risk line (docs/guides/conversations.md).
 
-``agents.prompts`` puts these where a single prompt's task and outputs go (a conversation's lead before
+``agents.prompt_fill`` puts these where a single prompt's task and outputs go (a conversation's lead before
 the task, :func:`conversation_lead`; a whole transcript in an output's slot, :func:`transcript_slot`; the
 risk line, :func:`risk_suffix`). Kept apart from the renderers so that module stays readable; every
 fixed text here is hashed with the templates (``agents.prompts.template_parts``), for the prompt forms

@@ -6,9 +6,10 @@ prompt (``agents.prompts``) it goes through :func:`neutralise`, in two steps:
 1. **Hidden characters are removed** (:func:`strip_hidden`): zero-width spaces, word joiners and byte
    order marks, bidirectional embeddings, overrides and isolates ("Trojan Source" reordering), Unicode
    tag characters (U+E0000-E007F, which some models read as ASCII: hidden instructions), invisible
-   operators, the soft hyphen. A zero-width (non-)joiner is kept only between two non-ASCII characters,
-   where scripts (Persian, Indic) and emoji sequences need it. This step is lossy on purpose: what a
-   judge is shown is what a person reading the text would see. ``agents.injection`` flags the text
+   operators, the soft hyphen. A zero-width (non-)joiner is kept only between two non-ASCII characters
+   (of the text shown, once the other hidden ones are gone), where scripts (Persian, Indic) and emoji
+   sequences need it. This step is lossy on purpose: what a judge is shown is what a person reading the
+   text would see. ``agents.injection`` flags the text
    when something was hidden in it.
 2. **Structure-like sequences are escaped**: delimiter tags of our templates (``<output_a …>``,
    ``</response_b>``, ``<task>``, ``<context>``, a conversation's ``<user_turn>``, ``<assistant_turn>``
@@ -55,22 +56,31 @@ _JOINERS: Final = "\u200c\u200d"
 # Tag characters: U+E0001 LANGUAGE TAG and U+E0020-E007F mirror ASCII ("ASCII smuggling").
 _TAGS: Final = "\U000e0001-\U000e007f"
 
-_HIDDEN: Final = re.compile(
-    f"[{_BIDI}{_ZERO_WIDTH}{_TAGS}]"
-    # A joiner is hidden unless both neighbours are non-ASCII (a script or an emoji sequence needs it).
-    f"|(?<![^\\x00-\\x7f])[{_JOINERS}]|[{_JOINERS}](?![^\\x00-\\x7f])"
+# Removed wherever they stand.
+_ALWAYS_HIDDEN: Final = re.compile(f"[{_BIDI}{_ZERO_WIDTH}{_TAGS}]")
+# A run of joiners is judged as one, by the characters around it once the others are gone: judged one by
+# one against the neighbours they had, a joiner next to a removed character (or next to a joiner that goes)
+# could outlive its reason to stay ("💻\u200d\u200b<s>" kept the joiner before "<s>"). A run goes unless
+# both its neighbours are non-ASCII: one after ASCII or the start (the lookbehind only holds at a run's
+# start), or one before ASCII or the end. The second alternative starts only at a run's start and never
+# backtracks into it (possessive), so a long run costs one scan, not one per joiner.
+_STRAY_JOINERS: Final = re.compile(
+    f"(?<![^\\x00-\\x7f])[{_JOINERS}]+|(?<![{_JOINERS}])[{_JOINERS}]++(?![^\\x00-\\x7f])"
 )
-# Any character _HIDDEN may remove: one class, which a search skips through in C, where _HIDDEN's three
-# alternatives are tried at every position. Most non-ASCII text (accents, quotes, emoji) has none of them.
+# Any character strip_hidden may remove: one class, which a search skips through in C. Most non-ASCII
+# text (accents, quotes, emoji) has none of them.
 _MAYBE_HIDDEN: Final = re.compile(f"[{_BIDI}{_ZERO_WIDTH}{_TAGS}{_JOINERS}]")
 _TAG_RUN: Final = re.compile("[\U000e0020-\U000e007e]+")
 
 
 def strip_hidden(text: str) -> str:
-    """``text`` without the characters that show nothing yet can steer a reader (see the module doc)."""
+    """``text`` without the characters that show nothing yet can steer a reader (see the module doc).
+
+    One pass is enough: ``strip_hidden(strip_hidden(t)) == strip_hidden(t)``.
+    """
     if text.isascii() or _MAYBE_HIDDEN.search(text) is None:
         return text
-    return _HIDDEN.sub("", text)
+    return _STRAY_JOINERS.sub("", _ALWAYS_HIDDEN.sub("", text))
 
 
 def reveal_tags(text: str) -> str:

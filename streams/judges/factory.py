@@ -30,7 +30,8 @@ from pairjudge.agents.judge import Judge
 from pairjudge.agents.offline import OfflineJudge
 from pairjudge.streams.config.settings import JudgeSettings
 from pairjudge.streams.judges.breaker import BreakerJudge, Check, CircuitBreaker
-from pairjudge.streams.judges.cache import CachingJudge, ResponseCache
+from pairjudge.streams.judges.cache import CachingJudge
+from pairjudge.streams.judges.cache_store import ResponseCache
 from pairjudge.streams.judges.cost import PricedJudge, PriceTable
 from pairjudge.streams.judges.http import EndpointJudge, ProbeResult
 from pairjudge.streams.judges.injection_screen import HttpInjectionScreen

@@ -460,7 +460,7 @@ class EndpointJudge:
     ``_auth_headers`` and its wire format.
 
     It also adds ``cache_params()``: every setting besides the prompt that shapes a reply, which
-    ``CachingJudge`` puts in its key (``streams.judges.cache.request_key``). The key already holds the
+    ``CachingJudge`` puts in its key (``streams.judges.cache_codec.request_key``). The key already holds the
     provider, model, version and temperature; the model is repeated in ``cache_params()`` so it reads
     on its own. Credentials, timeouts, retries and limits stay out: they decide whether an answer
     arrives, never which.

@@ -11,8 +11,9 @@ session cookie is signed, HttpOnly, SameSite=Strict and Secure (browsers treat l
 Unauthenticated requests get 401 (the login form), the wrong role 403, a claim that expired or went to
 someone else 409, and a label the broker did not take 503 (the item stays claimed and nothing is lost).
 
-Why one module over 500 lines: the route table, the role guard, the CSRF check and every handler it
-guards sit together, so one reading shows that no write route escapes the guard.
+The route table, the role guard, the CSRF check and every handler it guards sit together here, so one
+reading shows that no write route escapes the guard; what each page shows (the template contexts, pure
+reads) is ``streams.review.views``'s.
 """
 
 from __future__ import annotations
@@ -21,14 +22,11 @@ import asyncio
 import hmac
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
-from urllib.parse import urlencode
 
-import jinja2
-from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
@@ -39,35 +37,29 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pairjudge.agents.prompt_blocks import interleave
-from pairjudge.schemas import (
-    TIE,
-    CandidatePair,
-    ControlUpdate,
-    HeadToHeadRubric,
-    HumanLabel,
-    PairwiseRubric,
-    ToneStyleRubric,
-)
-from pairjudge.schemas.kinds import CHOICE_KEYS
-from pairjudge.schemas.kinds import CONTROLS as CONTROL_SPECS
-from pairjudge.schemas.scores import ScoreSnapshot
+from pairjudge.schemas import TIE, HumanLabel
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder, publish_control
 from pairjudge.streams.review.auth import LoginLimiter, Role, User, Users
 from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ScoresFeed
 from pairjudge.streams.review.probes import ReviewHealth
-from pairjudge.streams.review.store import Filters, Item, ReviewStore, StaleClaim
-from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
-from pairjudge.streams.scores.view import board_view
+from pairjudge.streams.review.store import ReviewStore, StaleClaim
+from pairjudge.streams.review.views import (
+    CONTROLS,
+    TIE_KINDS,
+    audit_context,
+    controls_context,
+    filter_query,
+    filters_of,
+    guard_context,
+    item_context,
+    score_boards,
+    series_rows,
+    templates,
+)
 
 log = logging.getLogger(__name__)
 
-#: Rubric kinds whose reviewers may call a tie (seed 000, tone and style, always names a winner).
-TIE_KINDS = frozenset({"head_to_head", "pairwise"})
-#: The controls the operators' page can set (docs/design.md §2), with the kind of value each takes: every live
-#: control key of the registry but the kappa guard, which has its own resume button.
-CONTROLS: dict[str, str] = {key: spec.value for key, spec in CONTROL_SPECS.items() if spec.on_form}
 SECURITY_HEADERS = {
     "content-security-policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -122,15 +114,6 @@ class ReviewApp:
     health: ReviewHealth | None = None
     #: The latest audit snapshot per series, for the audit view and the operators' page (None: not followed).
     audit: AuditFeed | None = None
-
-
-def _templates() -> Jinja2Templates:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("pairjudge.streams.review", "templates"),
-        autoescape=True,  # every {{ }} is escaped; nothing in these templates is marked safe
-        undefined=jinja2.StrictUndefined,
-    )
-    return Jinja2Templates(env=env)
 
 
 # --- sessions, CSRF, roles --------------------------------------------------------------------
@@ -239,97 +222,19 @@ async def logout(app: ReviewApp, request: Request, user: User) -> Response:
 # --- reviewing ---------------------------------------------------------------------------------
 
 
-def _filters(request: Request) -> Filters:
-    q = request.query_params
-    return Filters(
-        experiment=q.get("experiment") or None, rubric_kind=q.get("rubric_kind") or None, reason=q.get("reason") or None
-    )
-
-
-def _filter_query(filters: Filters) -> str:
-    values = {
-        k: v
-        for k, v in (
-            ("experiment", filters.experiment),
-            ("rubric_kind", filters.rubric_kind),
-            ("reason", filters.reason),
-        )
-        if v
-    }
-    return urlencode(values)
-
-
-def _rubric_view(item: Item) -> dict[str, Any]:
-    """What the reviewer needs of the rubric: the guide and audience, or the criteria. Never the verdict."""
-    rubric = item.request.pair.rubric
-    if isinstance(rubric, ToneStyleRubric):
-        return {
-            "kind": "tone_style",
-            "style_guide": rubric.style_guide,
-            "audience": rubric.audience,
-            "forbidden": list(rubric.forbidden_terms),
-            "required": list(rubric.required_terms),
-        }
-    if isinstance(rubric, HeadToHeadRubric):
-        return {
-            "kind": "head_to_head",
-            "criteria": [(c.name, c.description) for c in rubric.criteria],
-            "constraints": rubric.constraints,
-        }
-    if isinstance(rubric, PairwiseRubric):
-        return {"kind": "pairwise", "criteria": [(c, "") for c in rubric.criteria]}
-    return {"kind": "named", "name": getattr(rubric, "name", "")}
-
-
-def _transcript(pair: CandidatePair, candidate_id: str) -> list[tuple[str, str]]:
-    """A transcript comparison's candidate, turn by turn up to its last reply (shown as its output)."""
-    c = pair.candidate(candidate_id)
-    history = tuple((m.role, m.content) for m in pair.task.history)
-    return list(interleave(history, c.turns, pair.task.question, c.output)[:-1])
-
-
-def _item_context(item: Item | None) -> dict[str, Any]:
-    if item is None:
-        return {"item": None}
-    pair = item.request.pair
-    transcript = pair.is_transcript
-    return {
-        "item": {
-            "id": item.id,
-            "pair_id": item.pair_id,
-            "reason": item.reason,
-            "audit": item.audit,
-            "experiment": item.experiment,
-            "task": pair.task.question,
-            "context": pair.task.context,
-            # A conversation (docs/guides/conversations.md): the turns before the last user turn, in order
-            # with their roles; a transcript comparison shows each candidate's whole conversation instead.
-            "transcript": transcript,
-            "history": [] if transcript else [(m.role, m.content) for m in pair.task.history],
-            "left_turns": _transcript(pair, item.left) if transcript else [],
-            "right_turns": _transcript(pair, item.right) if transcript else [],
-            "rubric": _rubric_view(item),
-            "left": pair.candidate(item.left).output,
-            "right": pair.candidate(item.right).output,
-            "allow_tie": item.rubric_kind in TIE_KINDS,
-            "claim_expires": item.claim_expires,
-        }
-    }
-
-
 async def _claimed_context(app: ReviewApp, request: Request, user: User) -> dict[str, Any]:
     """Claim the reviewer's next item under the request's filters; the context both views render."""
-    filters = _filters(request)
+    filters = filters_of(request)
     item = await app.store.claim_next(user.name, filters, app.settings.review.claim_ttl_s)
     stats = await app.store.stats(filters, user.name)
     return {
         "user": user,
         "csrf": csrf_token(request),
         "filters": filters,
-        "filter_query": _filter_query(filters),
+        "filter_query": filter_query(filters),
         "stats": stats,
         "mine": stats.mine,
-        **_item_context(item),
+        **item_context(item),
     }
 
 
@@ -372,7 +277,7 @@ async def submit_label(app: ReviewApp, request: Request, user: User) -> Response
         log.warning("label for %s published after its claim lapsed", item.pair_id)
     if _wants_json(request):
         return JSONResponse({"ok": True, "pair_id": item.pair_id})
-    query = _filter_query(_filters(request))
+    query = filter_query(filters_of(request))
     return RedirectResponse("/" + (f"?{query}" if query else ""), status_code=303)
 
 
@@ -400,64 +305,10 @@ async def operators_page(app: ReviewApp, request: Request, user: User, message: 
         "guard_by": f"{guard.updated_by} at {guard.updated_at:%Y-%m-%d %H:%M:%S} UTC" if guard is not None else None,
         "message": message,
         "stats": await app.store.stats(),
-        "guard": _guard_context(app),
-        "series": _series_rows(app),
+        "guard": guard_context(app.settings.audit),
+        "series": series_rows(app.audit),
     }
     return app.templates.TemplateResponse(request, "operators.html", context)
-
-
-def controls_context(configured: object, live: object | None, overrides: Mapping[str, ControlUpdate]) -> dict[str, Any]:
-    """The live controls form's rows (``CONTROLS``): each key's configured and live value, and who set it."""
-    return {
-        "controls": CONTROLS,
-        "choices": CHOICE_KEYS,
-        "configured": {k: getattr(configured, k) for k in CONTROLS},
-        "live": {k: getattr(live, k) for k in CONTROLS} if live is not None else None,
-        "set_by": {k: f"{u.updated_by} at {u.updated_at:%Y-%m-%d %H:%M:%S} UTC" for k, u in overrides.items()},
-    }
-
-
-def _guard_context(app: ReviewApp) -> dict[str, Any]:
-    """The kappa guard as configured here (the workers run with the same settings in a deployment)."""
-    audit = app.settings.audit
-    return {
-        "mode": audit.guard_mode,
-        "kappa_min": audit.kappa_min,
-        "ratio": audit.relative_kappa_ratio,
-        "min_human_pairs": audit.min_human_pairs,
-    }
-
-
-def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
-    return "n/a" if value is None else pattern.format(value)
-
-
-def _series_rows(app: ReviewApp) -> list[dict[str, str]]:
-    """Per series, its latest window: the judge's kappa against people beside the human ceiling (people
-    against each other on audit pairs labelled twice), and the guard's floor as the audit applied it."""
-    latest = app.audit.latest if app.audit is not None else {}
-    rows = []
-    for key, snap in sorted(latest.items()):
-        if snap.guard_mode is None:
-            guard = "n/a"
-        elif snap.guard_mode == "relative" and snap.guard_note is None:
-            guard = f"relative: floor {_fmt(snap.guard_kappa_min, '{:.3f}')}"
-        else:
-            guard = f"{snap.guard_mode}: floor {_fmt(snap.guard_kappa_min, '{:g}')}"
-        rows.append(
-            {
-                "series": key,
-                "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
-                "labels": str(snap.human_labels),
-                "kappa": _fmt(snap.cohen_kappa),
-                "human_pairs": str(snap.human_pairs),
-                "human_agreement": _fmt(snap.human_agreement, "{:.0%}"),
-                "human_kappa": _fmt(snap.human_kappa),
-                "guard": guard,
-                "note": snap.guard_note or "",
-            }
-        )
-    return rows
 
 
 async def set_control(app: ReviewApp, request: Request, user: User) -> Response:
@@ -486,63 +337,18 @@ async def resume(app: ReviewApp, request: Request, user: User) -> Response:
     return await operators_page(app, request, user, f"Automatic decisions resumed by {user.name}.")
 
 
-def audit_context(app: ReviewApp) -> dict[str, Any]:
-    """The audit view's figures: each series' latest window as the drift audit published it (pairs, the
-    labels on the judge's verdicts, agreement and kappa), and each experiment's two gates."""
-    latest = app.audit.latest if app.audit is not None else {}
-    rows = []
-    for key, snap in sorted(latest.items()):
-        info = snap.series_info
-        kappa = _fmt(snap.cohen_kappa)
-        if snap.cohen_kappa is not None and snap.kappa_low is not None and snap.kappa_high is not None:
-            kappa += f" ({snap.kappa_low:.2f}..{snap.kappa_high:.2f})"
-        rows.append(
-            {
-                "series": key,
-                "name": f"{info.judge_model} | {info.rubric} | {info.experiment_id or '-'}" if info else key,
-                "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
-                "pairs": str(snap.pairs),
-                "labels": str(snap.human_labels),
-                "human_decided": str(snap.human_decided),
-                "agreement": _fmt(snap.agreement, "{:.0%}"),
-                "kappa": kappa,
-                "tiebreak_rate": _fmt(snap.tiebreak_rate, "{:.0%}"),
-                "published": f"{snap.published_at:%H:%M:%S} UTC",
-            }
-        )
-    gates = []
-    for _, board in sorted((app.scores.latest if app.scores is not None else {}).items()):
-        view = board_view(board)
-        gates.append(
-            {
-                "experiment": board.experiment,
-                "human": view.human.gate.text if view.human.gate is not None else view.human.missing or "n/a",
-                "judge": view.judge.gate.text if view.judge.gate is not None else "n/a",
-                "human_rate": view.human.headline,
-                "judge_rate": view.judge.headline,
-            }
-        )
-    return {
-        "series": rows,
-        "total_labels": sum(s.human_labels for s in latest.values()),
-        "total_decided": sum(s.human_decided for s in latest.values()),
-        "total_pairs": sum(s.pairs for s in latest.values()),
-        "gates": gates,
-        "min_labels": app.settings.audit.min_labels,
-        "kappa_min": app.settings.audit.kappa_min,
-    }
-
-
 async def audit_page(app: ReviewApp, request: Request, user: User) -> Response:
     """The drift audit as it stands, for reviewers: each series' labels, agreement and kappa, beside the
     scoreboards' gates. The page refreshes its figures itself (``/audit/live``, the app's own script)."""
-    context = {"user": user, "csrf": csrf_token(request), **audit_context(app)}
+    context = {"user": user, "csrf": csrf_token(request), **audit_context(app.audit, app.scores, app.settings.audit)}
     return app.templates.TemplateResponse(request, "audit.html", context)
 
 
 async def audit_live(app: ReviewApp, request: Request, user: User) -> Response:
     """The audit view's figures alone (an HTML fragment the page's script swaps in every few seconds)."""
-    return app.templates.TemplateResponse(request, "_audit.html", audit_context(app))
+    return app.templates.TemplateResponse(
+        request, "_audit.html", audit_context(app.audit, app.scores, app.settings.audit)
+    )
 
 
 async def scores_page(app: ReviewApp, request: Request, user: User) -> Response:
@@ -551,22 +357,6 @@ async def scores_page(app: ReviewApp, request: Request, user: User) -> Response:
     latest = app.scores.latest if app.scores is not None else {}
     context = {"user": user, "csrf": csrf_token(request), "boards": score_boards(latest)}
     return app.templates.TemplateResponse(request, "scores.html", context)
-
-
-def score_boards(latest: Mapping[str, ScoreSnapshot]) -> list[dict[str, Any]]:
-    """The scores page's boards, by experiment: the view (``streams.scores.view``, plain text the
-    template escapes) and the charts."""
-    # Safe by construction (streams.scores.charts escapes every text it draws; the rest are formatted numbers).
-    return [
-        {
-            "snap": snap,
-            "view": board_view(snap),
-            "win_rate": Markup(win_rate_chart(snap.history)),  # noqa: S704
-            "evidence": Markup(evidence_chart(snap.history, snap.gate.threshold)),  # noqa: S704
-            "strengths": Markup(strengths_chart(snap.strengths)),  # noqa: S704
-        }
-        for _, snap in sorted(latest.items())
-    ]
 
 
 async def _seen(app: ReviewApp, key: str, value: float | bool | str, timeout_s: float = 5.0) -> None:
@@ -649,4 +439,4 @@ def new_review_app(
 ) -> ReviewApp:
     users = Users(User(u.name, u.role, u.password_hash.get_secret_value()) for u in settings.review.resolved_users())
     limiter = LoginLimiter(settings.review.login_max_failures, settings.review.login_window_s)
-    return ReviewApp(settings, store, labels, users, limiter, _templates(), policy, scores, ReviewHealth(store), audit)
+    return ReviewApp(settings, store, labels, users, limiter, templates(), policy, scores, ReviewHealth(store), audit)

@@ -23,7 +23,8 @@ from pairjudge.agents.core import judge_pair, resolve_rubric
 from pairjudge.agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest
 from pairjudge.agents.policy import Policy
-from pairjudge.agents.prompts import REASK_INSTRUCTION, SYSTEM_PROMPT, render_primary
+from pairjudge.agents.prompt_fill import SYSTEM_PROMPT
+from pairjudge.agents.prompts import REASK_INSTRUCTION, render_primary
 from pairjudge.agents.untrusted import unmark
 from pairjudge.agents.validation import parse_reply
 from pairjudge.schemas.events import PairVerdict, ReviewRequest

@@ -26,7 +26,8 @@ from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest
 from pairjudge.schemas.replies import ToneStyleReply
 from pairjudge.streams.config.settings import JudgeSettings
-from pairjudge.streams.judges.cache import CachingJudge, ResponseCache
+from pairjudge.streams.judges.cache import CachingJudge
+from pairjudge.streams.judges.cache_store import ResponseCache
 from pairjudge.streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
 from pairjudge.streams.judges.factory import build_inner_judge
 from pairjudge.streams.judges.http import RequestRefused

@@ -26,7 +26,7 @@ from pairjudge.agents.redaction import Redactor, builtin_detectors
 from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair, Message, ReviewRequest
 from pairjudge.schemas.rubric import InlineRubric
 from pairjudge.streams.review.store import Item
-from pairjudge.streams.review.web import _item_context, _templates
+from pairjudge.streams.review.views import item_context, templates
 from pairjudge.streams.security.redaction_hook import EventRedactor
 from tests.unit.conversation_pairs import (
     EARLIER_REPLY,
@@ -330,9 +330,9 @@ def _page(pair: CandidatePair) -> str:
     )
     stats = {"waiting": 1, "oldest_waiting_s": None, "claimed": 1}
     return (
-        _templates()
+        templates()
         .env.get_template("_item.html")
-        .render(stats=type("S", (), stats)(), mine=0, csrf="t", filter_query="", **_item_context(item))
+        .render(stats=type("S", (), stats)(), mine=0, csrf="t", filter_query="", **item_context(item))
     )
 
 

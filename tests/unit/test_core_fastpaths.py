@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from pairjudge.agents import injection, prompts, untrusted
+from pairjudge.agents import injection, prompt_fill, untrusted
 from pairjudge.agents.errors import InvalidReply
 from pairjudge.agents.injection import RULES, Finding, detect, normalise
 from pairjudge.agents.untrusted import MARK, datamark, fold, strip_hidden
@@ -36,8 +36,20 @@ def _fold_before(text: str) -> str:
     return text if text.isascii() else text.translate(untrusted._FOLD)
 
 
+# The one-pass regex strip_hidden was, repeated until nothing changes: one pass could leave a joiner whose
+# neighbour it removed (a bug, fixed in strip_hidden: the fixpoint is what it was meant to give).
+_HIDDEN_ONE_PASS = re.compile(
+    f"[{untrusted._BIDI}{untrusted._ZERO_WIDTH}{untrusted._TAGS}]"
+    f"|(?<![^\\x00-\\x7f])[{untrusted._JOINERS}]|[{untrusted._JOINERS}](?![^\\x00-\\x7f])"
+)
+
+
 def _strip_hidden_before(text: str) -> str:
-    return text if text.isascii() else untrusted._HIDDEN.sub("", text)
+    if text.isascii():
+        return text
+    while (stripped := _HIDDEN_ONE_PASS.sub("", text)) != text:
+        text = stripped
+    return text
 
 
 _GAP_BEFORE = re.compile(f"[\\s{untrusted._BLANKS}]")
@@ -225,10 +237,10 @@ def test_templates_are_filled_as_before() -> None:
     rng = random.Random(3)
     fills = ["", "x", "[OUTPUT_B]", "{{context}}", "\\1", "\\g<0>", "$1", "&amp;", "a\nb", "[CRITERIA] [EXAMPLES]"]
     for template, keys in (
-        (prompts.TONE_STYLE_TEMPLATE, ("[STYLE_GUIDE]", "[AUDIENCE_DESCRIPTION]", "[OUTPUT_A]", "[OUTPUT_B]")),
-        (prompts.TIEBREAK_TEMPLATE, ("[ORIGINAL_PROMPT]", "[OUTPUT_A]", "[OUTPUT_B]", "[CRITERIA]")),
-        (prompts.PAIRWISE_TEMPLATE, (prompts.PW_TASK, prompts.PW_RESPONSE_A, prompts.PW_EACH_LIST)),
+        (prompt_fill.TONE_STYLE_TEMPLATE, ("[STYLE_GUIDE]", "[AUDIENCE_DESCRIPTION]", "[OUTPUT_A]", "[OUTPUT_B]")),
+        (prompt_fill.TIEBREAK_TEMPLATE, ("[ORIGINAL_PROMPT]", "[OUTPUT_A]", "[OUTPUT_B]", "[CRITERIA]")),
+        (prompt_fill.PAIRWISE_TEMPLATE, (prompt_fill.PW_TASK, prompt_fill.PW_RESPONSE_A, prompt_fill.PW_EACH_LIST)),
     ):
         for _ in range(50):
             replacements = {k: rng.choice(fills) + rng.choice(fills) for k in keys}
-            assert prompts._substitute(template, replacements) == _substitute_before(template, replacements)
+            assert prompt_fill._substitute(template, replacements) == _substitute_before(template, replacements)

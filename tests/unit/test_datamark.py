@@ -21,9 +21,8 @@ from pairjudge.agents.core import judge_pair
 from pairjudge.agents.judge import JudgeRequest, TemplateKind
 from pairjudge.agents.offline import judge_reply
 from pairjudge.agents.policy import Policy
+from pairjudge.agents.prompt_fill import DATAMARK_NOTE, SYSTEM_PROMPT
 from pairjudge.agents.prompts import (
-    DATAMARK_NOTE,
-    SYSTEM_PROMPT,
     pair_template_hash,
     reask,
     render_primary,

@@ -26,7 +26,8 @@ from pairjudge.streams.audit.report import parse_audit_events, write_report
 from pairjudge.streams.cli.demo import _write_audit, _write_outcomes
 from pairjudge.streams.cli.evaluate import run_evaluate
 from pairjudge.streams.config.settings import Settings, TelemetrySettings
-from pairjudge.streams.judges.cache import CachedReply, ResponseCache
+from pairjudge.streams.judges.cache_codec import CachedReply
+from pairjudge.streams.judges.cache_store import ResponseCache
 from pairjudge.streams.kafka.collector import Outcomes
 from pairjudge.streams.review.store import ReviewStore
 from pairjudge.streams.security.files import (

@@ -42,7 +42,7 @@ from pairjudge.streams.config.sections import PolicySettings
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import CONTROL_KEYS, parse_value
 from pairjudge.streams.kafka.topics import FINAL_KINDS, changelog_topic, outcome_table_name, topic_specs
-from pairjudge.streams.review import web
+from pairjudge.streams.review import views
 from pairjudge_dev.docs_reference import (
     LIVE_NOTE,
     render_live_settings,
@@ -191,7 +191,7 @@ def test_every_control_key_has_its_field_on_the_operators_form(key: ControlKey) 
     context = {
         "user": {"name": "olga", "role": "operator"},
         "csrf": "token",
-        **web.controls_context(PolicySettings(), POLICY_DEFAULTS, {}),
+        **views.controls_context(PolicySettings(), POLICY_DEFAULTS, {}),
         "paused": False,
         "guard_by": None,
         "message": None,
@@ -199,7 +199,7 @@ def test_every_control_key_has_its_field_on_the_operators_form(key: ControlKey) 
         "guard": {"mode": "absolute", "kappa_min": 0.7, "ratio": 0.9, "min_human_pairs": 30},
         "series": [],
     }
-    page = web._templates().env.get_template("operators.html").render(context)
+    page = views.templates().env.get_template("operators.html").render(context)
     row = re.search(rf'<tr id="control-{key}">(.*?)</tr>', page, re.S)
     if not spec.on_form:
         assert row is None

@@ -137,18 +137,15 @@ def _snapshot(series: str, labels: int, agreement: float | None, kappa: float | 
 
 def test_the_audit_view_shows_each_series_and_the_total_labels() -> None:
     from pairjudge.streams.review.auth import User
-    from pairjudge.streams.review.web import _templates, audit_context
+    from pairjudge.streams.review.views import audit_context, templates
 
     latest = {"a<b>": _snapshot("a<b>", 4, 0.75, 0.5), "b": _snapshot("b", 0, None, None)}
-    app = SimpleNamespace(
-        audit=SimpleNamespace(latest=latest),
-        scores=None,
-        settings=SimpleNamespace(audit=SimpleNamespace(min_labels=50, kappa_min=0.7)),
-    )
-    context = audit_context(app)  # type: ignore[arg-type]
+    feed = SimpleNamespace(latest=latest)
+    settings = SimpleNamespace(min_labels=50, kappa_min=0.7)
+    context = audit_context(feed, None, settings)  # type: ignore[arg-type]
     assert context["total_labels"] == 4
     assert context["total_decided"] == 2
-    page = _templates().env.get_template("audit.html").render(user=User("ana", "reviewer", "x"), csrf="t", **context)
+    page = templates().env.get_template("audit.html").render(user=User("ana", "reviewer", "x"), csrf="t", **context)
     assert '<strong id="audit-labels">4</strong>' in page
     assert "75%" in page
     assert "0.50 (0.30..0.70)" in page

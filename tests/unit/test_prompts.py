@@ -13,15 +13,12 @@ from typing import get_args
 
 import pytest
 
-from pairjudge.agents import prompts
+from pairjudge.agents import prompt_fill, prompts
 from pairjudge.agents.judge import JudgeRequest, TemplateKind
+from pairjudge.agents.prompt_fill import DATA_NOTE, SYSTEM_PROMPT, TASK_INTRO, TEMPLATES, template_text
 from pairjudge.agents.prompt_slots import PromptSlots, delimiter_nonce, slots_nonce
 from pairjudge.agents.prompts import (
-    DATA_NOTE,
     MAX_ECHO_CHARS,
-    SYSTEM_PROMPT,
-    TASK_INTRO,
-    TEMPLATES,
     forced_choice,
     neutralise,
     reask,
@@ -32,7 +29,6 @@ from pairjudge.agents.prompts import (
     slots_for,
     template_hash,
     template_parts,
-    template_text,
 )
 from pairjudge.agents.untrusted import datamark, fold, strip_hidden
 from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair, Task, TieBreakWeights, WeightedCriterion
@@ -336,7 +332,8 @@ TEXT_SHA256 = {
 
 @pytest.mark.parametrize("name", sorted(TEXT_SHA256))
 def test_template_files_hold_the_texts_byte_for_byte(name: str) -> None:
-    text = getattr(prompts, name)
+    # The re-ask instructions live beside the re-asks (agents.prompts), the other texts beside the renderers.
+    text = getattr(prompts if name in ("REASK_INSTRUCTION", "FORCED_CHOICE_INSTRUCTION") else prompt_fill, name)
     assert hashlib.sha256(text.encode("utf-8")).hexdigest() == TEXT_SHA256[name]
 
 
@@ -378,7 +375,7 @@ def test_every_fixed_text_in_a_request_is_hashed() -> None:
     parts = template_parts("tiebreak")
     system, _, _, reasked, _, forced = asked.messages
     assert parts[0].startswith(system.content + "\n\n")
-    assert set(prompts.FILLINGS) <= set(parts)
+    assert set(prompt_fill.FILLINGS) <= set(parts)
     assert reasked.content in {p.format(error="ERR") for p in parts if "{error}" in p}
     assert forced.content in {p.format(problems="PROBLEMS") for p in parts if "{problems}" in p}
 

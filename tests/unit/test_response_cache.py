@@ -28,14 +28,9 @@ from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import PairVerdict, RubricRef
-from pairjudge.streams.judges.cache import (
-    CachedReply,
-    CachingJudge,
-    ResponseCache,
-    WriterStats,
-    is_json_object,
-    request_key,
-)
+from pairjudge.streams.judges.cache import CachingJudge
+from pairjudge.streams.judges.cache_codec import CachedReply, is_json_object, request_key
+from pairjudge.streams.judges.cache_store import ResponseCache, WriterStats
 from tests.unit.factories import make_pair, tone_reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,7 +173,8 @@ async def test_another_process_reads_what_this_one_stored(tmp_path: Path) -> Non
         f"""
         import anyio
         from pairjudge.agents.scripted import ScriptedJudge
-        from pairjudge.streams.judges.cache import CachingJudge, ResponseCache
+        from pairjudge.streams.judges.cache import CachingJudge
+        from pairjudge.streams.judges.cache_store import ResponseCache
         from tests.unit.test_response_cache import a_request
 
         async def main():
@@ -387,7 +383,7 @@ async def test_writes_that_fail_on_disk_are_logged_kept_in_memory_and_never_fail
     try:
         inner = scripted(REPLY)
         judge = CachingJudge(inner, store)
-        with caplog.at_level(logging.WARNING, logger="pairjudge.streams.judges.cache"):
+        with caplog.at_level(logging.WARNING, logger="pairjudge.streams.judges.cache_store"):
             assert (await judge.complete(a_request())).text == REPLY
             assert store.flush(timeout_s=10)
         assert store.writer_stats.failed == 1
@@ -411,7 +407,7 @@ async def test_a_full_write_queue_keeps_replies_in_memory_and_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = ResponseCache(tmp_path / "q", max_pending=2, batch_delay_s=30.0)  # the writer waits for a batch
-    with caplog.at_level(logging.WARNING, logger="pairjudge.streams.judges.cache"):
+    with caplog.at_level(logging.WARNING, logger="pairjudge.streams.judges.cache_store"):
         for i in range(3):
             store.put(f"k{i}", CachedReply(REPLY, "m", 1, 1, 0.1, 0.0))
     assert store.writer_stats.failed == 1

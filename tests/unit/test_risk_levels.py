@@ -26,7 +26,7 @@ from pairjudge.streams.audit.handlers import Audit
 from pairjudge.streams.config.sections import PolicySettings
 from pairjudge.streams.config.settings import AuditSettings, Settings
 from pairjudge.streams.control.live import CONTROL_KEYS, PolicyHolder, parse_value, publish_control
-from pairjudge.streams.review.web import CONTROLS
+from pairjudge.streams.review.views import CONTROLS
 from tests.unit.factories import make_pair, per_order, tiebreak_reply, tone_reply
 
 #: The nine thresholds, each level's three, from the registry (tests/unit/test_kinds_registry.py checks they reach

@@ -28,7 +28,7 @@ from pairjudge.schemas import CandidatePair, ControlUpdate, PairVerdict, ReviewR
 from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.schemas.events import JudgeInfo, JuryVote
 from pairjudge.streams.control.live import PolicyHolder, apply_record
-from pairjudge.streams.review.web import CONTROLS
+from pairjudge.streams.review.views import CONTROLS
 from tests.unit.factories import (
     FIRST_ID,
     SECOND_ID,

@@ -12,7 +12,7 @@ import pytest
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.audit.report import parse_audit_events, render_report, scoreboard_section
 from pairjudge.streams.review.auth import User
-from pairjudge.streams.review.web import _templates, score_boards
+from pairjudge.streams.review.views import score_boards, templates
 from pairjudge.streams.scores.charts import win_rate_chart
 from pairjudge.streams.scores.view import NO_HUMAN_BASIS, board_view
 from tests.fixtures.scoreboard import biased_judge_snapshots, old_snapshot
@@ -26,7 +26,7 @@ def _biased() -> ScoreSnapshot:
 
 
 def _page(*snaps: ScoreSnapshot) -> str:
-    template = _templates().env.get_template("scores.html")
+    template = templates().env.get_template("scores.html")
     return template.render(
         user=User("ana", "reviewer", "x"), csrf="token", boards=score_boards({s.experiment: s for s in snaps})
     )

@@ -1,0 +1,243 @@
+"""What the review pages show: the template contexts built from the queue's items, the live controls, the
+drift audit's and the scoreboards' feeds, and the templates that render them.
+
+Reads only: no route, no write and no session here (those, and the guard every write route goes through,
+are ``streams.review.web``'s). What a page never shows is as deliberate as what it shows: the judge's
+verdict, confidence and justification stay out of every context (seed 000, against anchoring), and every
+piece of model or user text is left for Jinja2's autoescaping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.templating import Jinja2Templates
+
+from pairjudge.agents.prompt_blocks import interleave
+from pairjudge.schemas import CandidatePair, ControlUpdate, HeadToHeadRubric, PairwiseRubric, ToneStyleRubric
+from pairjudge.schemas.kinds import CHOICE_KEYS
+from pairjudge.schemas.kinds import CONTROLS as CONTROL_SPECS
+from pairjudge.schemas.scores import ScoreSnapshot
+from pairjudge.streams.config.oversight import AuditSettings
+from pairjudge.streams.review.kafka import AuditFeed, ScoresFeed
+from pairjudge.streams.review.store import Filters, Item
+from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
+from pairjudge.streams.scores.view import board_view
+
+#: Rubric kinds whose reviewers may call a tie (seed 000, tone and style, always names a winner).
+TIE_KINDS = frozenset({"head_to_head", "pairwise"})
+#: The controls the operators' page can set (docs/design.md §2), with the kind of value each takes: every live
+#: control key of the registry but the kappa guard, which has its own resume button.
+CONTROLS: dict[str, str] = {key: spec.value for key, spec in CONTROL_SPECS.items() if spec.on_form}
+
+
+def templates() -> Jinja2Templates:
+    """The pages' templates (package data), autoescaped, failing on any name a context lacks."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("pairjudge.streams.review", "templates"),
+        autoescape=True,  # every {{ }} is escaped; nothing in these templates is marked safe
+        undefined=jinja2.StrictUndefined,
+    )
+    return Jinja2Templates(env=env)
+
+
+def filters_of(request: Request) -> Filters:
+    """The queue filters a page's query string asks for."""
+    q = request.query_params
+    return Filters(
+        experiment=q.get("experiment") or None, rubric_kind=q.get("rubric_kind") or None, reason=q.get("reason") or None
+    )
+
+
+def filter_query(filters: Filters) -> str:
+    """``filters`` as the query string that asks for them again."""
+    values = {
+        k: v
+        for k, v in (
+            ("experiment", filters.experiment),
+            ("rubric_kind", filters.rubric_kind),
+            ("reason", filters.reason),
+        )
+        if v
+    }
+    return urlencode(values)
+
+
+def _rubric_view(item: Item) -> dict[str, Any]:
+    """What the reviewer needs of the rubric: the guide and audience, or the criteria. Never the verdict."""
+    rubric = item.request.pair.rubric
+    if isinstance(rubric, ToneStyleRubric):
+        return {
+            "kind": "tone_style",
+            "style_guide": rubric.style_guide,
+            "audience": rubric.audience,
+            "forbidden": list(rubric.forbidden_terms),
+            "required": list(rubric.required_terms),
+        }
+    if isinstance(rubric, HeadToHeadRubric):
+        return {
+            "kind": "head_to_head",
+            "criteria": [(c.name, c.description) for c in rubric.criteria],
+            "constraints": rubric.constraints,
+        }
+    if isinstance(rubric, PairwiseRubric):
+        return {"kind": "pairwise", "criteria": [(c, "") for c in rubric.criteria]}
+    return {"kind": "named", "name": getattr(rubric, "name", "")}
+
+
+def _transcript(pair: CandidatePair, candidate_id: str) -> list[tuple[str, str]]:
+    """A transcript comparison's candidate, turn by turn up to its last reply (shown as its output)."""
+    c = pair.candidate(candidate_id)
+    history = tuple((m.role, m.content) for m in pair.task.history)
+    return list(interleave(history, c.turns, pair.task.question, c.output)[:-1])
+
+
+def item_context(item: Item | None) -> dict[str, Any]:
+    """The claimed item as the queue page shows it: the task, the two outputs in the order drawn, the rubric."""
+    if item is None:
+        return {"item": None}
+    pair = item.request.pair
+    transcript = pair.is_transcript
+    return {
+        "item": {
+            "id": item.id,
+            "pair_id": item.pair_id,
+            "reason": item.reason,
+            "audit": item.audit,
+            "experiment": item.experiment,
+            "task": pair.task.question,
+            "context": pair.task.context,
+            # A conversation (docs/guides/conversations.md): the turns before the last user turn, in order
+            # with their roles; a transcript comparison shows each candidate's whole conversation instead.
+            "transcript": transcript,
+            "history": [] if transcript else [(m.role, m.content) for m in pair.task.history],
+            "left_turns": _transcript(pair, item.left) if transcript else [],
+            "right_turns": _transcript(pair, item.right) if transcript else [],
+            "rubric": _rubric_view(item),
+            "left": pair.candidate(item.left).output,
+            "right": pair.candidate(item.right).output,
+            "allow_tie": item.rubric_kind in TIE_KINDS,
+            "claim_expires": item.claim_expires,
+        }
+    }
+
+
+def controls_context(configured: object, live: object | None, overrides: Mapping[str, ControlUpdate]) -> dict[str, Any]:
+    """The live controls form's rows (``CONTROLS``): each key's configured and live value, and who set it."""
+    return {
+        "controls": CONTROLS,
+        "choices": CHOICE_KEYS,
+        "configured": {k: getattr(configured, k) for k in CONTROLS},
+        "live": {k: getattr(live, k) for k in CONTROLS} if live is not None else None,
+        "set_by": {k: f"{u.updated_by} at {u.updated_at:%Y-%m-%d %H:%M:%S} UTC" for k, u in overrides.items()},
+    }
+
+
+def guard_context(audit: AuditSettings) -> dict[str, Any]:
+    """The kappa guard as configured here (the workers run with the same settings in a deployment)."""
+    return {
+        "mode": audit.guard_mode,
+        "kappa_min": audit.kappa_min,
+        "ratio": audit.relative_kappa_ratio,
+        "min_human_pairs": audit.min_human_pairs,
+    }
+
+
+def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+def series_rows(feed: AuditFeed | None) -> list[dict[str, str]]:
+    """Per series, its latest window: the judge's kappa against people beside the human ceiling (people
+    against each other on audit pairs labelled twice), and the guard's floor as the audit applied it."""
+    latest = feed.latest if feed is not None else {}
+    rows = []
+    for key, snap in sorted(latest.items()):
+        if snap.guard_mode is None:
+            guard = "n/a"
+        elif snap.guard_mode == "relative" and snap.guard_note is None:
+            guard = f"relative: floor {_fmt(snap.guard_kappa_min, '{:.3f}')}"
+        else:
+            guard = f"{snap.guard_mode}: floor {_fmt(snap.guard_kappa_min, '{:g}')}"
+        rows.append(
+            {
+                "series": key,
+                "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
+                "labels": str(snap.human_labels),
+                "kappa": _fmt(snap.cohen_kappa),
+                "human_pairs": str(snap.human_pairs),
+                "human_agreement": _fmt(snap.human_agreement, "{:.0%}"),
+                "human_kappa": _fmt(snap.human_kappa),
+                "guard": guard,
+                "note": snap.guard_note or "",
+            }
+        )
+    return rows
+
+
+def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: AuditSettings) -> dict[str, Any]:
+    """The audit view's figures: each series' latest window as the drift audit published it (pairs, the
+    labels on the judge's verdicts, agreement and kappa), and each experiment's two gates."""
+    latest = feed.latest if feed is not None else {}
+    rows = []
+    for key, snap in sorted(latest.items()):
+        info = snap.series_info
+        kappa = _fmt(snap.cohen_kappa)
+        if snap.cohen_kappa is not None and snap.kappa_low is not None and snap.kappa_high is not None:
+            kappa += f" ({snap.kappa_low:.2f}..{snap.kappa_high:.2f})"
+        rows.append(
+            {
+                "series": key,
+                "name": f"{info.judge_model} | {info.rubric} | {info.experiment_id or '-'}" if info else key,
+                "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
+                "pairs": str(snap.pairs),
+                "labels": str(snap.human_labels),
+                "human_decided": str(snap.human_decided),
+                "agreement": _fmt(snap.agreement, "{:.0%}"),
+                "kappa": kappa,
+                "tiebreak_rate": _fmt(snap.tiebreak_rate, "{:.0%}"),
+                "published": f"{snap.published_at:%H:%M:%S} UTC",
+            }
+        )
+    gates = []
+    for _, board in sorted((scores.latest if scores is not None else {}).items()):
+        view = board_view(board)
+        gates.append(
+            {
+                "experiment": board.experiment,
+                "human": view.human.gate.text if view.human.gate is not None else view.human.missing or "n/a",
+                "judge": view.judge.gate.text if view.judge.gate is not None else "n/a",
+                "human_rate": view.human.headline,
+                "judge_rate": view.judge.headline,
+            }
+        )
+    return {
+        "series": rows,
+        "total_labels": sum(s.human_labels for s in latest.values()),
+        "total_decided": sum(s.human_decided for s in latest.values()),
+        "total_pairs": sum(s.pairs for s in latest.values()),
+        "gates": gates,
+        "min_labels": settings.min_labels,
+        "kappa_min": settings.kappa_min,
+    }
+
+
+def score_boards(latest: Mapping[str, ScoreSnapshot]) -> list[dict[str, Any]]:
+    """The scores page's boards, by experiment: the view (``streams.scores.view``, plain text the
+    template escapes) and the charts."""
+    # Safe by construction (streams.scores.charts escapes every text it draws; the rest are formatted numbers).
+    return [
+        {
+            "snap": snap,
+            "view": board_view(snap),
+            "win_rate": Markup(win_rate_chart(snap.history)),  # noqa: S704
+            "evidence": Markup(evidence_chart(snap.history, snap.gate.threshold)),  # noqa: S704
+            "strengths": Markup(strengths_chart(snap.strengths)),  # noqa: S704
+        }
+        for _, snap in sorted(latest.items())
+    ]
