@@ -13,7 +13,7 @@ does I/O: no Kafka, HTTP or OpenTelemetry (the layering check in the test suite 
 """
 
 from pairjudge.agents.builders import Outcome
-from pairjudge.agents.core import Decision, capped_decision, check_pair, judge_pair, resolve_rubric, resolve_tiebreak
+from pairjudge.agents.core import Decision, capped_decision, judge_pair, resolve_tiebreak
 from pairjudge.agents.disposition import DeadLetterPair, Disposition, Publish, RetryLater
 from pairjudge.agents.errors import (
     InputRejected,
@@ -34,6 +34,7 @@ from pairjudge.agents.judge import (
     JudgeWrapper,
     judge_info,
 )
+from pairjudge.agents.pair_checks import check_pair, resolve_rubric
 from pairjudge.agents.policy import Policy
 from pairjudge.schemas.outcomes import DecidedKind, OutcomeKind
 

@@ -7,7 +7,7 @@ contract in docs/guides/prompt-injection.md), or a second, cheap judge asked onl
 core sees only this port; the HTTP client, its retries and its timeouts live in ``streams/``.
 
 **How its answer joins the rules'** (:func:`screen_pair`): it reads the same texts as
-``agents.core.scan_for_injection`` (each output, each candidate's earlier replies, the task's earlier
+``agents.pair_checks.scan_for_injection`` (each output, each candidate's earlier replies, the task's earlier
 turns), and each text it flags becomes an ``InjectionFlag`` with rule :data:`SCREEN_RULE`. A pair with
 any flag goes to review ``suspected_injection`` before any judge call, exactly as a rule match does.
 

@@ -12,7 +12,7 @@ per-pair path is timed on its own over every pair, ``time.process_time`` per pas
 
 ==================  ==================================================================================
 decode              ``streams.kafka.codecs.decode``: the event's bytes to a ``CandidatePair``
-injection scan      ``agents.core.scan_for_injection``: the rules over every output and turn
+injection scan      ``agents.pair_checks.scan_for_injection``: the rules over every output and turn
 render x2           ``render_primary`` in both orders, datamarked as the default policy has it
 validate x2         ``agents.validation.parse_reply`` and the rubric's criteria check on both replies
 decide              the rest of ``judge_pair`` beside the judge: check the pair, template hash, series
@@ -61,8 +61,8 @@ def _events(load: str, count: int) -> list[bytes]:
         from pairjudge_dev.pairgen import many_pairs
 
         return many_pairs(count, "core")
-    from pairjudge.agents.core import check_pair, scan_for_injection
     from pairjudge.agents.errors import InputRejected
+    from pairjudge.agents.pair_checks import check_pair, scan_for_injection
     from pairjudge.agents.policy import Policy
     from pairjudge.agents.settle import settle
     from pairjudge_dev.core_cases import varied_pairs
@@ -87,7 +87,12 @@ def _worker(path: Path, rounds: int, profile: bool) -> dict[str, Any]:
     from pairjudge import agents
     from pairjudge.agents.audit import record_for
     from pairjudge.agents.builders import primary_outcome
-    from pairjudge.agents.core import check_pair, judge_pair, scan_for_injection, snapshot_pair
+    from pairjudge.agents.core import judge_pair
+
+    try:
+        from pairjudge.agents.pair_checks import check_pair, scan_for_injection, snapshot_pair
+    except ImportError:  # a tree from before the checks had their own module (--tree): they were in agents.core
+        from pairjudge.agents.core import check_pair, scan_for_injection, snapshot_pair  # type: ignore[attr-defined]
     from pairjudge.agents.facts import decision_facts, evaluation
     from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse, judge_info
     from pairjudge.agents.jury import juror, jury_info, reconcile_jury

@@ -74,8 +74,9 @@ import anyio
 from aiohttp import web
 from rich.table import Table
 
-from pairjudge.agents.core import Decision, judge_pair, resolve_rubric
+from pairjudge.agents.core import Decision, judge_pair
 from pairjudge.agents.judge import Judge, JudgeIdentity, JudgeRequest, JudgeResponse
+from pairjudge.agents.pair_checks import resolve_rubric
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary
 from pairjudge.schemas import CandidatePair

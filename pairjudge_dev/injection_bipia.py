@@ -54,10 +54,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from pairjudge.agents.core import judge_pair, scan_for_injection
+from pairjudge.agents.core import judge_pair
 from pairjudge.agents.injection import detect
 from pairjudge.agents.injection_screen import ScreenVerdict, screen_pair
 from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.pair_checks import scan_for_injection
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.agents.untrusted import neutralise

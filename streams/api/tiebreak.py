@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pairjudge.agents import InputRejected, Judge, check_pair
-from pairjudge.agents.core import scan_for_injection
 from pairjudge.agents.injection_screen import screen_of, screen_pair
 from pairjudge.agents.judge import judge_info
+from pairjudge.agents.pair_checks import scan_for_injection
 from pairjudge.agents.prompts import template_hash
 from pairjudge.schemas import (
     DEFAULT_TIEBREAK_WEIGHTS,

@@ -19,9 +19,10 @@ import pydantic
 import pytest
 from pydantic import SecretStr
 
-from pairjudge.agents.core import judge_pair, resolve_rubric
+from pairjudge.agents.core import judge_pair
 from pairjudge.agents.errors import InvalidReply, JudgeRejected, JudgeUnavailable
 from pairjudge.agents.judge import ChatMessage, Judge, JudgeIdentity, JudgeRequest
+from pairjudge.agents.pair_checks import resolve_rubric
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompt_fill import SYSTEM_PROMPT
 from pairjudge.agents.prompts import REASK_INSTRUCTION, render_primary

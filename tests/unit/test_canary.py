@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.agents.core import resolve_rubric
+from pairjudge.agents.pair_checks import resolve_rubric
 from pairjudge.agents.prompts import reask, render_primary, render_tiebreak
 from pairjudge.schemas import CandidatePair, KnownLabel, PairMetadata
 from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from pairjudge.agents.core import check_pair, scan_for_injection
 from pairjudge.agents.errors import InputRejected
 from pairjudge.agents.judge import TemplateKind
 from pairjudge.agents.offline import judge_reply
+from pairjudge.agents.pair_checks import check_pair, scan_for_injection
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompt_blocks import delimited
 from pairjudge.agents.prompt_slots import slots_nonce

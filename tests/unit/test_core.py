@@ -11,17 +11,11 @@ import anyio.lowlevel
 import pytest
 
 from pairjudge.agents import validation as agent_validation
-from pairjudge.agents.core import (
-    both_orders,
-    check_pair,
-    gather_in_order,
-    judge_pair,
-    resolve_rubric,
-    resolve_tiebreak,
-)
+from pairjudge.agents.core import both_orders, gather_in_order, judge_pair, resolve_tiebreak
 from pairjudge.agents.errors import InputRejected, JudgeRejected, JudgeUnavailable
 from pairjudge.agents.facts import DecisionFacts
 from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.pair_checks import check_pair, resolve_rubric
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import template_hash
 from pairjudge.agents.sampling import audit_fraction

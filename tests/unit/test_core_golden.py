@@ -32,10 +32,11 @@ from typing import Any
 import pytest
 
 from pairjudge.agents.audit import record_for
-from pairjudge.agents.core import Decision, judge_pair, resolve_rubric, resolve_tiebreak
+from pairjudge.agents.core import Decision, judge_pair, resolve_tiebreak
 from pairjudge.agents.errors import InputRejected, InvalidReply, JudgeRejected
 from pairjudge.agents.judge import JudgeIdentity, JudgeRequest, JudgeResponse
 from pairjudge.agents.offline import OfflineJudge, judge_reply
+from pairjudge.agents.pair_checks import resolve_rubric
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary, render_tiebreak
 from pairjudge.agents.validation import check_head_to_head, check_pairwise, check_tiebreak, parse_reply

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from pairjudge.agents.core import check_pair
 from pairjudge.agents.errors import InputRejected
 from pairjudge.agents.offline import OfflineJudge
+from pairjudge.agents.pair_checks import check_pair
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.settle import settle
 from pairjudge.schemas import SCHEMA_VERSION, CandidatePair, DeadLetter, PairVerdict, TieBreakRequest

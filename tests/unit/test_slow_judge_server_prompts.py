@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pairjudge.agents.core import resolve_rubric
 from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.pair_checks import resolve_rubric
 from pairjudge.agents.prompts import render_primary, render_tiebreak
 from pairjudge.schemas import CandidatePair
 from pairjudge.schemas.events import Order
