@@ -158,7 +158,7 @@ def _final_of(value: bytes | None, *, from_join: bool) -> DecisionRecord | None:
     if not value:
         return None
     if from_join:
-        # A join entry as stored: "<partition>:" and its JSON (streams.audit.handlers).
+        # A join entry as stored: "<partition>:" and its JSON (streams.audit.stored).
         return JoinEntry.from_bytes(value.split(b":", 1)[1]).final
     record = DecisionRecord.model_validate_json(value)
     return None if record.outcome == "tiebreak" else record

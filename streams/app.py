@@ -24,7 +24,8 @@ from pairjudge.agents.audit import TierCalibration
 from pairjudge.agents.judge import Judge
 from pairjudge.schemas import InlineRubric
 from pairjudge.streams.audit.budget import AuditBudget, keep_label_budget, observe_scale
-from pairjudge.streams.audit.handlers import Audit, wire_audit
+from pairjudge.streams.audit.handlers import Audit
+from pairjudge.streams.audit.wiring import wire_audit
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.control.live import follow_control as follow_control_topic

@@ -37,13 +37,11 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
-
-import faust
 
 from pairjudge.agents import InputRejected
 from pairjudge.agents.audit import (
@@ -73,16 +71,16 @@ from pairjudge.schemas.audit import (
     ThresholdUpdate,
 )
 from pairjudge.schemas.scores import MAX_SCORE_BATCH, ScoreEvent, ScoreEventBatch
+from pairjudge.streams.audit.stored import split_partition, with_partition
 from pairjudge.streams.config.settings import AuditSettings
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.control.signing import ControlSigner, with_signature
 from pairjudge.streams.faust_compat.offsets import mark_done
-from pairjudge.streams.faust_compat.shutdown import GracefulApp
 from pairjudge.streams.kafka.codecs import decode, encode, parse_object, validate
 from pairjudge.streams.kafka.topics import AUDIT_JOIN_TABLE, AUDIT_WINDOWS_TABLE, partition_of
 from pairjudge.streams.security.redaction_hook import EventRedactor
 from pairjudge.streams.telemetry.tracing import Telemetry, inject_headers
-from pairjudge.streams.worker.delivery import Consume, Publish
+from pairjudge.streams.worker.delivery import Publish
 from pairjudge.streams.worker.pipeline import Origin, Outgoing, dead_letter
 from pairjudge.streams.worker.tables import (
     current_entries,
@@ -122,7 +120,8 @@ class _Pending:
 
 
 class Audit:
-    """The two tables and the handlers of the join and series agents. Built by ``create_app``."""
+    """The two tables and the handlers of the join and series agents. Built by ``create_app``; its agents and
+    timers are put on the app by ``streams.audit.wiring.wire_audit``."""
 
     def __init__(
         self,
@@ -227,7 +226,7 @@ class Audit:
         pending = self._pending_for(message)
         key = item.pair_id.encode("utf-8")
         stored = self._join_entry(key)
-        entry = JoinEntry.from_bytes(_split_partition(stored)[1] if stored else None)
+        entry = JoinEntry.from_bytes(split_partition(stored)[1] if stored else None)
         now = time.time()
         if isinstance(item, HumanLabel):
             updated, observations, outcome = on_label(entry, item, now)
@@ -252,7 +251,7 @@ class Audit:
                     pending.scores.setdefault(event.experiment, []).append(event)
         if updated != entry:
             partition = origin.partition or 0
-            pending.entries[key] = (partition, _with_partition(partition, updated.to_bytes()))
+            pending.entries[key] = (partition, with_partition(partition, updated.to_bytes()))
         pending.messages.append(message)
         if on_flushed is not None:
             pending.on_flushed.append(on_flushed)
@@ -368,7 +367,7 @@ class Audit:
             if offset < 0 or offset > histogram.last_offset:
                 histogram.merge(delta.calibration)
                 histogram.last_offset = offset
-                value = _with_partition(partition, histogram.to_bytes())
+                value = with_partition(partition, histogram.to_bytes())
                 await store(self.windows_table, partition, calibration_key(delta.series.key), value)
 
     def _decode_delta(self, raw: bytes | None) -> SeriesDelta:
@@ -497,12 +496,12 @@ class Audit:
         # and writing back the copy read before it would lose them.
         histogram = self._histogram(series_key)
         histogram.published_threshold = live
-        value = _with_partition(partition, histogram.to_bytes())
+        value = with_partition(partition, histogram.to_bytes())
         await store(self.windows_table, partition, calibration_key(series_key), value)
 
     def _histogram(self, series_key: str) -> ConfidenceHistogram:
         stored = read(self.windows_table.data, calibration_key(series_key))
-        return ConfidenceHistogram.from_bytes(_split_partition(stored)[1] if stored else None)
+        return ConfidenceHistogram.from_bytes(split_partition(stored)[1] if stored else None)
 
     def _threshold(self, series: AuditSeries) -> ThresholdSnapshot:
         # A low or high series is walked down to its own level's threshold, the one in force for its pairs; a
@@ -524,7 +523,7 @@ class Audit:
         expired = 0
         # The table holds every pair of the retention (days): a walk that yields and skips updated entries.
         async for key, stored in current_entries(self.join_table.data):
-            partition, value = _split_partition(stored)
+            partition, value = split_partition(stored)
             # Only the time is read for the entries that stay: a full decode costs 18 µs per entry.
             if now - JoinEntry.updated_at_of(value) <= self.settings.join_retention_s:
                 continue
@@ -564,16 +563,6 @@ def score_batches(experiment: str, events: list[ScoreEvent]) -> list[bytes]:
     return out
 
 
-def _with_partition(partition: int, value: bytes) -> bytes:
-    """A join entry as stored: prefixed with the partition its changelog record goes to, for the sweep."""
-    return f"{partition}:".encode("ascii") + value
-
-
-def _split_partition(stored: bytes) -> tuple[int, bytes]:
-    partition, value = stored.split(b":", 1)
-    return int(partition), value
-
-
 def _authorisation_refused(exc: BaseException) -> bool:
     """Whether ``exc`` (or what it wraps: Faust wraps producer errors) is a refused topic authorisation."""
     seen: BaseException | None = exc
@@ -585,50 +574,3 @@ def _authorisation_refused(exc: BaseException) -> bool:
 
 
 TOPIC_AUTHORIZATION_FAILED = 29
-
-
-def wire_audit(app: GracefulApp, audit: Audit, topics: dict[str, faust.TopicT], consume: Consume) -> tuple[Any, Any]:
-    """The join and series agents and the audit's timers, on ``app``; returns the two agents. What the join holds
-    is flushed before partitions are handed over (a rebalance, a shutdown): after the deliveries have settled,
-    so ``wire_stages`` comes first."""
-    app.before_handover.append(audit.flush)
-    names = audit.topic_names
-    join_source = app.topic(
-        names["decisions"],
-        names["labels"],
-        key_type=bytes,
-        value_type=bytes,
-        key_serializer="raw",
-        value_serializer="raw",
-    )
-
-    async def join_one(event: Any, origin: Origin) -> bool:
-        # Deferred: marked done by the flush that puts what it counted on the broker.
-        return await audit.on_join_input(event.value, origin, event.message)
-
-    async def observe_one(event: Any, origin: Origin) -> None:
-        await audit.on_observation(event.value, origin)
-
-    @app.agent(join_source, name="pairjudge.audit-join", concurrency=1)
-    async def audit_join(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in consume(stream, "audit join", join_one):
-            yield None
-
-    @app.agent(topics["observations"], name="pairjudge.audit-series", concurrency=1)
-    async def audit_series(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in consume(stream, "audit series", observe_one):
-            yield None
-
-    async def snapshots() -> None:
-        await audit.publish_snapshots()
-
-    async def sweep() -> None:
-        await audit.sweep_join()
-
-    async def flush() -> None:
-        await audit.flush()
-
-    app.timer(interval=audit.settings.flush_interval_s)(flush)
-    app.timer(interval=audit.settings.snapshot_interval_s)(snapshots)
-    app.timer(interval=max(1.0, min(600.0, audit.settings.join_retention_s / 10)))(sweep)
-    return audit_join, audit_series

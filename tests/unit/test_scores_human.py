@@ -23,7 +23,7 @@ from pairjudge.schemas import HumanLabel
 from pairjudge.schemas.audit import AuditObservation, AuditSeries, DecisionRecord
 from pairjudge.schemas.scores import GateUpdate, ScoreEvent, ScoreSnapshot
 from pairjudge.streams.app import create_app
-from pairjudge.streams.audit.handlers import _with_partition
+from pairjudge.streams.audit.stored import with_partition
 from pairjudge.streams.config.settings import ScoreSettings, Settings
 from pairjudge.streams.scores.gate_reader import EXIT_CODES, human_text
 from pairjudge.streams.scores.handlers import Entry, ExperimentGauges, count, observe_scores, snapshot
@@ -367,7 +367,7 @@ async def test_the_join_sweep_publishes_an_expired_event_for_an_audit_sample_wit
         "c": JoinEntry(final=record(pair_id="c", audit_sample=False), updated_at=old),
     }
     for key, entry in entries.items():
-        put(audit.join_table.data, 0, key.encode(), _with_partition(0, entry.to_bytes()))
+        put(audit.join_table.data, 0, key.encode(), with_partition(0, entry.to_bytes()))
     assert await audit.sweep_join() == 3
     assert sorted(tombstoned) == [b"a", b"b", b"c"]
     assert [(m.kind, m.key) for m in published] == [("score-events", b"exp-1")]

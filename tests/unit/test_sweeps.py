@@ -19,7 +19,7 @@ import pytest
 from pairjudge.agents.audit.join import JoinEntry
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.streams.app import create_app
-from pairjudge.streams.audit.handlers import _with_partition
+from pairjudge.streams.audit.stored import with_partition
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.worker.tables import SWEEP_YIELD_EVERY, put, read
 from tests.unit.factories import tone_reply
@@ -61,9 +61,9 @@ async def test_the_join_sweep_yields_keeps_fresh_and_updated_entries_and_expires
     data = audit.join_table.data
     n_old, n_fresh = 2 * SWEEP_YIELD_EVERY + 500, SWEEP_YIELD_EVERY
     for i in range(n_old):
-        put(data, 0, f"old-{i}".encode(), _with_partition(0, JoinEntry(updated_at=old).to_bytes()))
+        put(data, 0, f"old-{i}".encode(), with_partition(0, JoinEntry(updated_at=old).to_bytes()))
     for i in range(n_fresh):
-        put(data, 0, f"fresh-{i}".encode(), _with_partition(0, JoinEntry(updated_at=now).to_bytes()))
+        put(data, 0, f"fresh-{i}".encode(), with_partition(0, JoinEntry(updated_at=now).to_bytes()))
     # The last old entry gets a label while the sweep is under way: it must stay.
     last = f"old-{n_old - 1}".encode()
     ran_during_sweep: list[int] = []
@@ -71,7 +71,7 @@ async def test_the_join_sweep_yields_keeps_fresh_and_updated_entries_and_expires
     async def label_arrives() -> None:
         await asyncio.sleep(0)
         ran_during_sweep.append(len(tombstones))
-        put(data, 0, last, _with_partition(0, JoinEntry(updated_at=time.time()).to_bytes()))
+        put(data, 0, last, with_partition(0, JoinEntry(updated_at=time.time()).to_bytes()))
 
     relabel = asyncio.create_task(label_arrives())
     expired = await audit.sweep_join(now=now)
