@@ -22,7 +22,8 @@ from pairjudge.schemas.replies import ToneStyleReply
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.llama import LlamaServer
 
-pytestmark = [pytest.mark.llama, pytest.mark.slow]
+# Every llama test on one worker: one llama.cpp server (a session fixture), not one per worker.
+pytestmark = [pytest.mark.llama, pytest.mark.slow, pytest.mark.xdist_group("llama")]
 
 MAX_TOKENS = 400
 STYLE_GUIDE = (
