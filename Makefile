@@ -33,11 +33,18 @@ check: ## Lint and type-check: ruff check, ruff format --check, mypy, import-lin
 	$(BIN)/mypy bench tests
 	$(BIN)/lint-imports
 
-test: check ## check, then the whole suite (real Kafka and llama.cpp server: see .ci/run)
-	$(BIN)/pytest -q
+# The suite runs on PYTEST_WORKERS pytest-xdist workers: most of its time is spent waiting on a broker, a
+# scripted judge or a subprocess, not on the CPU, so 4 share 2 cores well. Tests that share an expensive
+# fixture are grouped on one worker (--dist loadgroup); tests marked serial run alone (tests/fixtures/concurrency.py).
+# PYTEST_WORKERS=0 runs everything in one process, one test after another. Every run ends with the ten slowest.
+PYTEST_WORKERS ?= 4
+PYTEST_ARGS = -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
+
+test: check ## check, then the whole suite, concurrently (real Kafka and llama.cpp server: see .ci/run)
+	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 unit: ## Unit tests only (no services)
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q $(PYTEST_ARGS) tests/unit
 
 docs: ## Build the docs site into site/ (mkdocs build --strict: a broken link or anchor fails)
 	$(BIN)/mkdocs build --strict

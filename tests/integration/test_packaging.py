@@ -23,7 +23,8 @@ import pytest
 
 from tests.fixtures.samples import sample_pair_ids
 
-pytestmark = [pytest.mark.slow]
+# One worker builds the distribution and its venv once (module fixtures) for every test here.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
 
 ROOT = Path(__file__).resolve().parents[2]
 DISTRIBUTION = "pairjudge-stream"

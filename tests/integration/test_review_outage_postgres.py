@@ -21,7 +21,8 @@ from pairjudge_dev.postgres import PostgresCluster
 from tests.fixtures.review import review_settings, send_reviews, serving, wait_stored
 from tests.unit.factories import make_pair
 
-pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+# Alone under xdist: the service is stopped and started again, and its clients' connect timeouts are seconds.
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres, pytest.mark.serial]
 
 
 @pytest.fixture

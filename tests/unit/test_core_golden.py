@@ -48,6 +48,9 @@ from pairjudge_dev.core_cases import CATALOG, varied_pairs
 from pairjudge_dev.replies import h2h_reply, pairwise_reply, tiebreak_reply, tone_reply
 from tests.fixtures.golden import current_or_repin, read_pins
 
+# On one worker under xdist: the pairs are walked once (module fixtures), and only it may re-pin the file.
+pytestmark = pytest.mark.xdist_group("core-golden")
+
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "core_golden.json"
 ORDERS: tuple[Order, Order] = ("AB", "BA")
 #: The clock's fields: every other byte of an outcome or record is pinned.

@@ -115,6 +115,7 @@ def test_continuation_lines_belong_to_their_rule() -> None:
     assert cited_rules(guide, ["A says: a date you cannot keep for sure."]) == (f"{gid}:1",)
 
 
+@pytest.mark.serial  # alone under xdist: its CPU time is asserted
 def test_a_huge_hostile_guide_is_bounded_in_rules_citations_and_time() -> None:
     guide = "\n".join(f"{i}. Rule number {i} says word{i} alpha{i} beta{i} gamma{i}." for i in range(1, 5000))
     guide += "\n" + "#" * 5000 + " " + "x" * 100_000

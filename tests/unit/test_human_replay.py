@@ -18,6 +18,9 @@ from pairjudge_dev.human_replay import (
     streams_by_name,
 )
 
+# On one worker under xdist: the streams are built once (a module fixture), not once per worker.
+pytestmark = pytest.mark.xdist_group("human-replay-streams")
+
 PER_SET = 120
 REPETITIONS = 50
 

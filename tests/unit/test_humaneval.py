@@ -25,6 +25,9 @@ from pairjudge_dev.humaneval import (
     split_of,
 )
 
+# On one worker under xdist: the judge runs over the dev split once (module fixtures), not once per worker.
+pytestmark = pytest.mark.xdist_group("humaneval-dev-runs")
+
 PER_SET = 350
 TOLERANCE = 0.03
 

@@ -42,6 +42,9 @@ from pairjudge_dev.injection_bipia import FORMS, POSITIONS, disguised, embed, or
 from pairjudge_dev.injection_eval import Corpus, demo_pairs
 from tests.fixtures.golden import current_or_repin, read_pins
 
+# On one worker under xdist: the corpus is scanned once (module fixtures), and only it may re-pin the file.
+pytestmark = pytest.mark.xdist_group("injection-golden")
+
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "injection_golden.json"
 
 
