@@ -27,6 +27,7 @@ from pairjudge.schemas.events import (
     TieBreakReason,
     TieBreakRequest,
 )
+from pairjudge.schemas.outcomes import DecidedEvent
 from pairjudge.schemas.pair import TIE, CandidatePair
 from pairjudge.schemas.rubric import InlineRubric
 
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 #: What a stage publishes for a pair: where it goes next.
-Outcome = PairVerdict | TieBreakRequest | ReviewRequest
+Outcome = DecidedEvent  # the registry's union (schemas.outcomes): a new decided kind joins it there
 
 _MAX_DIFFERENTIATORS: Final = 16
 

@@ -27,7 +27,6 @@ from pairjudge.schemas.events import (
     ReviewRequest,
     Stage,
     TieBreakReason,
-    TieBreakRequest,
 )
 from pairjudge.schemas.outcomes import DecidedKind, decided_kind
 from pairjudge.schemas.pair import CandidatePair
@@ -148,12 +147,9 @@ def decision_facts(
         probability, sampling_class = 1.0, REVIEW
     elif isinstance(outcome, PairVerdict) and sampled is not None and sampled.inclusion_probability is not None:
         probability, sampling_class = sampled.inclusion_probability, sampled.sampling_class
-    if isinstance(outcome, PairVerdict):
-        decided_by, winner, confidence, reason = outcome.decided_by, outcome.winner, outcome.confidence, None
-    elif isinstance(outcome, TieBreakRequest):
-        decided_by, winner, confidence, reason = "tiebreak", None, None, outcome.reason
-    else:
-        decided_by, winner, confidence, reason = "human", None, None, outcome.reason
+    # Only a verdict names a winner; who decided and why, every outcome event says itself (schemas.outcomes).
+    winner, confidence = (outcome.winner, outcome.confidence) if isinstance(outcome, PairVerdict) else (None, None)
+    decided_by, reason = outcome.decider, outcome.outcome_reason
     return DecisionFacts(
         pair_id=pair.pair_id,
         stage=stage,
@@ -197,4 +193,4 @@ def evaluation(
         return None
     if isinstance(outcome, PairVerdict):
         return EvaluationResult(name, outcome.winner_role or "tie", outcome.confidence, outcome.justification)
-    return EvaluationResult(name, decided_kind(outcome), mean_confidence, outcome.reason)
+    return EvaluationResult(name, decided_kind(outcome), mean_confidence, outcome.outcome_reason)

@@ -26,10 +26,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import get_args
 
-SpendAction = Literal["review", "sample", "queue"]
-SPEND_ACTIONS: tuple[SpendAction, ...] = ("review", "sample", "queue")
+from pairjudge.schemas.kinds import SpendAction as SpendAction  # re-exported: the spend module names it
+
+SPEND_ACTIONS: tuple[SpendAction, ...] = get_args(SpendAction)
 #: The ledger's key for the pairs of no experiment (only the overall cap applies to them).
 NO_EXPERIMENT = "-"
 #: Hours the ledger keeps (the current one and the one before, for a publisher late across the hour).

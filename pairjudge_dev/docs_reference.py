@@ -9,15 +9,16 @@
   (``pairjudge.schemas.export.export_json_schemas``), with each property's description taken from the
   schema, else from the ``#:`` comment in the model.
 - **The Faust overrides** (the design's §10): ``pairjudge.streams.faust_compat.HOOKS``, one row a hook.
-- **The kinds registry** (``pairjudge.schemas.kinds``): the topics with their keys and contracts, the live
-  control keys with what each takes, and the risk levels' thresholds. A policy setting that is a live key says
+- **The kinds registries** (``pairjudge.schemas.kinds``, ``pairjudge.schemas.outcomes``): the topics with their
+  keys and contracts, the outcome kinds, the live control keys with what each takes, and the risk levels'
+  thresholds. A policy setting that is a live key says
   so in the settings reference.
 
 It is a mkdocs hook (``hooks:`` in mkdocs.yml): a page holding ``<!-- pairjudge-reference: NAME -->``
-(NAME one of ``RENDERERS``: ``cli``, ``settings``, ``events``, ``faust-hooks``, and the kinds registry's
-``topics``, ``live-settings`` and ``risk-thresholds``) gets the rendered reference in its place, and
-the READMEs kept beside the code they describe (``INCLUDED``) are added to the site as they are. To read one
-page without building the site::
+(NAME one of ``RENDERERS``: ``cli``, ``settings``, ``events``, ``faust-hooks``, and the kinds registries'
+``topics``, ``outcomes``, ``worker-writes``, ``live-settings`` and ``risk-thresholds``) gets the rendered
+reference in its place, and the READMEs kept beside the code they describe (``INCLUDED``) are added to the site
+as they are. To read one page without building the site::
 
     python -m pairjudge_dev.docs_reference settings
 """
@@ -641,6 +642,37 @@ def render_topics() -> str:
     return _table(("topic", "key", "contract"), rows) + "\n"
 
 
+def render_worker_writes() -> str:
+    """The topics a worker writes (``TopicKindSpec.worker_writes``), for the secured-Kafka page's ACL table."""
+    from pairjudge.schemas.kinds import TOPICS
+
+    return ", ".join(_code(f"P.{kind}") for kind, spec in TOPICS.items() if spec.worker_writes)
+
+
+def render_outcomes() -> str:
+    """Every outcome kind (``schemas.outcomes.OUTCOMES``): its topic, event, Python API class, results row and when.
+
+    Links point at the events page from any page one folder deep (``guides/``, ``reference/``)."""
+    from pairjudge.schemas.outcomes import OUTCOMES
+    from pairjudge.streams.api.outcomes import WRAPPERS
+
+    rows = []
+    for kind, entry in OUTCOMES.items():
+        event = entry.event.__name__
+        rows.append(
+            (
+                _code(kind),
+                _code(f"pairjudge.{entry.topic}"),
+                f"[{event}](../reference/events.md#{_anchor(event)})",
+                _code(WRAPPERS[kind].__name__),
+                _code(entry.row),
+                _cell(entry.when) + ("" if entry.ends_story else " (not the end of the pair's story)"),
+            )
+        )
+    header = ("kind", "topic", "event", "Python API", "`evaluate` row", "when")
+    return _table(header, rows) + "\n"
+
+
 def _control_takes(key: str, spec: Any) -> str:
     from pairjudge.streams.config.sections import PolicySettings
 
@@ -693,6 +725,8 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "events": render_events,
     "faust-hooks": render_faust_hooks,
     "topics": render_topics,
+    "outcomes": render_outcomes,
+    "worker-writes": render_worker_writes,
     "live-settings": render_live_settings,
     "risk-thresholds": render_risk_thresholds,
 }

@@ -291,7 +291,7 @@ async def run_judge(judge: Judge, pairs: Sequence[LabelledPair], policy: Policy)
         ids = [c.candidate_id for c in lp.pair.candidates]
         decision = await judge_pair(lp.pair, judge, policy)
         outcome = decision.outcome
-        primary = outcome.primary if isinstance(outcome, TieBreakRequest) else outcome.orderings
+        primary = outcome.judged_orderings
         valid = [o for o in primary[:2] if o.valid and o.mapped_winner in ids and o.confidence is not None]
         run = JudgeRun(Pick(None, 0.0))
         for o in valid:

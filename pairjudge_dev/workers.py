@@ -19,6 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from pairjudge.agents.audit import JoinEntry
 from pairjudge.schemas.audit import DecisionRecord
+from pairjudge.schemas.outcomes import OUTCOMES
 from pairjudge.streams.cli.demo import start_worker, stop_process
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.admin import create_topics
@@ -161,4 +162,4 @@ def _final_of(value: bytes | None, *, from_join: bool) -> DecisionRecord | None:
         # A join entry as stored: "<partition>:" and its JSON (streams.audit.stored).
         return JoinEntry.from_bytes(value.split(b":", 1)[1]).final
     record = DecisionRecord.model_validate_json(value)
-    return None if record.outcome == "tiebreak" else record
+    return record if OUTCOMES[record.outcome].ends_story else None

@@ -1,5 +1,6 @@
 """pairjudge contracts: pure pydantic models, no I/O. Every event is frozen and forbids unknown fields."""
 
+from pairjudge.schemas import events as _events
 from pairjudge.schemas._base import SCHEMA_VERSION, WIRE_CONTEXT, Contract, Event
 from pairjudge.schemas.audit import (
     Alert,
@@ -12,22 +13,7 @@ from pairjudge.schemas.audit import (
     RelativeWinner,
     ThresholdUpdate,
 )
-from pairjudge.schemas.events import (
-    ControlUpdate,
-    DeadLetter,
-    ErrorKind,
-    HumanLabel,
-    InjectionFlag,
-    JudgeInfo,
-    JuryVote,
-    OrderingResult,
-    PairVerdict,
-    ReviewReason,
-    ReviewRequest,
-    SpendReport,
-    TieBreakReason,
-    TieBreakRequest,
-)
+from pairjudge.schemas.events import *  # noqa: F403 - the contracts events.py lists as public (its __all__)
 from pairjudge.schemas.pair import (
     TIE,
     Candidate,
@@ -69,36 +55,23 @@ __all__ = [
     "CandidateSource",
     "ChatRole",
     "Contract",
-    "ControlUpdate",
     "Criterion",
-    "DeadLetter",
     "DecisionRecord",
-    "ErrorKind",
     "Event",
     "HeadToHeadRubric",
-    "HumanLabel",
-    "InjectionFlag",
     "InlineRubric",
-    "JudgeInfo",
-    "JuryVote",
     "KnownLabel",
     "Message",
-    "OrderingResult",
     "PairMetadata",
-    "PairVerdict",
     "PairwiseRubric",
     "RelativeWinner",
-    "ReviewReason",
-    "ReviewRequest",
     "RiskLevel",
     "Rubric",
     "RubricRef",
-    "SpendReport",
     "Task",
     "ThresholdUpdate",
-    "TieBreakReason",
-    "TieBreakRequest",
     "TieBreakWeights",
     "ToneStyleRubric",
     "WeightedCriterion",
 ]
+__all__ += _events.__all__

@@ -13,6 +13,25 @@ from pairjudge.schemas.kinds import Stage as Stage  # re-exported: the contracts
 from pairjudge.schemas.pair import TIE, CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
 from pairjudge.schemas.replies import Position, PositionOrTie
 
+#: What ``pairjudge.schemas`` re-exports from here (the package's import surface: ``schemas/__init__.py`` takes
+#: this list whole, so a new public contract is exported by adding it here).
+__all__ = [
+    "ControlUpdate",
+    "DeadLetter",
+    "ErrorKind",
+    "HumanLabel",
+    "InjectionFlag",
+    "JudgeInfo",
+    "JuryVote",
+    "OrderingResult",
+    "PairVerdict",
+    "ReviewReason",
+    "ReviewRequest",
+    "SpendReport",
+    "TieBreakReason",
+    "TieBreakRequest",
+]
+
 Order = Literal["AB", "BA"]
 #: "rule": settled before any judge call (an empty output loses, identical outputs tie; ``agents.settle``).
 DecidedBy = Literal["primary", "tiebreak", "human", "rule"]
@@ -152,6 +171,21 @@ class PairVerdict(Event):
     def tie(self) -> bool:
         return self.winner == TIE
 
+    # The decided-outcome properties (``schemas.outcomes.DecidedEvent``): what the core's facts and records read
+    # from any judged decision's event without asking which one it is.
+    @property
+    def judged_orderings(self) -> tuple[OrderingResult, ...]:
+        """The orderings that led here."""
+        return self.orderings
+
+    @property
+    def decider(self) -> DecidedBy:
+        return self.decided_by
+
+    @property
+    def outcome_reason(self) -> None:
+        return None
+
     @model_validator(mode="after")
     def _a_tie_is_settled_by_rule(self) -> PairVerdict:
         # A consumer counting wins must be able to trust that a tie never names a side, and a win always does.
@@ -178,6 +212,20 @@ class TieBreakRequest(Event):
     #: the pair's whole spend; None when unknown (an unpriced judge, or a request from before it existed).
     primary_cost_usd: float | None = Field(default=None, ge=0)
     requested_at: datetime = Field(default_factory=utc_now)
+
+    # The decided-outcome properties (``schemas.outcomes.DecidedEvent``).
+    @property
+    def judged_orderings(self) -> tuple[OrderingResult, ...]:
+        """The primary stage's orderings that sent the pair here."""
+        return self.primary
+
+    @property
+    def decider(self) -> DecidedBy:
+        return "tiebreak"
+
+    @property
+    def outcome_reason(self) -> TieBreakReason:
+        return self.reason
 
 
 class InjectionFlag(Contract):
@@ -217,6 +265,19 @@ class ReviewRequest(Event):
     #: Reviewers this item wants: 2 for the share of audit samples also labelled by a second, independent
     #: reviewer (``Policy.audit_double_share``), for the human-human agreement; 1 otherwise.
     reviews_wanted: int = Field(default=1, ge=1, le=2)
+
+    # The decided-outcome properties (``schemas.outcomes.DecidedEvent``).
+    @property
+    def judged_orderings(self) -> tuple[OrderingResult, ...]:
+        return self.orderings
+
+    @property
+    def decider(self) -> DecidedBy:
+        return "human"
+
+    @property
+    def outcome_reason(self) -> ReviewReason:
+        return self.reason
 
 
 class HumanLabel(Event):

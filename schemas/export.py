@@ -15,26 +15,17 @@ from pairjudge.schemas.audit import (
     DecisionRecord,
     ThresholdUpdate,
 )
-from pairjudge.schemas.events import (
-    ControlUpdate,
-    DeadLetter,
-    HumanLabel,
-    PairVerdict,
-    ReviewRequest,
-    SpendReport,
-    TieBreakRequest,
-)
+from pairjudge.schemas.events import ControlUpdate, HumanLabel, SpendReport
+from pairjudge.schemas.outcomes import OUTCOMES
 from pairjudge.schemas.pair import CandidatePair
 from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, TieBreakReply, ToneStyleReply
 from pairjudge.schemas.scores import GateUpdate, ScoreEvent, ScoreEventBatch, ScoreSnapshot
 
 EXPORTED: tuple[type[BaseModel], ...] = (
     CandidatePair,
-    PairVerdict,
-    TieBreakRequest,
-    ReviewRequest,
+    # Every outcome kind's event, in the registry's order (schemas.outcomes).
+    *dict.fromkeys(entry.event for entry in OUTCOMES.values()),
     HumanLabel,
-    DeadLetter,
     DecisionRecord,
     AuditObservation,
     AuditDelta,

@@ -37,6 +37,7 @@ __all__ = [
     "ControlSpec",
     "DeadLetterStage",
     "RiskThresholdKeys",
+    "SpendAction",
     "Stage",
     "StageSpec",
     "TopicKind",
@@ -82,6 +83,8 @@ class TopicKindSpec:
     layout: TopicLayout = "partitioned"
     #: Where a pair's story ends (a verdict, a review request, a dead letter); the outcome collector reads these.
     final: bool = False
+    #: A worker writes it: the secured-Kafka page's ACL table grants the workers WRITE on it (generated from this).
+    worker_writes: bool = True
 
     @property
     def single_partition(self) -> bool:
@@ -90,15 +93,15 @@ class TopicKindSpec:
 
 TOPICS: Mapping[TopicKind, TopicKindSpec] = MappingProxyType(
     {
-        "pairs": TopicKindSpec("`pair_id`", "{CandidatePair}"),
+        "pairs": TopicKindSpec("`pair_id`", "{CandidatePair}", worker_writes=False),
         "verdicts": TopicKindSpec("`pair_id`", "{PairVerdict}", final=True),
         # A way-station, not an outcome: the tie-break stage reads it.
         "tiebreak": TopicKindSpec("`pair_id`", "{TieBreakRequest}"),
         "review": TopicKindSpec("`pair_id`", "{ReviewRequest}", final=True),
-        "labels": TopicKindSpec("`pair_id`", "{HumanLabel}"),
+        "labels": TopicKindSpec("`pair_id`", "{HumanLabel}", worker_writes=False),
         "deadletter": TopicKindSpec("`pair_id` when it can be read, else the input's key", "{DeadLetter}", final=True),
         "audit": TopicKindSpec("series", "{AuditSnapshot} and {Alert}"),
-        "control": TopicKindSpec("setting", "{ControlUpdate}", layout="followed"),
+        "control": TopicKindSpec("setting", "{ControlUpdate}", layout="followed", worker_writes=False),
         # The drift audit's internal topics (streams.audit.handlers): each stage's decision records, keyed by
         # pair id beside the outcomes, and the joined observations keyed by series.
         "decisions": TopicKindSpec(
@@ -205,6 +208,10 @@ class ControlSpec:
     about: str = ""
 
 
+#: What a new pair over a spending cap meets (``agents.spend`` says what each does): the ``policy.spend_action``
+#: setting, the live key's choices and the policy's field all take this one list.
+SpendAction = Literal["review", "sample", "queue"]
+
 _NUMBER = ControlSpec()
 CONTROLS: Mapping[ControlKey, ControlSpec] = MappingProxyType(
     {
@@ -235,7 +242,7 @@ CONTROLS: Mapping[ControlKey, ControlSpec] = MappingProxyType(
         # (0: no cap), what a pair over a cap meets, and the share "sample" still judges.
         "spend_hourly_cap_usd": _NUMBER,
         "spend_experiment_hourly_cap_usd": _NUMBER,
-        "spend_action": ControlSpec("choice", choices=("review", "sample", "queue")),
+        "spend_action": ControlSpec("choice", choices=get_args(SpendAction)),
         "spend_sample_share": _NUMBER,
     }
 )

@@ -19,6 +19,7 @@ from pairjudge.schemas.audit import (
     DecisionRecord,
 )
 from pairjudge.schemas.events import HumanLabel
+from pairjudge.schemas.outcomes import OUTCOMES
 from pairjudge.schemas.pair import TIE
 
 #: Reviewer name of a label that came with the pair itself (``CandidatePair.human_label``).
@@ -180,8 +181,12 @@ def on_record(entry: JoinEntry, record: DecisionRecord, now: float) -> tuple[Joi
     if record.stage in entry.stages_counted:
         return entry, []  # a redelivered or replayed record
     observations = [AuditObservation(kind="decision", series=record.series, record=record)]
+    kind = OUTCOMES[record.outcome]
+    if not kind.settles_stage:
+        # The stage is not done with the pair (schemas.outcomes): its decision when the pair comes back counts.
+        return replace(entry, updated_at=now), observations
     entry = replace(entry, stages_counted=(*entry.stages_counted, record.stage), updated_at=now)
-    if record.outcome != "tiebreak":  # a verdict or a review: where the pair's story ends
+    if kind.ends_story:  # a verdict or a review, not a way-station such as the tie-break request
         entry = replace(entry, final=record)
         if entry.label is None and record.known_label is not None:
             entry = replace(entry, label=known_label(record))

@@ -50,10 +50,7 @@ def record_for(
 
 
 def _orderings(decision: Decision) -> tuple[OrderingResult, ...]:
-    outcome = decision.outcome
-    if isinstance(outcome, TieBreakRequest):
-        return outcome.primary
-    return outcome.orderings
+    return decision.outcome.judged_orderings
 
 
 def _model_mismatch(calls: Iterable[JudgeCall]) -> str | None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from pairjudge.agents.scores.board import RULE_STRATUM
 from pairjudge.schemas.audit import AuditObservation, DecisionRecord
 from pairjudge.schemas.events import HumanLabel
+from pairjudge.schemas.outcomes import OUTCOMES
 from pairjudge.schemas.pair import TIE
 from pairjudge.schemas.scores import ScoreEvent, ScoreEventKind, Side
 
@@ -97,7 +98,7 @@ def score_event(observation: AuditObservation) -> ScoreEvent | None:
     """The scoreboard's view of one audit observation, or None when it moves no scoreboard."""
     record = observation.record
     challenger = _experiment_pair(record)
-    if challenger is None or record.outcome == "tiebreak":
+    if challenger is None or not OUTCOMES[record.outcome].ends_story:  # a way-station, not how the pair ended
         return None
     challenger_id = record.candidates[challenger]
     f = _outcome(record.judge_winner, challenger_id)
@@ -141,7 +142,7 @@ def _label_event(
 def expired_event(final: DecisionRecord | None, label: HumanLabel | None) -> ScoreEvent | None:
     """The ``expired`` event of a join entry forgotten by the sweep: its pair was drawn into the human
     sample (an audit sample, or a review) and no label joined it; None otherwise."""
-    if final is None or label is not None or final.outcome == "tiebreak":
+    if final is None or label is not None or not OUTCOMES[final.outcome].ends_story:
         return None
     challenger = _experiment_pair(final)
     if challenger is None:

@@ -11,7 +11,7 @@
 Modules:
 
 - ``evaluator``: ``Evaluator`` (compare, compare_many, compare_file, resolve_tiebreak) and ``FileRun``.
-- ``outcomes``: the ``Outcome`` union (``Verdict``, ``TieBreakPending``, ``Review``, ``Rejected``, ``Failed``).
+- ``outcomes``: the ``Outcome`` union, one wrapper per outcome kind (``Verdict``, ``Review``, ...: its ``__all__``).
 - ``results``: the summary row per pair and the appended, resumable results file.
 - ``tiebreak``: seed 002's ``tie_break`` and its ``TieBreakResult``.
 
@@ -21,8 +21,9 @@ Nothing here imports Faust or needs a broker. Guide: docs/guides/python-api.md.
 from __future__ import annotations
 
 from pairjudge.schemas.outcomes import OutcomeKind
+from pairjudge.streams.api import outcomes as _outcomes
 from pairjudge.streams.api.evaluator import DEFAULT_CONCURRENCY, Evaluator, FileRun, PairInput
-from pairjudge.streams.api.outcomes import Failed, Outcome, Rejected, Review, TieBreakPending, Verdict
+from pairjudge.streams.api.outcomes import *  # noqa: F403 - every outcome wrapper and the union (its __all__)
 from pairjudge.streams.api.results import PairResult
 from pairjudge.streams.api.tiebreak import EvaluationFailed, TieBreakResult, tie_break
 from pairjudge.streams.config.settings import Settings
@@ -35,7 +36,7 @@ async def compare(
     settings: Settings | None = None,
     evaluator: Evaluator | None = None,
     tiebreak: bool = True,
-) -> Outcome:
+) -> _outcomes.Outcome:
     """Decide one pair as the worker would (``Evaluator.compare``), with ``evaluator`` or a new one from
     ``settings`` that is closed before returning. For many pairs, keep one ``Evaluator`` open."""
     if evaluator is not None:
@@ -48,19 +49,14 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "EvaluationFailed",
     "Evaluator",
-    "Failed",
     "FileRun",
-    "Outcome",
     "OutcomeKind",
     "PairInput",
     "PairResult",
-    "Rejected",
-    "Review",
     "Settings",
     "SpendCapUnsupported",
-    "TieBreakPending",
     "TieBreakResult",
-    "Verdict",
     "compare",
     "tie_break",
 ]
+__all__ += _outcomes.__all__

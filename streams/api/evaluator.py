@@ -23,9 +23,9 @@ import anyio
 from pydantic_core import to_json
 
 from pairjudge.agents import InputRejected, Judge
-from pairjudge.schemas import CandidatePair, DeadLetter, InlineRubric, PairVerdict, ReviewRequest, TieBreakRequest
-from pairjudge.schemas.outcomes import OutcomeEvent, letter_kind
-from pairjudge.streams.api.outcomes import Failed, Outcome, Rejected, Review, TieBreakPending, Verdict
+from pairjudge.schemas import CandidatePair, InlineRubric, TieBreakRequest
+from pairjudge.schemas.outcomes import OutcomeEvent
+from pairjudge.streams.api.outcomes import Outcome, wrap
 from pairjudge.streams.api.results import PairResult, ResultsFile, append_row, line_key, open_results, result_for
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.judges.panel import JudgePanel
@@ -125,16 +125,16 @@ class Evaluator:
             first = await self._pipeline.decide("primary", decoded, raw)
         event = _published(first)
         if not isinstance(event, TieBreakRequest) or not tiebreak:
-            return _outcome(event, decoded, None)
+            return wrap(event, decoded, None)
         # The request as the worker would publish it (its trace headers too) to its tie-break stage.
         request = first.outgoing[0]
         second = await self._pipeline.decide("tiebreak", event, request.value, request.headers)
-        return _outcome(_published(second), decoded, event)
+        return wrap(_published(second), decoded, event)
 
     async def resolve_tiebreak(self, request: TieBreakRequest) -> Outcome:
         """The tie-break stage alone, on a request such as the worker's tie-break topic carries."""
         result = await self._pipeline.decide("tiebreak", request, request.model_dump_json().encode())
-        return _outcome(_published(result), request.pair, request)
+        return wrap(_published(result), request.pair, request)
 
     def _decoded(self, raw: bytes) -> CandidatePair | None:
         """The pair as the worker decodes it; None when it would not decode (its dead letter says why)."""
@@ -299,22 +299,6 @@ def _published(result: StageResult) -> OutcomeEvent:
     """The event a stage would publish first, as the stage built it: the outcome (audit copies and records
     follow it) or the dead letter."""
     event = result.outgoing[0].event
-    if not isinstance(event, PairVerdict | TieBreakRequest | ReviewRequest | DeadLetter):  # pragma: no cover
+    if not isinstance(event, OutcomeEvent):  # pragma: no cover
         raise TypeError(f"a stage published {type(event).__name__} first, not an outcome")
     return event
-
-
-def _outcome(
-    event: PairVerdict | TieBreakRequest | ReviewRequest | DeadLetter,
-    pair: CandidatePair | None,
-    request: TieBreakRequest | None,
-) -> Outcome:
-    if isinstance(event, PairVerdict):
-        return Verdict(pair, request, event)
-    if isinstance(event, TieBreakRequest):
-        return TieBreakPending(pair, request, event)
-    if isinstance(event, ReviewRequest):
-        return Review(pair, request, event)
-    if letter_kind(event) == "rejected":
-        return Rejected(pair, request, event)
-    return Failed(pair, request, event)

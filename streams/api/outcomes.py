@@ -1,6 +1,8 @@
 """What ``compare`` answers: the event the worker would publish for a pair, wrapped in one typed union.
 
-One wrapper per outcome kind (``schemas.outcomes`` declares the kinds, their events and when each happens).
+One wrapper per outcome kind (``schemas.outcomes`` declares the kinds, their events and when each happens);
+``Outcome`` lists them, and everything else (``WRAPPERS``, the evaluator's dispatch, the results rows, the
+package's exports) derives from that union.
 Each wraps the worker's own event (``event``), so nothing is lost and the wire contracts stay the single
 source of truth; the wrappers add what a caller usually wants first (``kind``, ``winner``, ``confidence``,
 ``reason``) and what led to it (the decoded ``pair``, the ``tiebreak_request`` when the tie-break stage
@@ -9,10 +11,22 @@ decided). ``TieBreakPending`` comes back only when ``tiebreak=False`` was asked.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from types import MappingProxyType
+from typing import Any, Final, Literal, get_args
 
 from pairjudge.schemas import CandidatePair, DeadLetter, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.outcomes import DECIDED_EVENTS, OutcomeEvent, OutcomeKind, outcome_kind
+
+__all__ = [
+    "Failed",
+    "Outcome",
+    "Rejected",
+    "Review",
+    "TieBreakPending",
+    "Verdict",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +42,12 @@ class _Decided:
         if self.tiebreak_request is not None:
             return self.tiebreak_request.primary
         event = getattr(self, "event", None)
-        if isinstance(event, PairVerdict | ReviewRequest):
-            return event.orderings
-        if isinstance(event, TieBreakRequest):
-            return event.primary
-        return ()
+        return event.judged_orderings if isinstance(event, DECIDED_EVENTS) else ()
+
+    @property
+    def detail(self) -> str | None:
+        """Why, readable, for an outcome that was not judged; None otherwise."""
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,3 +155,15 @@ class Failed(_Lettered):
 
 
 Outcome = Verdict | TieBreakPending | Review | Rejected | Failed
+
+#: The wrapper of each outcome kind, from the ``Outcome`` union (checked against ``schemas.outcomes`` by the tests).
+WRAPPERS: Final[Mapping[OutcomeKind, type[Outcome]]] = MappingProxyType(
+    {cls.__dataclass_fields__["kind"].default: cls for cls in get_args(Outcome)}
+)
+
+
+def wrap(event: OutcomeEvent, pair: CandidatePair | None, request: TieBreakRequest | None) -> Outcome:
+    """The outcome ``event`` is, wrapped: the wrapper of its kind (``WRAPPERS``)."""
+    wrapper: Any = WRAPPERS[outcome_kind(event)]  # each takes its own event type: the registry pairs them
+    made: Outcome = wrapper(pair, request, event)
+    return made

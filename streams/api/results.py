@@ -20,35 +20,32 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from types import MappingProxyType
+from typing import IO, Any, Final
 
 from pairjudge.schemas import CandidatePair, PairVerdict
+from pairjudge.schemas.outcomes import OUTCOMES
 from pairjudge.streams.api.outcomes import Outcome
 from pairjudge.streams.kafka.dead_letters import guess_pair_id
 from pairjudge.streams.security.files import open_private_append, open_private_write
 
 #: What the file is, in the permission warnings of ``streams.security.files``.
 WHAT = "evaluate output"
-#: A row's ``outcome`` for each outcome kind: the rows keep the names ``pairjudge evaluate`` always wrote.
-ROW_OUTCOME = {
-    "verdict": "verdict",
-    "tiebreak": "tiebreak",
-    "review": "review",
-    "rejected": "rejected",
-    "failed": "error",
-}
+#: A row's ``outcome`` for each outcome kind (``OutcomeEntry.row``: the names ``pairjudge evaluate`` always wrote).
+ROW_OUTCOME: Final[Mapping[str, str]] = MappingProxyType({kind: entry.row for kind, entry in OUTCOMES.items()})
 
 
 @dataclass
 class PairResult:
     pair_id: str
-    outcome: str  # "verdict" | "review" | "rejected" | "error" (| "tiebreak" when the tie-break was not run)
+    outcome: str  # the outcome kind's ``row`` (schemas.outcomes: "verdict", "review", "rejected", "error", ...)
     winner: str | None = None  # a candidate id, None when undecided
     decided_by: str | None = None
     reason: str | None = None
-    #: Why a rejected pair (or an error) could not be judged, readable; never the pair's text.
+    #: Why a pair was not judged (rejected, an error, ...), readable; never the pair's text.
     detail: str | None = None
     confidence: float | None = None
     human: str | None = None  # the known label: a candidate id or TIE
@@ -104,8 +101,7 @@ def result_for(outcome: Outcome, raw: bytes) -> PairResult:
         confidence=outcome.confidence,
         input_sha256=hashlib.sha256(raw).hexdigest(),
     )
-    if outcome.kind in ("rejected", "failed"):
-        row.detail = outcome.detail
+    row.detail = outcome.detail
     if isinstance(outcome.event, PairVerdict):
         row.decided_by = outcome.event.decided_by
     if pair is not None:

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pairjudge.schemas.audit import Alert, AuditSnapshot
+from pairjudge.schemas.outcomes import entry_for_topic
 from pairjudge.streams.audit.label_files import Accepted, parse_labels
 from pairjudge.streams.audit.label_import import publish as publish_labels
 from pairjudge.streams.audit.report import latest_per_window, parse_audit_events
@@ -31,7 +32,7 @@ from pairjudge.streams.kafka.admin import create_topics, wait_until_ready
 from pairjudge.streams.kafka.collector import Outcomes, collect_outcomes, read_topic
 from pairjudge.streams.kafka.embedded import RunningBroker, start_tansu
 from pairjudge.streams.kafka.producer import key_of, read_lines, send_events
-from pairjudge.streams.kafka.topics import topic_specs
+from pairjudge.streams.kafka.topics import FINAL_KINDS, topic_specs
 from pairjudge.streams.security.files import open_private_append, open_private_write, private_dir
 from pairjudge.streams.security.kafka_clients import PLAINTEXT_CLIENT, client_config
 from pairjudge.streams.telemetry.tracing import Telemetry
@@ -206,7 +207,8 @@ async def _audit_loop(
         latest.clear()
         latest.update({series: windows[-1] for series, windows in latest_per_window(recent).items()})
         alerts[:] = [a for a in events.alerts if a.raised_at >= started_at]
-        decided = sum(1 for _, (kind, event) in outcomes.final.items() if kind != "deadletter")
+        # Every judged decision leaves a record the audit counts; dead letters leave none (schemas.outcomes).
+        decided = sum(1 for _, (kind, event) in outcomes.final.items() if _decided(kind))
         return (
             sum(s.human_labels for s in latest.values()) >= joinable
             and sum(s.pairs for s in latest.values()) >= decided
@@ -272,9 +274,19 @@ def _summary_row(kind: str, event: dict[str, object]) -> tuple[str, str, str, st
             f"{conf:.2f}" if isinstance(conf, float) else "",
             str(event.get("decided_by")),
         )
-    if kind == "review":
-        return ("review", "", "", str(event.get("reason")))
-    return ("dead letter", "", "", str(event.get("reason")))
+    entry = entry_for_topic(kind)
+    return (entry.label if entry is not None else kind, "", "", str(event.get("reason")))
+
+
+def _decided(topic: str) -> bool:
+    entry = entry_for_topic(topic)
+    return entry is not None and entry.decided
+
+
+def _counted(counts: Counter[str]) -> str:
+    """How many pairs ended on each topic where a pair's story can end, in the topics' order: "verdicts 5, ..."."""
+    words = {topic: entry.count_label for topic in FINAL_KINDS if (entry := entry_for_topic(topic)) is not None}
+    return ", ".join(f"{label} {counts[topic]}" for topic, label in words.items())
 
 
 def _print_summary(console: Console, result: DemoResult, out_path: Path, settings: Settings) -> None:
@@ -291,7 +303,7 @@ def _print_summary(console: Console, result: DemoResult, out_path: Path, setting
     counts = Counter(kind for kind, _ in outcomes.final.values())
     console.print(
         f"{len(outcomes.final)}/{len(outcomes.expected)} pairs decided or routed "
-        f"(verdicts {counts['verdicts']}, review {counts['review']}, dead letters {counts['deadletter']}; "
+        f"({_counted(counts)}; "
         f"audit copies {outcomes.audits}) in {result.wall_seconds:.1f}s"
     )
     for pair_id, seen in sorted(outcomes.conflicting.items()):

@@ -29,6 +29,7 @@ from pairjudge.agents.stats import (
     relative_label,
 )
 from pairjudge.schemas import TIE
+from pairjudge.schemas.outcomes import entry_for_row
 from pairjudge.streams.api.evaluator import DEFAULT_CONCURRENCY, Evaluator, FileRun
 from pairjudge.streams.api.results import PairResult
 from pairjudge.streams.config.settings import Settings
@@ -134,9 +135,14 @@ class EvaluateReport:
         return sum(1 for r in self.results if r.outcome == "rejected")
 
     @property
+    def not_judged(self) -> list[PairResult]:
+        """The rows of pairs that were not judged (rejected input, an error: ``OutcomeEntry.judged``)."""
+        return [r for r in self.results if not _judged(r)]
+
+    @property
     def failed(self) -> bool:
-        """Some pair was not judged (rejected input, or an error): the command exits non-zero."""
-        return self.errors > 0 or self.rejected > 0
+        """Some pair was not judged: the command exits non-zero."""
+        return bool(self.not_judged)
 
     @property
     def labelled(self) -> list[PairResult]:
@@ -183,7 +189,7 @@ class EvaluateReport:
         judge, human = self.judge_labels()
         base = score_labels("judge", judge, human)
         labelled = self.labelled
-        escalated = sum(1 for r in labelled if r.outcome != "verdict") / len(labelled) if labelled else None
+        escalated = sum(1 for r in labelled if _escalated(r)) / len(labelled) if labelled else None
         return MethodScore(
             name=base.name,
             pairs=base.pairs,
@@ -266,7 +272,7 @@ def _print_resume(console: Console, run: FileRun) -> None:
 
 def print_failures(console: Console, report: EvaluateReport, shown: int = 10) -> None:
     """Name the pairs that were not judged, by reason, so a non-zero exit is never a mystery."""
-    failed = [r for r in report.results if r.outcome in ("rejected", "error")]
+    failed = report.not_judged
     if not failed:
         return
     by_reason: dict[str, int] = {}
@@ -290,6 +296,16 @@ def print_capped(console: Console, report: EvaluateReport) -> None:
             "rerun them with a new --out once the hour has turned or the cap is raised",
             markup=False,
         )
+
+
+def _judged(row: PairResult) -> bool:
+    entry = entry_for_row(row.outcome)
+    return entry is None or entry.judged  # a row of no known kind is not ours to call a failure
+
+
+def _escalated(row: PairResult) -> bool:
+    entry = entry_for_row(row.outcome)
+    return entry is None or entry.escalated
 
 
 def _fmt(value: float | None) -> str:

@@ -14,10 +14,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from pairjudge.agents.policy import Policy
+from pairjudge.schemas.kinds import SpendAction
 from pairjudge.streams.config.prices import ModelPrice
 
 #: The fields ``PolicySettings.to_policy`` hands over.
 _POLICY_FIELDS = frozenset(field.name for field in dataclasses.fields(Policy))
+#: The policy's own defaults: ``PolicySettings`` takes each of its fields' default from here, so the two cannot
+#: drift apart (what the settings add is the bounds, and the words for the reference).
+_DEFAULTS = Policy()
 
 
 class _Section(BaseModel):
@@ -312,51 +316,51 @@ class PolicySettings(_Section):
 
     #: The mean confidence (0-1; over both orders, in a jury the winner's voters') a primary verdict needs; below it
     #: the pair goes to the tie-break ("low_confidence"). A series' calibrated threshold may raise it.
-    primary_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
+    primary_confidence_threshold: float = Field(default=_DEFAULTS.primary_confidence_threshold, ge=0, le=1)
     #: Run the tie-break resolver; off, pairs bound for it go to review "tiebreak_disabled" instead.
-    tiebreak_enabled: bool = True
+    tiebreak_enabled: bool = _DEFAULTS.tiebreak_enabled
     #: The tie-break reply's confidence floor (0-1): below it, the tie-break re-asks once with a forced choice;
     #: still below, that order is unresolved and the pair goes to review.
-    tiebreak_confidence_threshold: float = Field(default=0.6, ge=0, le=1)
+    tiebreak_confidence_threshold: float = Field(default=_DEFAULTS.tiebreak_confidence_threshold, ge=0, le=1)
     #: The normal level's "review below" confidence (0-1; docs/guides/risk-levels.md): a pair without a
     #: ``risk_level`` (or "normal") that would go to the tie-break with a mean confidence below it goes to review
     #: "risk_review" instead. 0, the default, never does.
-    review_below_confidence: float = Field(default=0.0, ge=0, le=1)
+    review_below_confidence: float = Field(default=_DEFAULTS.review_below_confidence, ge=0, le=1)
     #: ``risk_level: "low"`` pairs: the confidence a primary verdict needs (the normal default: "low" loosens
     #: nothing until you lower it; a series' calibrated threshold still raises it).
-    low_primary_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
+    low_primary_confidence_threshold: float = Field(default=_DEFAULTS.low_primary_confidence_threshold, ge=0, le=1)
     #: ``risk_level: "low"`` pairs: the tie-break reply's confidence floor.
-    low_tiebreak_confidence_threshold: float = Field(default=0.6, ge=0, le=1)
+    low_tiebreak_confidence_threshold: float = Field(default=_DEFAULTS.low_tiebreak_confidence_threshold, ge=0, le=1)
     #: ``risk_level: "low"`` pairs: below this mean confidence a would-be tie-break goes to review "risk_review";
     #: 0 never.
-    low_review_below_confidence: float = Field(default=0.0, ge=0, le=1)
+    low_review_below_confidence: float = Field(default=_DEFAULTS.low_review_below_confidence, ge=0, le=1)
     #: ``risk_level: "high"`` pairs: the confidence a primary verdict needs. Never looser than the normal level's
     #: (the stricter of the two applies), and a series' calibrated threshold may raise it.
-    high_primary_confidence_threshold: float = Field(default=0.85, ge=0, le=1)
+    high_primary_confidence_threshold: float = Field(default=_DEFAULTS.high_primary_confidence_threshold, ge=0, le=1)
     #: ``risk_level: "high"`` pairs: the tie-break reply's confidence floor (never below the normal one).
-    high_tiebreak_confidence_threshold: float = Field(default=0.8, ge=0, le=1)
+    high_tiebreak_confidence_threshold: float = Field(default=_DEFAULTS.high_tiebreak_confidence_threshold, ge=0, le=1)
     #: ``risk_level: "high"`` pairs: below this mean confidence a pair that is no verdict goes straight to review
     #: "risk_review", skipping the tie-break (never below the normal one; 0 never).
-    high_review_below_confidence: float = Field(default=0.85, ge=0, le=1)
+    high_review_below_confidence: float = Field(default=_DEFAULTS.high_review_below_confidence, ge=0, le=1)
     #: Re-asks after a reply that fails validation, each carrying the error, per order and judge (tie-break too);
     #: still invalid, the order counts as invalid.
-    max_reasks: int = Field(default=2, ge=0, le=5)
+    max_reasks: int = Field(default=_DEFAULTS.max_reasks, ge=0, le=5)
     #: ``PAIRJUDGE_POLICY__AUDIT_SHARE``: the share of confident verdicts sent to audit (seed 001: 5-10 %);
     #: 0 switches auditing off altogether. The sampling rule is in ``agents.sampling``.
-    audit_share: float = Field(default=0.05, ge=0, le=1)
+    audit_share: float = Field(default=_DEFAULTS.audit_share, ge=0, le=1)
     #: Mixed into the hash of the pair id that draws the audit sample (and its second reviewers): a new seed draws
     #: a new sample; the same seed draws the same pairs on every worker and every redelivery.
-    audit_seed: str = Field(default="", max_length=200)
+    audit_seed: str = Field(default=_DEFAULTS.audit_seed, max_length=200)
     #: ``PAIRJUDGE_POLICY__AUDIT_UNCERTAIN_SHARE``: the share of uncertain verdicts sent to audit (from the
     #: tie-break stage, a split jury, or a confidence less than the margin above its threshold).
-    audit_uncertain_share: float = Field(default=0.10, ge=0, le=1)
+    audit_uncertain_share: float = Field(default=_DEFAULTS.audit_uncertain_share, ge=0, le=1)
     #: ``PAIRJUDGE_POLICY__AUDIT_UNCERTAIN_MARGIN``: a primary verdict less than this above its threshold is uncertain.
-    audit_uncertain_margin: float = Field(default=0.1, ge=0, le=1)
+    audit_uncertain_margin: float = Field(default=_DEFAULTS.audit_uncertain_margin, ge=0, le=1)
     #: ``PAIRJUDGE_POLICY__AUDIT_FLOOR``: no verdict's inclusion probability goes below this while auditing
     #: is on, whatever the label budget does (it bounds the estimates' 1/probability weights).
-    audit_floor: float = Field(default=0.01, gt=0, le=1)
+    audit_floor: float = Field(default=_DEFAULTS.audit_floor, gt=0, le=1)
     #: ``PAIRJUDGE_POLICY__AUDIT_DOUBLE_SHARE``: the share of audit items also given to a second reviewer.
-    audit_double_share: float = Field(default=0.1, ge=0, le=1)
+    audit_double_share: float = Field(default=_DEFAULTS.audit_double_share, ge=0, le=1)
     #: ``PAIRJUDGE_POLICY__AUDIT_LABEL_BUDGET``: audit labels the fleet may ask for per
     #: ``audit_budget_period``; when the measured verdict rate would ask for more, every worker scales
     #: both shares down (never below the floor; ``streams.audit.budget``). 0: no budget.
@@ -365,27 +369,26 @@ class PolicySettings(_Section):
     audit_budget_period: Literal["hour", "day"] = "day"
     #: The most characters a candidate output may have; a pair with a longer one is dead-lettered
     #: ("oversized_output") before any judge call.
-    max_output_chars: int = Field(default=20_000, ge=1)
+    max_output_chars: int = Field(default=_DEFAULTS.max_output_chars, ge=1)
     #: The most characters the task's prompt, and its context, may each have; longer: dead-lettered
     #: ("oversized_prompt", "oversized_context") before any judge call.
-    max_prompt_chars: int = Field(default=20_000, ge=1)
+    max_prompt_chars: int = Field(default=_DEFAULTS.max_prompt_chars, ge=1)
     #: Pairs whose outputs carry text aimed at the judge go to review "suspected_injection" (agents.injection).
-    injection_guard: bool = True
+    injection_guard: bool = _DEFAULTS.injection_guard
     #: ``PAIRJUDGE_POLICY__DATAMARK``: datamark the untrusted texts every judge prompt shows (outputs, turns, the
     #: task and its context: "ˆ" between words) and say in the system message that marked text is data, never
     #: instructions (spotlighting; docs/guides/prompt-injection.md). Marked prompts are their own drift series.
-    datamark: bool = True
+    datamark: bool = _DEFAULTS.datamark
     #: ``PAIRJUDGE_POLICY__SPEND_HOURLY_CAP_USD``: US dollars all workers together may spend on judge calls per UTC
     #: clock hour before ``spend_action`` applies to new pairs (docs/guides/cascade.md#the-spending-cap). 0: no cap.
-    spend_hourly_cap_usd: float = Field(default=0.0, ge=0)
+    spend_hourly_cap_usd: float = Field(default=_DEFAULTS.spend_hourly_cap_usd, ge=0)
     #: The same cap for each experiment's pairs on its own. 0: no cap.
-    spend_experiment_hourly_cap_usd: float = Field(default=0.0, ge=0)
-    #: What a new pair over a cap meets: "review" (a person decides it, no judge call), "sample" (a share is still
-    #: judged, the rest set aside on the dead-letter topic for ``pairjudge deadletter replay``) or "queue" (it waits
-    #: for the next hour or a higher cap). Never dropped; a "spend_cap" alert is raised.
-    spend_action: Literal["review", "sample", "queue"] = "review"
+    spend_experiment_hourly_cap_usd: float = Field(default=_DEFAULTS.spend_experiment_hourly_cap_usd, ge=0)
+    #: What a new pair over a cap meets; what each choice does: docs/guides/cascade.md#the-spending-cap ("review": a
+    #: person decides it, no judge call). Never dropped; a "spend_cap" alert is raised.
+    spend_action: SpendAction = _DEFAULTS.spend_action
     #: The share of a capped scope's pairs the "sample" action still judges (by pair id).
-    spend_sample_share: float = Field(default=0.1, ge=0, le=1)
+    spend_sample_share: float = Field(default=_DEFAULTS.spend_sample_share, ge=0, le=1)
 
     def to_policy(self) -> Policy:
         """The policy these settings configure: every field ``Policy`` has (the rest, such as the label budget,

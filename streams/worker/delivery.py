@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import faust
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from pairjudge.schemas.kinds import STAGES, WorkerStage
+from pairjudge.schemas.outcomes import stage_settling_topics
 from pairjudge.streams.faust_compat.inflight import HandedBack, InFlight
 from pairjudge.streams.faust_compat.offsets import mark_done
 from pairjudge.streams.faust_compat.shutdown import GracefulApp
@@ -340,9 +341,14 @@ class Delivery:
             await asyncio.gather(*list(self._deliveries), return_exceptions=True)
 
 
+#: The topic kinds of the outcomes that settle their stage (``schemas.outcomes``): recorded in the outcome table.
+_RECORDED: Final = stage_settling_topics()
+
+
 def _is_outcome(outgoing: list[Outgoing]) -> bool:
-    """Whether ``outgoing`` is an outcome to record (and mark published): anything but dead letters alone."""
-    return bool(outgoing) and not all(m.kind == "deadletter" for m in outgoing)
+    """Whether ``outgoing`` is an outcome to record (and mark published): its first message is an outcome that
+    settles the stage (``OutcomeEntry.settles_stage``), not a dead letter."""
+    return bool(outgoing) and outgoing[0].kind in _RECORDED
 
 
 def wire_stages(

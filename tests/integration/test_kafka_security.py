@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pairjudge.schemas.kinds import TOPICS
 from pairjudge.streams.config.settings import KafkaSettings, Settings, environ_for
 from pairjudge.streams.kafka.admin import BrokerError, create_topics
 from pairjudge.streams.kafka.collector import collect_outcomes, read_topic
@@ -34,8 +35,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("secure-kafka")]
 
 #: The runs whose topics and ACLs the fixture sets up (fresh broker per session: fixed names are fine).
 E2E, CTL, RT = "sec-e2e", "sec-ctl", "sec-rt"
-#: What a worker writes; it reads every pairjudge topic. Not ``pairs``, ``labels`` or ``control``.
-WORKER_WRITES = tuple(kind for kind in KINDS if kind not in ("pairs", "labels", "control"))
+#: What a worker writes (the kinds registry's ``worker_writes``); it reads every pairjudge topic.
+WORKER_WRITES = tuple(kind for kind, spec in TOPICS.items() if spec.worker_writes)
 
 
 def _app_id(prefix: str) -> str:

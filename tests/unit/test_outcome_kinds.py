@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
-from typing import get_args
+from pathlib import Path
+from typing import Any, get_args, get_type_hints
 
+import pytest
+
+import pairjudge.api
+import pairjudge.schemas
 from pairjudge.agents import DecidedKind as CoreDecidedKind
 from pairjudge.agents import OutcomeKind as CoreOutcomeKind
-from pairjudge.api import Failed, OutcomeKind, Rejected, Review, TieBreakPending, Verdict
+from pairjudge.agents.audit.join import JoinEntry, on_record
+from pairjudge.api import OutcomeKind
 from pairjudge.schemas import DeadLetter, DecisionRecord
-from pairjudge.schemas.outcomes import OUTCOMES, DecidedKind, OutcomeTopic, decided_kind, letter_kind
-from pairjudge.streams.kafka.topics import KINDS
+from pairjudge.schemas.export import EXPORTED
+from pairjudge.schemas.kinds import STAGES
+from pairjudge.schemas.outcomes import (
+    DECIDED_EVENTS,
+    OUTCOMES,
+    DecidedKind,
+    OutcomeEntry,
+    OutcomeTopic,
+    decided_kind,
+    entry_for_topic,
+    letter_kind,
+    outcome_kind,
+)
+from pairjudge.streams.api.outcomes import WRAPPERS, wrap
+from pairjudge.streams.api.results import result_for
+from pairjudge.streams.cli.demo import _summary_row
+from pairjudge.streams.cli.evaluate import EvaluateReport
+from pairjudge.streams.kafka.topics import FINAL_KINDS, KINDS
+from pairjudge.streams.worker.delivery import _is_outcome
+from pairjudge.streams.worker.pipeline import Outgoing
+from pairjudge_dev.docs_reference import render_outcomes
+from pairjudge_dev.workers import _final_of
 from tests.unit.factories import make_pair
+from tests.unit.test_audit import record
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_literals_are_the_registry() -> None:
@@ -25,8 +54,133 @@ def test_the_literals_are_the_registry() -> None:
 
 
 def test_the_apis_outcomes_are_one_per_kind() -> None:
-    kinds = {cls.__dataclass_fields__["kind"].default for cls in (Verdict, TieBreakPending, Review, Rejected, Failed)}
-    assert kinds == set(OUTCOMES)
+    assert set(WRAPPERS) == set(OUTCOMES)
+    for kind, wrapper in WRAPPERS.items():
+        assert get_type_hints(wrapper)["event"] is OUTCOMES[kind].event, kind
+        # Exported by name from the package, like every other part of the public API.
+        assert getattr(pairjudge.api, wrapper.__name__) is wrapper
+        assert wrapper.__name__ in pairjudge.api.__all__
+
+
+def test_each_outcome_event_is_exported_as_a_contract() -> None:
+    for entry in OUTCOMES.values():
+        assert entry.event in EXPORTED, entry.kind
+        assert getattr(pairjudge.schemas, entry.event.__name__) is entry.event
+        assert entry.event.__name__ in pairjudge.schemas.__all__
+    assert set(DECIDED_EVENTS) == {e.event for e in OUTCOMES.values() if e.decided}
+
+
+def test_kinds_sharing_a_topic_agree_on_what_a_reader_of_the_topic_asks() -> None:
+    for topic in {e.topic for e in OUTCOMES.values()}:
+        sharing = [e for e in OUTCOMES.values() if e.topic == topic]
+        asked = {(e.event, e.decided, e.settles_stage, e.label, e.count_label) for e in sharing}
+        assert len(asked) == 1, topic
+        assert entry_for_topic(topic) == sharing[0]
+    # The topics where a pair's story ends (for now) are those the outcome collector waits on.
+    assert {t for t in FINAL_KINDS if entry_for_topic(t)} == {
+        e.topic for e in OUTCOMES.values() if e.ends_story or not e.settles_stage
+    }
+
+
+# --- what the flags mean ----------------------------------------------------------------------------
+
+#: What each kind did before the flags existed (the code named the kinds: ``!= "tiebreak"`` in the join, the
+#: scoreboard and the workers' helper, "not dead letters alone" in delivery, ``("rejected", "error")`` and
+#: ``!= "verdict"`` in evaluate, the demo's summary words). A new kind is not pinned here: its flags are its own.
+WAS: dict[str, tuple[bool, bool, bool, bool, str, str, str]] = {
+    # ends_story, settles_stage, judged, escalated, row, label, count_label
+    "verdict": (True, True, True, False, "verdict", "verdict", "verdicts"),
+    "tiebreak": (False, True, True, True, "tiebreak", "tie-break", "tie-breaks"),
+    "review": (True, True, True, True, "review", "review", "review"),
+    "rejected": (True, False, False, True, "rejected", "dead letter", "dead letters"),
+    "failed": (True, False, False, True, "error", "dead letter", "dead letters"),
+}
+
+
+@pytest.mark.parametrize("kind", list(WAS))
+def test_the_flags_keep_what_the_code_did_for_each_kind(kind: OutcomeKind) -> None:
+    e = OUTCOMES[kind]
+    assert (e.ends_story, e.settles_stage, e.judged, e.escalated, e.row, e.label, e.count_label) == WAS[kind]
+
+
+def test_the_flags_hang_together() -> None:
+    sources = {spec.source for spec in STAGES.values()}
+    for kind, e in OUTCOMES.items():
+        if e.topic in sources:  # a stage reads it: the pair's story goes on there
+            assert not e.ends_story, kind
+        if not e.decided:  # a dead letter: nothing was judged, and a replay must reach the judge
+            assert not e.settles_stage, kind
+            assert not e.judged, kind
+    assert len({e.row for e in OUTCOMES.values()}) == len(OUTCOMES)  # a row names one kind
+
+
+# --- the registry's flags are what the code does ---------------------------------------------------
+
+
+def _event_of(entry: OutcomeEntry) -> object:
+    """A real event of ``entry``'s kind, from a real decision where there is one."""
+    pair = make_pair()
+    if entry.event is DeadLetter:
+        stage = "decode" if entry.kind == "rejected" else "judge"
+        return DeadLetter(stage=stage, reason="x", error="why, readable", original=b"{}", pair_id=pair.pair_id)
+    # Built without validation, with what a reader of any outcome may ask (a model keeps only its own fields).
+    model: Any = entry.event
+    made = model.model_construct(
+        pair_id=pair.pair_id,
+        pair=pair,
+        reason="r",
+        stage="primary",
+        orderings=(),
+        primary=(),
+        detail="why, readable",
+        winner=pair.candidates[0].candidate_id,
+        confidence=0.9,
+        decided_by="primary",
+        tiebreak_reason=None,
+    )
+    assert outcome_kind(made) == entry.kind
+    return made
+
+
+@pytest.mark.parametrize("kind", list(OUTCOMES))
+def test_the_worker_records_exactly_the_outcomes_that_settle_their_stage(kind: OutcomeKind) -> None:
+    entry = OUTCOMES[kind]
+    outgoing = [Outgoing(entry.topic, b"p", b"v", []), Outgoing("decisions", b"p", b"v", [])]
+    assert _is_outcome(outgoing if entry.decided else outgoing[:1]) is entry.settles_stage
+
+
+@pytest.mark.parametrize("kind", [k for k, e in OUTCOMES.items() if e.decided])
+def test_the_audit_join_counts_a_stage_and_ends_the_story_as_the_registry_says(kind: DecidedKind) -> None:
+    entry = OUTCOMES[kind]
+    joined, observations = on_record(JoinEntry(), record(outcome=kind, winner=None), now=1.0)
+    assert len(observations) == 1  # every decision is counted in its window
+    assert (joined.stages_counted == ("primary",)) is entry.settles_stage
+    assert (joined.final is not None) is entry.ends_story
+    assert (_final_of(record(outcome=kind, winner=None).model_dump_json().encode(), from_join=False) is not None) is (
+        entry.ends_story
+    )
+
+
+@pytest.mark.parametrize("kind", list(OUTCOMES))
+def test_evaluate_reads_judged_escalated_and_the_row_from_the_registry(kind: OutcomeKind) -> None:
+    entry = OUTCOMES[kind]
+    outcome = wrap(_event_of(entry), make_pair(), None)  # type: ignore[arg-type]
+    assert outcome.kind == kind
+    row = result_for(outcome, b"{}")
+    assert row.outcome == entry.row
+    assert row.detail == (None if entry.judged else outcome.detail)
+    assert row.candidate_ids is not None
+    row.human = row.candidate_ids[0]  # labelled: in the judge's score, and its escalated share
+    report = EvaluateReport([row])
+    assert report.failed is not entry.judged
+    assert report.judge_score().escalated == (1.0 if entry.escalated else 0.0)
+
+
+@pytest.mark.parametrize("kind", list(OUTCOMES))
+def test_the_demo_names_each_outcome_by_its_label(kind: OutcomeKind) -> None:
+    entry = OUTCOMES[kind]
+    shown = _summary_row(entry.topic, {"reason": "r", "winner": "a", "confidence": 0.9, "decided_by": "primary"})
+    assert shown[0] == entry.label
 
 
 def test_each_event_names_its_kind() -> None:
@@ -41,3 +195,28 @@ def test_each_event_names_its_kind() -> None:
 def _any_event(model: type[object]) -> object:
     """An instance of ``model`` made without validation: only its type is read."""
     return model.model_construct(pair=make_pair())  # type: ignore[attr-defined]
+
+
+# --- the docs ----------------------------------------------------------------------------------------
+
+
+def test_the_generated_outcomes_table_has_a_row_per_kind() -> None:
+    page = render_outcomes()
+    for kind, entry in OUTCOMES.items():
+        assert f"| `{kind}` | `pairjudge.{entry.topic}` | [{entry.event.__name__}](" in page, kind
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md", "docs/design.md"])
+def test_the_drawn_pipelines_show_every_outcome_topic(page: str) -> None:
+    # The diagrams are drawn by hand (a picture, not a list): this is what keeps them whole.
+    text = (ROOT / page).read_text()
+    for topic in {e.topic for e in OUTCOMES.values()}:
+        assert f"─► pairjudge.{topic}" in text, (page, topic)
+
+
+def test_the_readme_outcome_table_has_every_outcome_topic() -> None:
+    # The README's table says more than the registry (thresholds, what a person sees), so it is written, not
+    # generated; the generated one is the events reference's.
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| **")]
+    for topic in {e.topic for e in OUTCOMES.values()}:
+        assert any(line.endswith(f"| `pairjudge.{topic}` |") for line in rows), topic

@@ -17,9 +17,10 @@ from pairjudge.agents.policy import Policy, RiskThresholds
 from pairjudge.agents.policy_overlay import wants_review
 from pairjudge.agents.prompts import pair_template_hash, template_hash
 from pairjudge.agents.scripted import ScriptedJudge
-from pairjudge.schemas import CandidatePair, ControlUpdate, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas import CandidatePair, ControlUpdate, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.audit import AuditSeries
 from pairjudge.schemas.kinds import RISK_THRESHOLD_KEYS, ControlKey
+from pairjudge.schemas.outcomes import DecidedEvent, decided_kind
 from pairjudge.schemas.pair import RiskLevel
 from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS
 from pairjudge.streams.audit.handlers import Audit
@@ -48,10 +49,8 @@ def _flip(pair: CandidatePair, confidence: float) -> ScriptedJudge:
     return ScriptedJudge(per_order(pair, tone_reply("A", confidence), tone_reply("A", confidence)))
 
 
-def _routed(outcome: PairVerdict | TieBreakRequest | ReviewRequest) -> tuple[str, str | None]:
-    if isinstance(outcome, PairVerdict):
-        return "verdict", None
-    return ("tiebreak" if isinstance(outcome, TieBreakRequest) else "review"), outcome.reason
+def _routed(outcome: DecidedEvent) -> tuple[str, str | None]:
+    return decided_kind(outcome), outcome.outcome_reason
 
 
 # --- the defaults and the table ---------------------------------------------------------------
