@@ -38,7 +38,7 @@ __all__ = [
     "entry_for_topic",
     "letter_kind",
     "outcome_kind",
-    "stage_settling_topics",
+    "unsettling_topics",
 ]
 
 OutcomeKind = Literal["verdict", "tiebreak", "review", "rejected", "failed"]
@@ -82,6 +82,11 @@ class OutcomeEntry:
     count_label: str
     #: When it happens (the events reference's outcomes table).
     when: str
+    #: The drift audit's ``AuditSnapshot`` field that counts it (at either stage), for a kind the window sums count
+    #: by its entry (``WindowStats.outcome_counts``). None for the first kinds, which the sums count by hand
+    #: (verdicts per stage, tie-breaks, reviews: their sums are the audit's wire format, ``AuditDelta.stats``),
+    #: and for dead letters, which leave no decision record.
+    audit_count: str | None = None
 
 
 OUTCOMES: Final[Mapping[OutcomeKind, OutcomeEntry]] = MappingProxyType(
@@ -213,6 +218,7 @@ def entry_for_row(row: str) -> OutcomeEntry | None:
     return next((e for e in OUTCOMES.values() if e.row == row), None)
 
 
-def stage_settling_topics() -> frozenset[str]:
-    """The topic kinds whose outcome settles its stage (``OutcomeEntry.settles_stage``)."""
-    return frozenset(e.topic for e in OUTCOMES.values() if e.settles_stage)
+def unsettling_topics() -> frozenset[str]:
+    """The topic kinds whose outcome leaves its stage unsettled (``OutcomeEntry.settles_stage`` false: the dead
+    letters): what the worker does not record. Kinds sharing a topic agree on it (tested)."""
+    return frozenset(e.topic for e in OUTCOMES.values() if not e.settles_stage)

@@ -13,6 +13,7 @@ from pairjudge.schemas.audit import (
     DecisionRecord,
 )
 from pairjudge.schemas.events import HumanLabel
+from pairjudge.schemas.outcomes import OUTCOMES
 from pairjudge.schemas.pair import TIE
 
 #: Equal-width reliability bins over [0, 1].
@@ -57,6 +58,10 @@ class WindowStats:
     #: cited in order-disagreeing pairs, cited in labelled pairs, cited where the human disagreed].
     dimension_counts: dict[str, list[int]] = field(default_factory=dict)
     rule_counts: dict[str, list[int]] = field(default_factory=dict)
+    #: Decisions per outcome kind whose registry entry names an audit count (``OutcomeEntry.audit_count``); the
+    #: first kinds have their own sums above. Left out of the JSON while empty, so a window or delta without such
+    #: a kind is what it was before the field, and what an older worker reads.
+    outcome_counts: dict[str, int] = field(default_factory=dict)
     alerts_raised: list[str] = field(default_factory=list)
     final_published: bool = False
 
@@ -87,6 +92,8 @@ class WindowStats:
         else:
             self.tiebreak_verdicts += record.outcome == "verdict"
         self.reviews += record.outcome == "review"
+        if OUTCOMES[record.outcome].audit_count is not None:
+            self.outcome_counts[record.outcome] = self.outcome_counts.get(record.outcome, 0) + 1
         self.calls += record.calls
         self.invalid_replies += record.invalid_replies
         if record.model_mismatch is not None:
@@ -203,13 +210,17 @@ class WindowStats:
         return self.brier_sum / n if n else None
 
     def as_json(self) -> dict[str, object]:
-        """The fields as JSON-ready values: what ``dataclasses.asdict`` gives, without its deep copy.
+        """The fields as JSON-ready values: what ``dataclasses.asdict`` gives (``outcome_counts`` only when it
+        counts something), without its deep copy.
 
         Every field is a JSON value already (numbers, strings, a dict of counts, lists of lists), and
         the result is only ever encoded at once; asdict's recursive copy of the bins was most of the
         cost of storing a window, once per observation.
         """
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        body = {f.name: getattr(self, f.name) for f in fields(self)}
+        if not self.outcome_counts:
+            del body["outcome_counts"]  # as before the field: what an older worker reads (the field's comment)
+        return body
 
 
 #: What a window keeps about itself rather than sums: never added by ``WindowStats.merge``.

@@ -16,6 +16,7 @@ from pairjudge.schemas.audit import (
     ReliabilityBinSnapshot,
     ThresholdSnapshot,
 )
+from pairjudge.schemas.outcomes import OUTCOMES
 
 
 @dataclass
@@ -114,7 +115,7 @@ def snapshot(
         )
         for i, row in enumerate(stats.bins)
     )
-    return AuditSnapshot(
+    figures = AuditSnapshot(
         series=series.key,
         series_info=series,
         window_start=window_start,
@@ -157,3 +158,6 @@ def snapshot(
         threshold=threshold,
         ambiguity=stats.ambiguity.snapshot(kappa_confidence),
     )
+    # The kinds the sums count by their registry entry (OutcomeEntry.audit_count), each in its own field.
+    counted = {e.audit_count: stats.outcome_counts.get(k, 0) for k, e in OUTCOMES.items() if e.audit_count}
+    return figures.model_copy(update=counted) if counted else figures

@@ -28,7 +28,7 @@ from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from pairjudge.schemas.kinds import STAGES, WorkerStage
-from pairjudge.schemas.outcomes import stage_settling_topics
+from pairjudge.schemas.outcomes import unsettling_topics
 from pairjudge.streams.faust_compat.inflight import HandedBack, InFlight
 from pairjudge.streams.faust_compat.offsets import mark_done
 from pairjudge.streams.faust_compat.shutdown import GracefulApp
@@ -341,14 +341,14 @@ class Delivery:
             await asyncio.gather(*list(self._deliveries), return_exceptions=True)
 
 
-#: The topic kinds of the outcomes that settle their stage (``schemas.outcomes``): recorded in the outcome table.
-_RECORDED: Final = stage_settling_topics()
+#: The topic kinds of the outcomes that leave their stage unsettled (``schemas.outcomes``: the dead letters).
+_UNSETTLED: Final = unsettling_topics()
 
 
 def _is_outcome(outgoing: list[Outgoing]) -> bool:
-    """Whether ``outgoing`` is an outcome to record (and mark published): its first message is an outcome that
-    settles the stage (``OutcomeEntry.settles_stage``), not a dead letter."""
-    return bool(outgoing) and outgoing[0].kind in _RECORDED
+    """Whether ``outgoing`` is a stage's result to record (and mark published): anything but an outcome that leaves
+    its stage unsettled (``OutcomeEntry.settles_stage``), such as a dead letter, which a stage publishes alone."""
+    return bool(outgoing) and outgoing[0].kind not in _UNSETTLED
 
 
 def wire_stages(

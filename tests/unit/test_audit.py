@@ -311,8 +311,10 @@ def test_stored_audit_state_is_byte_for_byte_what_it_was() -> None:
     window.stats.alerts_raised.append("kappa_low")
     stats = window.stats
     body = json.loads(window.to_bytes())
-    assert body["stats"] == dataclasses.asdict(stats)
-    deep = {**body, "stats": dataclasses.asdict(stats)}
+    # outcome_counts came later: left out while empty, so the bytes stay those an older worker wrote and reads.
+    before = {k: v for k, v in dataclasses.asdict(stats).items() if k != "outcome_counts"}
+    assert body["stats"] == before
+    deep = {**body, "stats": before}
     assert window.to_bytes() == json.dumps(deep, separators=(",", ":")).encode()
     histogram = ConfidenceHistogram()
     histogram.add(labelled(FIRST_ID, SECOND_ID, 0.77, longer="second"))

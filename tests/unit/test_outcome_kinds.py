@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
@@ -11,9 +13,13 @@ import pairjudge.api
 import pairjudge.schemas
 from pairjudge.agents import DecidedKind as CoreDecidedKind
 from pairjudge.agents import OutcomeKind as CoreOutcomeKind
+from pairjudge.agents.audit import sums, windows
 from pairjudge.agents.audit.join import JoinEntry, on_record
+from pairjudge.agents.audit.sums import WindowStats
+from pairjudge.agents.audit.windows import SeriesWindow
 from pairjudge.api import OutcomeKind
 from pairjudge.schemas import DeadLetter, DecisionRecord
+from pairjudge.schemas.audit import AuditObservation, AuditSnapshot
 from pairjudge.schemas.export import EXPORTED
 from pairjudge.schemas.kinds import STAGES
 from pairjudge.schemas.outcomes import (
@@ -37,7 +43,7 @@ from pairjudge.streams.worker.pipeline import Outgoing
 from pairjudge_dev.docs_reference import render_outcomes
 from pairjudge_dev.workers import _final_of
 from tests.unit.factories import make_pair
-from tests.unit.test_audit import record
+from tests.unit.test_audit import SERIES, record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,6 +153,8 @@ def test_the_worker_records_exactly_the_outcomes_that_settle_their_stage(kind: O
     entry = OUTCOMES[kind]
     outgoing = [Outgoing(entry.topic, b"p", b"v", []), Outgoing("decisions", b"p", b"v", [])]
     assert _is_outcome(outgoing if entry.decided else outgoing[:1]) is entry.settles_stage
+    # What is not an outcome at all (a stage that writes pairs, such as the shadow stage of issue 37) is recorded.
+    assert _is_outcome([Outgoing("pairs", b"p", b"v", [])])
 
 
 @pytest.mark.parametrize("kind", [k for k, e in OUTCOMES.items() if e.decided])
@@ -220,3 +228,40 @@ def test_the_readme_outcome_table_has_every_outcome_topic() -> None:
     rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| **")]
     for topic in {e.topic for e in OUTCOMES.values()}:
         assert any(line.endswith(f"| `pairjudge.{topic}` |") for line in rows), topic
+
+
+# --- the drift audit's counts ------------------------------------------------------------------------
+
+
+def test_each_audit_count_is_a_snapshot_field_an_older_snapshot_may_lack() -> None:
+    for kind, e in OUTCOMES.items():
+        if e.audit_count is not None:
+            assert e.decided, kind  # a dead letter leaves no record to count
+            field = AuditSnapshot.model_fields[e.audit_count]
+            assert (field.annotation, field.default) == (int, 0), kind
+
+
+def test_a_kind_counted_by_its_entry_is_summed_merged_stored_and_published(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Today no kind is counted by its entry (the first kinds have their own sums): count reviews that way too, into
+    # another int field of the snapshot (one no window sum fills without labels), beside the hand-written sum.
+    registry = dict(OUTCOMES) | {"review": dataclasses.replace(OUTCOMES["review"], audit_count="human_decided")}
+    monkeypatch.setattr(sums, "OUTCOMES", registry)
+    monkeypatch.setattr(windows, "OUTCOMES", registry)
+    stats, other = WindowStats(), WindowStats()
+    stats.add(AuditObservation(kind="decision", series=SERIES, record=record(outcome="review", winner=None)))
+    other.add(
+        AuditObservation(kind="decision", series=SERIES, record=record(outcome="review", stage="tiebreak", winner=None))
+    )
+    stats.merge(WindowStats(**json.loads(json.dumps(other.as_json()))))  # as a delta carries it
+    assert stats.outcome_counts == {"review": 2}
+    assert stats.reviews == 2
+    stored = WindowStats(**json.loads(json.dumps(stats.as_json())))
+    window = SeriesWindow(series=SERIES, start=0.0, size=60.0, partition=0, stats=stored)
+    snapshot = window.snapshot(final=True)
+    assert (snapshot.human_decided, snapshot.reviews) == (2, 2)
+
+
+def test_the_sums_json_is_unchanged_while_no_kind_is_counted_by_its_entry() -> None:
+    stats = WindowStats()
+    stats.add(AuditObservation(kind="decision", series=SERIES, record=record(outcome="review", winner=None)))
+    assert "outcome_counts" not in stats.as_json()  # an older worker reads today's deltas and stored windows
