@@ -16,7 +16,8 @@
 
 It is a mkdocs hook (``hooks:`` in mkdocs.yml): a page holding ``<!-- pairjudge-reference: NAME -->``
 (NAME one of ``RENDERERS``: ``cli``, ``settings``, ``events``, ``faust-hooks``, and the kinds registries'
-``topics``, ``outcomes``, ``worker-writes``, ``live-settings`` and ``risk-thresholds``) gets the rendered
+``topics``, ``outcomes``, ``worker-writes``, ``live-settings`` and ``risk-thresholds``, and ``pipeline``, the
+README's drawing) gets the rendered
 reference in its place, and the READMEs kept beside the code they describe (``INCLUDED``) are added to the site
 as they are. To read one page without building the site::
 
@@ -642,6 +643,15 @@ def render_topics() -> str:
     return _table(("topic", "key", "contract"), rows) + "\n"
 
 
+def render_pipeline() -> str:
+    """The README's pipeline drawing (its first fenced block), so the site's front page shows the same picture."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"^```\n.*?^```\n", text, re.M | re.S)
+    if match is None:
+        raise ValueError("README.md has no fenced block to show")
+    return match.group(0)
+
+
 def render_worker_writes() -> str:
     """The topics a worker writes (``TopicKindSpec.worker_writes``), for the secured-Kafka page's ACL table."""
     from pairjudge.schemas.kinds import TOPICS
@@ -726,6 +736,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "faust-hooks": render_faust_hooks,
     "topics": render_topics,
     "outcomes": render_outcomes,
+    "pipeline": render_pipeline,
     "worker-writes": render_worker_writes,
     "live-settings": render_live_settings,
     "risk-thresholds": render_risk_thresholds,

@@ -193,6 +193,7 @@ def test_the_reference_pages_hold_their_markers_and_an_unknown_marker_stops_the_
         "reference/events.md": ["topics", "outcomes", "events"],
         "guides/python-api.md": ["outcomes"],
         "operations/secured-kafka.md": ["worker-writes"],
+        "index.md": ["pipeline"],
         "design.md": ["faust-hooks"],
         "getting-started/configuration.md": ["live-settings"],
         "guides/risk-levels.md": ["risk-thresholds"],
