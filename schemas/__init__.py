@@ -28,14 +28,13 @@ from pairjudge.schemas.events import (
     TieBreakReason,
     TieBreakRequest,
 )
+from pairjudge.schemas.messages import ChatRole, FunctionCall, FunctionDefinition, Message, ToolCall, ToolDefinition
 from pairjudge.schemas.pair import (
     TIE,
     Candidate,
     CandidatePair,
     CandidateSource,
-    ChatRole,
     KnownLabel,
-    Message,
     PairMetadata,
     RiskLevel,
     Task,
@@ -75,6 +74,8 @@ __all__ = [
     "DecisionRecord",
     "ErrorKind",
     "Event",
+    "FunctionCall",
+    "FunctionDefinition",
     "HeadToHeadRubric",
     "HumanLabel",
     "InjectionFlag",
@@ -100,5 +101,7 @@ __all__ = [
     "TieBreakRequest",
     "TieBreakWeights",
     "ToneStyleRubric",
+    "ToolCall",
+    "ToolDefinition",
     "WeightedCriterion",
 ]
