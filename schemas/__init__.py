@@ -14,14 +14,13 @@ from pairjudge.schemas.audit import (
     ThresholdUpdate,
 )
 from pairjudge.schemas.events import *  # noqa: F403 - the contracts events.py lists as public (its __all__)
+from pairjudge.schemas.messages import ChatRole, FunctionCall, FunctionDefinition, Message, ToolCall, ToolDefinition
 from pairjudge.schemas.pair import (
     TIE,
     Candidate,
     CandidatePair,
     CandidateSource,
-    ChatRole,
     KnownLabel,
-    Message,
     PairMetadata,
     RiskLevel,
     Task,
@@ -58,6 +57,8 @@ __all__ = [
     "Criterion",
     "DecisionRecord",
     "Event",
+    "FunctionCall",
+    "FunctionDefinition",
     "HeadToHeadRubric",
     "InlineRubric",
     "KnownLabel",
@@ -72,6 +73,8 @@ __all__ = [
     "ThresholdUpdate",
     "TieBreakWeights",
     "ToneStyleRubric",
+    "ToolCall",
+    "ToolDefinition",
     "WeightedCriterion",
 ]
 __all__ += _events.__all__

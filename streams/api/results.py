@@ -26,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, Final
 
+from pairjudge.agents.tool_views import reply_length
 from pairjudge.schemas import CandidatePair, PairVerdict
 from pairjudge.schemas.outcomes import OUTCOMES
 from pairjudge.streams.api.outcomes import Outcome
@@ -121,7 +122,11 @@ def _describe_pair(row: PairResult, pair: CandidatePair) -> None:
     first, second = pair.candidates
     row.candidate_ids = (first.candidate_id, second.candidate_id)
     row.human = pair.human_label.winner if pair.human_label else None
-    row.lengths = (len(first.output.strip()), len(second.output.strip()))
+    # A reply with tool calls counts them as the judge is shown them (agents.tool_views, schema version 3).
+    row.lengths = (
+        reply_length(first.output.strip(), first.tool_calls),
+        reply_length(second.output.strip(), second.tool_calls),
+    )
 
 
 @dataclass(frozen=True, slots=True)
