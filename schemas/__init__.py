@@ -12,6 +12,17 @@ from pairjudge.schemas.audit import (
     RelativeWinner,
     ThresholdUpdate,
 )
+from pairjudge.schemas.captures import (
+    Capture,
+    CapturedMessage,
+    CapturedRequest,
+    CapturedResponse,
+    CapturedToolCall,
+    CaptureSource,
+    ExperimentHints,
+    TraceContext,
+    UnseenPart,
+)
 from pairjudge.schemas.events import (
     ControlUpdate,
     DeadLetter,
@@ -67,6 +78,12 @@ __all__ = [
     "Candidate",
     "CandidatePair",
     "CandidateSource",
+    "Capture",
+    "CaptureSource",
+    "CapturedMessage",
+    "CapturedRequest",
+    "CapturedResponse",
+    "CapturedToolCall",
     "ChatRole",
     "Contract",
     "ControlUpdate",
@@ -75,6 +92,7 @@ __all__ = [
     "DecisionRecord",
     "ErrorKind",
     "Event",
+    "ExperimentHints",
     "HeadToHeadRubric",
     "HumanLabel",
     "InjectionFlag",
@@ -100,5 +118,7 @@ __all__ = [
     "TieBreakRequest",
     "TieBreakWeights",
     "ToneStyleRubric",
+    "TraceContext",
+    "UnseenPart",
     "WeightedCriterion",
 ]
