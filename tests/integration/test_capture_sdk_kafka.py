@@ -109,6 +109,10 @@ def _captures(records: list[ConsumerRecord[bytes, bytes]]) -> dict[tuple[str, bo
     return out
 
 
+def chat_body(text: str) -> dict[str, Any]:
+    return {"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+
+
 async def _drain(stream: AsyncIterator[Any]) -> list[Any]:
     return [piece async for piece in stream]
 
@@ -332,3 +336,46 @@ async def test_a_failed_call_or_an_abandoned_stream_captures_nothing(
     await asyncio.sleep(0.3)
     assert sink.stats().sent == 0
     assert sink.stats().dropped_total == 0
+
+
+async def test_unreadable_and_oversized_captures_are_dropped_by_reason_never_raised(closed_port: int) -> None:
+    # Both are decided on the sink's thread before Kafka is reached, so an unreachable broker is enough here.
+    with CaptureSink(f"127.0.0.1:{closed_port}", linger_s=0.0, max_capture_bytes=600, send_timeout_s=1.0) as sink:
+        assert sink.capture({"model": "m", "messages": []}, chat_body("ok"))  # no message: unreadable
+        assert sink.capture({"model": "m", "messages": [{"role": "user", "content": "q" * 1000}]}, chat_body("ok"))
+        assert sink.capture("not a request", chat_body("ok")) is False  # type: ignore[arg-type]  # an app's mistake
+        for _ in range(200):  # the sink's thread decides within a moment
+            if sink.stats().dropped_total >= 3:
+                break
+            await asyncio.sleep(0.05)
+        stats = sink.stats()
+    assert stats.dropped["unreadable"] == 1
+    assert stats.dropped["too_large"] == 1
+    # A request that is not a mapping fails on the caller's path, where it is caught and counted too.
+    assert stats.dropped["error"] == 1
+
+
+async def test_from_settings_uses_the_topic_prefix_and_pairjudge_s_redaction(
+    fake_judge_server: FakeJudgeServer, kafka_bootstrap: str
+) -> None:
+    from pairjudge.streams.config.settings import Settings
+
+    prefix = f"test-capture-{uuid.uuid4().hex[:8]}"
+    settings = Settings.model_validate(
+        {"kafka": {"bootstrap_servers": kafka_bootstrap}, "topics": {"prefix": prefix}, "redaction": {"enabled": True}}
+    )
+    await create_topics(
+        kafka_bootstrap, {f"{prefix}.captures": TopicSpec(partitions=1, compacted=False, replication=1)}
+    )
+    fake_judge_server.script(chat_reply("Call me on +44 20 7946 0958."))
+    with CaptureSink.from_settings(settings, linger_s=0.01) as sink:
+        assert sink.topic == f"{prefix}.captures"
+        client = wrap_openai(AsyncOpenAI(base_url=fake_judge_server.base_url, api_key=OPENAI_KEY), sink)
+        await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "I am bob@example.org"}])
+    records = await _records(kafka_bootstrap, f"{prefix}.captures", 1)
+    assert b"bob@example.org" not in records[0].value
+    assert b"7946" not in records[0].value
+    capture = Capture.model_validate_json(records[0].value, context=WIRE_CONTEXT)
+    assert capture.redacted
+    assert capture.request.messages[0].content == "I am [redacted:email]"
+    assert capture.response.message.content == "Call me on [redacted:phone]."
