@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -379,3 +380,14 @@ async def test_from_settings_uses_the_topic_prefix_and_pairjudge_s_redaction(
     assert capture.redacted
     assert capture.request.messages[0].content == "I am [redacted:email]"
     assert capture.response.message.content == "Call me on [redacted:phone]."
+
+
+def test_the_capture_bench_runs_with_tiny_counts(kafka_bootstrap: str) -> None:
+    """``bench.capture_sdk`` as a user runs it, tiny, so it cannot rot: exit 0 means every capture made with Kafka
+    up reached Kafka and every capture made with Kafka unreachable was counted as dropped."""
+    from tests.integration.test_bench_smoke import run_bench
+
+    args = ["--calls", "50", "--http-calls", "10", "--rss-seconds", "2", "--rate", "500"]
+    output = run_bench(["bench.capture_sdk", "--bootstrap", kafka_bootstrap, *args], timeout=300)
+    assert "capture() p99" in output, output[-3000:]
+    assert re.search(r"captures made, all \d+ dropped and counted", output), output[-3000:]
