@@ -136,7 +136,12 @@ async def test_openai_chat_and_responses_with_tools_streamed_and_not_arrive_as_c
 
     reply = await client.chat.completions.create(**request, extra_headers=headers)
     with capture_meta(prompt_version="v7", tags=["beta"]):
-        stream = await client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
+        messages = list(HISTORY)
+        stream = await client.chat.completions.create(
+            **{**request, "messages": messages}, stream=True, stream_options={"include_usage": True}
+        )
+        # The app adds to its list while it reads the stream: the capture holds the request as it was sent.
+        messages.append({"role": "user", "content": "added while the reply streamed"})
         chunks = await _drain(stream)
     responses_input: list[dict[str, Any]] = [
         {"role": "user", "content": "Weather in Paris?"},
@@ -175,6 +180,7 @@ async def test_openai_chat_and_responses_with_tools_streamed_and_not_arrive_as_c
     assert chat.response.finish_reason == chat_streamed.response.finish_reason == "tool_calls"
     assert chat_streamed.response.usage == chat.response.usage
     assert [m.role for m in chat.request.messages] == ["system", "user", "assistant", "tool", "user"]
+    assert chat_streamed.request.messages == chat.request.messages
     assert chat.request.tools[0].function.name == "get_weather"
     assert chat.request.sampling.temperature == 0.3
     assert (chat.source.model, chat.source.route, chat.hints.headers) == ("gpt-x", "/travel", {"x-experiment": "exp-7"})
