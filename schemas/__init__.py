@@ -13,6 +13,17 @@ from pairjudge.schemas.audit import (
     RelativeWinner,
     ThresholdUpdate,
 )
+from pairjudge.schemas.captures import (
+    Capture,
+    CapturedMessage,
+    CapturedRequest,
+    CapturedResponse,
+    CapturedToolCall,
+    CaptureSource,
+    ExperimentHints,
+    TraceContext,
+    UnseenPart,
+)
 from pairjudge.schemas.events import *  # noqa: F403 - the contracts events.py lists as public (its __all__)
 from pairjudge.schemas.messages import ChatRole, FunctionCall, FunctionDefinition, Message, ToolCall, ToolDefinition
 from pairjudge.schemas.pair import (
@@ -52,11 +63,18 @@ __all__ = [
     "Candidate",
     "CandidatePair",
     "CandidateSource",
+    "Capture",
+    "CaptureSource",
+    "CapturedMessage",
+    "CapturedRequest",
+    "CapturedResponse",
+    "CapturedToolCall",
     "ChatRole",
     "Contract",
     "Criterion",
     "DecisionRecord",
     "Event",
+    "ExperimentHints",
     "FunctionCall",
     "FunctionDefinition",
     "HeadToHeadRubric",
@@ -75,6 +93,8 @@ __all__ = [
     "ToneStyleRubric",
     "ToolCall",
     "ToolDefinition",
+    "TraceContext",
+    "UnseenPart",
     "WeightedCriterion",
 ]
 __all__ += _events.__all__

@@ -15,6 +15,7 @@ from pairjudge.schemas.audit import (
     DecisionRecord,
     ThresholdUpdate,
 )
+from pairjudge.schemas.captures import Capture
 from pairjudge.schemas.events import ControlUpdate, HumanLabel, SpendReport
 from pairjudge.schemas.outcomes import OUTCOMES
 from pairjudge.schemas.pair import CandidatePair
@@ -40,6 +41,8 @@ EXPORTED: tuple[type[BaseModel], ...] = (
     GateUpdate,
     # What each worker spent per clock hour (pairjudge.spend), for the spending caps.
     SpendReport,
+    # One production exchange (pairjudge.captures), for the shadow stage.
+    Capture,
     ToneStyleReply,
     HeadToHeadReply,
     PairwiseReply,

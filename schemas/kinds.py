@@ -65,6 +65,7 @@ TopicKind = Literal[
     "scores",
     "gate",
     "spend",
+    "captures",
 ]
 #: How a topic is laid out. ``partitioned``: ``PAIRJUDGE_KAFKA__PARTITIONS`` partitions, keyed so that a pair's
 #: events share one. ``followed``: compacted, one partition, read whole by every worker (the live settings
@@ -132,6 +133,9 @@ TOPICS: Mapping[TopicKind, TopicKindSpec] = MappingProxyType(
             "[spending caps](../guides/cascade.md#the-spending-cap); an empty value once the hour is two hours past",
             layout="followed",
         ),
+        # Production exchanges (the producer SDK, ``pairjudge.streams.capture``), for the shadow stage to turn into
+        # pairs: keyed by capture id, so a capture's redeliveries share a partition.
+        "captures": TopicKindSpec("`capture_id`", "{Capture}: one production exchange, in OpenAI's chat shape"),
     }
 )
 

@@ -17,6 +17,7 @@ Where a change belongs, by package (each package's own docstring lists its modul
 - ``scores/``: the scoreboard's stream side, what it shows, its charts, the gate reader.
 - ``judges/``: the HTTP judges, the cache, the circuit breaker, cost, the judge factory.
 - ``review/``: the human-review service (queue, web UI, labels back to Kafka).
+- ``capture/``: the producer SDK: production exchanges captured in an app, onto ``pairjudge.captures``.
 - ``security/``: Kafka client security, the clear-text rule, private files, outgoing redaction.
 - ``telemetry/``: tracing and metrics, quiet logs, alert webhooks.
 - ``config/``: settings from the environment, secret files and a TOML file.
