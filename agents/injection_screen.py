@@ -27,6 +27,7 @@ from typing import Final, Protocol, runtime_checkable
 import anyio
 
 from pairjudge.agents.judge import Judge, JudgeRequest, JudgeResponse, JudgeWrapper
+from pairjudge.agents.pair_checks import candidate_texts, task_texts
 from pairjudge.agents.policy import ScreenFailure
 from pairjudge.schemas.events import InjectionFlag
 from pairjudge.schemas.pair import CandidatePair
@@ -105,12 +106,9 @@ def screen_of(judges: Sequence[Judge]) -> InjectionScreen | None:
 
 def _texts(pair: CandidatePair) -> list[tuple[str | None, str, str]]:
     """(candidate id, where, text) for every text ``scan_for_injection`` reads, in its order."""
-    texts: list[tuple[str | None, str, str]] = [
-        (None, f"task turn {n} ({m.role})", m.content) for n, m in enumerate(pair.task.history, start=1)
-    ]
+    texts: list[tuple[str | None, str, str]] = [(None, where, text) for where, text in task_texts(pair)]
     for c in pair.candidates:
-        texts += [(c.candidate_id, f"turn {n}", t) for n, t in enumerate(c.turns, start=1)]
-        texts.append((c.candidate_id, "output", c.output))
+        texts += [(c.candidate_id, where, text) for where, text in candidate_texts(c)]
     return [t for t in texts if t[2].strip()]
 
 

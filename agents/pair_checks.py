@@ -11,12 +11,15 @@ from collections.abc import Mapping
 
 from pairjudge.agents.errors import InputRejected
 from pairjudge.agents.injection import Finding, detect
+from pairjudge.agents.invisible import is_blank
 from pairjudge.agents.policy import Policy
+from pairjudge.agents.tool_views import call_view, definition_view, reply_length
 from pairjudge.schemas.events import InjectionFlag
-from pairjudge.schemas.pair import CandidatePair
+from pairjudge.schemas.messages import Message, ToolCall
+from pairjudge.schemas.pair import Candidate, CandidatePair
 from pairjudge.schemas.rubric import InlineRubric, RubricRef
 
-__all__ = ["check_pair", "resolve_rubric", "scan_for_injection", "snapshot_pair"]
+__all__ = ["candidate_texts", "check_pair", "resolve_rubric", "scan_for_injection", "snapshot_pair", "task_texts"]
 
 
 def resolve_rubric(pair: CandidatePair, catalog: Mapping[str, InlineRubric]) -> InlineRubric:
@@ -56,32 +59,60 @@ def check_pair(pair: CandidatePair, policy: Policy, catalog: Mapping[str, Inline
     A conversation (schema version 2) is bounded as a whole, because the judge is shown all of it:
     ``max_prompt_chars`` for every turn of the task's messages together, ``max_output_chars`` for each
     candidate's whole transcript (its turns and its output together).
+
+    Tools (schema version 3) are bounded as the judge is shown them (``agents.tool_views``): a reply's text
+    and its calls together within ``max_output_chars``; tool calls and results count with the turns they
+    are in, and the tools offered with the task, within ``max_prompt_chars``. In a pair with tools a reply of
+    hidden characters only and no call is rejected (``empty_output``): it is no answer, and must not be judged
+    as an empty one.
     """
     rubric = resolve_rubric(pair, catalog)
     for candidate in pair.candidates:
         # An empty output is an ordinary (losing) answer, settled by ``agents.settle``, not an error.
         what = f"candidate {candidate.candidate_id!r} output"
         _check_text(what, candidate.output, policy.max_output_chars, "output", may_be_empty=True)
+        if candidate.tool_calls:
+            _check_calls(what, candidate.output, candidate.tool_calls, policy.max_output_chars)
+        elif pair.uses_tools and is_blank(candidate.output):
+            raise InputRejected(
+                "empty_output", f"{what} shows nothing and makes no tool call: in a pair with tools that is no reply"
+            )
     _check_text("task prompt", pair.task.question, policy.max_prompt_chars, "prompt")
     _check_conversation(pair, policy)
     if pair.task.context is not None:
         _check_text("task context", pair.task.context, policy.max_prompt_chars, "context", may_be_empty=True)
+    if pair.task.tools:
+        tools = "\n".join(definition_view(t) for t in pair.task.tools)
+        _check_text("the task's tools", tools, policy.max_prompt_chars, "prompt")
     return rubric
+
+
+def _check_calls(what: str, output: str, calls: tuple[ToolCall, ...], limit: int) -> None:
+    """A reply's tool calls: valid text, and the reply (text and calls as shown) within the output limit."""
+    for number, call in enumerate(calls, start=1):
+        _check_text(f"{what} tool call {number}", call.function.arguments, limit, "output", may_be_empty=True)
+    size = reply_length(output, calls)
+    if size > limit:
+        raise InputRejected(
+            "oversized_output",
+            f"{what} has {size} characters with its {len(calls)} tool calls; the limit (max_output_chars, for the "
+            f"text and the calls together) is {limit}",
+        )
 
 
 def _check_conversation(pair: CandidatePair, policy: Policy) -> None:
     """The turns of a conversation: each one valid text, and each whole within its limit (``check_pair``)."""
     messages = pair.task.messages
-    for number, message in enumerate(messages[:-1], start=1):
-        # An earlier turn may be empty (a user who sent nothing); the last one is the question, checked above.
-        _check_text(
-            f"task turn {number} ({message.role})",
-            message.content,
-            policy.max_prompt_chars,
-            "prompt",
-            may_be_empty=True,
-        )
-    total = sum(len(m.content) for m in messages)
+    for number, message in enumerate(messages, start=1):
+        # An earlier turn may be empty (a user who sent nothing); the question was checked above.
+        what = f"task turn {number} ({message.role})"
+        _check_text(what, message.content, policy.max_prompt_chars, "prompt", may_be_empty=True)
+        for call in message.tool_calls:
+            _check_text(
+                f"{what} tool call", call.function.arguments, policy.max_prompt_chars, "prompt", may_be_empty=True
+            )
+    # Tool calls count as the judge is shown them (agents.tool_views); a plain turn as its text, as before.
+    total = sum(len(m.content) + sum(len(call_view(c, with_id=True)) for c in m.tool_calls) for m in messages)
     if total > policy.max_prompt_chars:
         raise InputRejected(
             "oversized_prompt",
@@ -113,11 +144,37 @@ def snapshot_pair(pair: CandidatePair, rubric: InlineRubric) -> CandidatePair:
     return pair if pair.rubric is rubric or pair.rubric == rubric else pair.model_copy(update={"rubric": rubric})
 
 
+def task_texts(pair: CandidatePair) -> list[tuple[str, str]]:
+    """(where, text) for every turn of the task's conversation but the question, as ``scan_for_injection``
+    and the screen read them: a turn's text, each tool call (as the judge sees it, ``agents.tool_views``:
+    escapes in the arguments decoded) and each tool result, numbered as the turns are."""
+    texts: list[tuple[str, str]] = []
+    question = len(pair.task.history) + 1
+    for number, m in enumerate(pair.task.messages, start=1):
+        if number == question:
+            continue
+        texts += _message_texts(f"task turn {number} ({m.role})", m)
+    return texts
+
+
+def _message_texts(where: str, m: Message) -> list[tuple[str, str]]:
+    texts = [(where, m.content)] if m.content or not m.tool_calls else []
+    return texts + [(f"{where} tool call {n}", call_view(c)) for n, c in enumerate(m.tool_calls, start=1)]
+
+
+def candidate_texts(candidate: Candidate) -> list[tuple[str, str]]:
+    """(where, text) for a candidate's earlier turns, its output, and each of its tool calls (as shown)."""
+    texts = [*((f"turn {n}", t) for n, t in enumerate(candidate.turns, start=1)), ("output", candidate.output)]
+    return texts + [(f"tool call {n}", call_view(c)) for n, c in enumerate(candidate.tool_calls, start=1)]
+
+
 def scan_for_injection(pair: CandidatePair) -> tuple[InjectionFlag, ...]:
     """What ``agents.injection`` finds in each output, each candidate's earlier turns, and the turns of the
     task's conversation before its last user turn: text aimed at the judge. A hostile instruction in a
     turn of the conversation is the indirect case: the judge is shown every turn. The last user turn is
-    the question, read like a single prompt (which is not scanned)."""
+    the question, read like a single prompt (which is not scanned). Tool calls (a candidate's, and the
+    conversation's) and tool results are read as the judge is shown them (``candidate_texts``,
+    ``task_texts``)."""
     scanned: dict[str, tuple[Finding, ...]] = {}
 
     def findings(text: str) -> tuple[Finding, ...]:
@@ -128,12 +185,12 @@ def scan_for_injection(pair: CandidatePair) -> tuple[InjectionFlag, ...]:
         return found
 
     flags = [
-        InjectionFlag(candidate_id=None, rule=f.rule, excerpt=f.excerpt, where=f"task turn {number} ({m.role})")
-        for number, m in enumerate(pair.task.history, start=1)
-        for f in findings(m.content)
+        InjectionFlag(candidate_id=None, rule=f.rule, excerpt=f.excerpt, where=where)
+        for where, text in task_texts(pair)
+        for f in findings(text)
     ]
     for c in pair.candidates:
-        texts = [*((f"turn {n}", t) for n, t in enumerate(c.turns, start=1)), ("output", c.output)]
+        texts = candidate_texts(c)
         flags += (
             InjectionFlag(candidate_id=c.candidate_id, rule=f.rule, excerpt=f.excerpt, where=where)
             for where, text in texts

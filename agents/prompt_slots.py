@@ -27,7 +27,7 @@ from pairjudge.agents.untrusted import neutralise, strip_hidden
 from pairjudge.schemas.pair import RiskLevel
 from pairjudge.schemas.rubric import HeadToHeadRubric, PairwiseRubric, TieBreakWeights, ToneStyleRubric
 
-__all__ = ["PromptSlots", "delimiter_nonce", "slots_nonce", "visible_slots"]
+__all__ = ["PromptSlots", "delimiter_nonce", "slots_nonce", "tools_nonce", "visible_slots"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +58,29 @@ class PromptSlots:
     #: Datamark every untrusted text the prompt shows (``agents.untrusted.datamark``; ``Policy.datamark``):
     #: outputs, turns, the task and its context, with the system note that says what the mark means.
     datamark: bool = False
+    #: Tools (schema version 3; ``agents.tool_views`` makes each text one line of JSON): each output's tool
+    #: calls, the tools offered, and the calls and results after the last user turn (``task_prompt``).
+    calls_a: tuple[str, ...] = ()
+    calls_b: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    after: tuple[Turn, ...] = ()
+
+    @property
+    def has_tools(self) -> bool:
+        """Whether the prompt shows anything of tools: then it carries the tool notes (and their hash)."""
+        return bool(
+            self.calls_a
+            or self.calls_b
+            or self.tools
+            or self.after
+            or any(role in ("tool", "tool_call") for role, _ in self.history)
+        )
 
     @property
     def form(self) -> PromptForm:
         if self.transcript:
             return "transcript"
-        return "reply" if self.history else "prompt"
+        return "reply" if self.history or self.after else "prompt"
 
     def transcripts(self) -> tuple[tuple[Turn, ...], tuple[Turn, ...]]:
         """Both candidates' whole conversations, as their output slots show them (transcript form)."""
@@ -84,6 +101,10 @@ def visible_slots(slots: PromptSlots) -> PromptSlots:
         *(text for _, text in slots.history),
         *slots.replies_a,
         *slots.replies_b,
+        *slots.calls_a,
+        *slots.calls_b,
+        *slots.tools,
+        *(text for _, text in slots.after),
     )
     if all(t.isascii() for t in texts):
         return slots
@@ -96,6 +117,10 @@ def visible_slots(slots: PromptSlots) -> PromptSlots:
         history=tuple((role, strip_hidden(text)) for role, text in slots.history),
         replies_a=tuple(strip_hidden(t) for t in slots.replies_a),
         replies_b=tuple(strip_hidden(t) for t in slots.replies_b),
+        calls_a=tuple(strip_hidden(t) for t in slots.calls_a),
+        calls_b=tuple(strip_hidden(t) for t in slots.calls_b),
+        tools=tuple(strip_hidden(t) for t in slots.tools),
+        after=tuple((role, strip_hidden(text)) for role, text in slots.after),
     )
 
 
@@ -114,6 +139,31 @@ def delimiter_nonce(output_a: str, output_b: str) -> str:
 def slots_nonce(slots: PromptSlots) -> str:
     """The nonce every delimiter of the slots' prompt carries: :func:`delimiter_nonce` for a single prompt,
     ``agents.prompt_blocks.conversation_nonce`` (over the history and replies too) for a conversation."""
+    if slots.has_tools:
+        return tools_nonce(slots)
     if slots.form == "prompt":
         return delimiter_nonce(slots.output_a, slots.output_b)
     return conversation_nonce(slots.output_a, slots.output_b, slots.history, (slots.replies_a, slots.replies_b))
+
+
+def tools_nonce(slots: PromptSlots) -> str:
+    """The nonce of a prompt that shows tools: like :func:`delimiter_nonce`, over every text its delimited
+    blocks show (outputs, calls, turns, tools), each with its section, so no call can carry the nonce of the
+    prompt it ends up in. Pairs without tools keep their own nonces (and so their prompts, byte for byte)."""
+    digest = hashlib.sha256(b"pairjudge-delimiter-tools-v1")
+    texts = [
+        f"a:{slots.output_a}",
+        f"b:{slots.output_b}",
+        *(f"{role}:{text}" for role, text in slots.history),
+        *(f"after {role}:{text}" for role, text in slots.after),
+        *(f"a call:{text}" for text in slots.calls_a),
+        *(f"b call:{text}" for text in slots.calls_b),
+        *(f"tool:{text}" for text in slots.tools),
+        *(f"a:{text}" for text in slots.replies_a),
+        *(f"b:{text}" for text in slots.replies_b),
+    ]
+    for text in texts:
+        data = neutralise(text).encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return digest.hexdigest()[:16]

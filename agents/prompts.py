@@ -37,11 +37,19 @@ from pairjudge.agents.prompt_blocks import (
     TRANSCRIPT_NOTE,
     PromptForm,
 )
-from pairjudge.agents.prompt_fill import FILLINGS, RENDERERS, system_prompt, template_file, template_text
+from pairjudge.agents.prompt_fill import (
+    FILLINGS,
+    RENDERERS,
+    TOOL_FILLINGS,
+    system_prompt,
+    template_file,
+    template_text,
+)
 from pairjudge.agents.prompt_slots import PromptSlots as PromptSlots  # re-exported: tests build slots from here
 from pairjudge.agents.prompt_slots import visible_slots
 from pairjudge.agents.response_schemas import SCHEMA_NAMES as SCHEMA_NAMES  # re-exported: fake judges use it
 from pairjudge.agents.response_schemas import response_schema as response_schema  # re-exported for tests
+from pairjudge.agents.tool_views import call_view, definition_view, message_views
 from pairjudge.agents.untrusted import neutralise as neutralise  # re-exported: tests and callers escape with it
 from pairjudge.schemas.events import Order
 from pairjudge.schemas.pair import CandidatePair
@@ -68,19 +76,21 @@ RISK_KINDS: Final = frozenset({"tone_style", "head_to_head", "pairwise"})
 
 
 def template_parts(
-    kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False, datamark: bool = False
+    kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False, datamark: bool = False, tools: bool = False
 ) -> tuple[str, ...]:
     """Every fixed text a judge can be shown for ``kind``: the first ask (:func:`template_text`), the
     fillings put around inserted text, the re-ask instruction and, for the tie-break, the
     forced-choice instruction (only it sends one). A conversation ``form`` adds its fillings, and
     ``risk`` the risk line (for the kinds that show it), after these: a single prompt without a risk
     level hashes exactly as before schema version 2. ``datamark`` puts the datamarking note in the first
-    ask's system message (and so in the hash): marked prompts are their own drift series."""
+    ask's system message (and so in the hash): marked prompts are their own drift series. ``tools`` adds
+    the texts a prompt that shows tools carries (schema version 3), last: a pair without tools hashes as before."""
     parts: tuple[str, ...] = (template_text(kind, datamark), *FILLINGS, REASK_INSTRUCTION)
     if kind == "tiebreak":
         parts = (*parts, FORCED_CHOICE_INSTRUCTION)
     parts = (*parts, *FORM_FILLINGS[form])
-    return (*parts, RISK_LINE) if risk and kind in RISK_KINDS else parts
+    parts = (*parts, RISK_LINE) if risk and kind in RISK_KINDS else parts
+    return (*parts, *TOOL_FILLINGS) if tools else parts
 
 
 def prompt_form(pair: CandidatePair) -> PromptForm:
@@ -88,21 +98,23 @@ def prompt_form(pair: CandidatePair) -> PromptForm:
     conversation of one user turn shows exactly what a prompt does)."""
     if pair.is_transcript:
         return "transcript"
-    return "reply" if pair.task.history else "prompt"
+    return "reply" if pair.task.history or pair.task.after_question else "prompt"
 
 
 def pair_template_hash(kind: TemplateKind, pair: CandidatePair, *, datamark: bool = False) -> str:
     """:func:`template_hash` of what ``pair``'s prompts of ``kind`` can show (its form, its risk line, the marking)."""
-    return template_hash(kind, prompt_form(pair), risk=pair.risk_level is not None, datamark=datamark)
+    return template_hash(
+        kind, prompt_form(pair), risk=pair.risk_level is not None, datamark=datamark, tools=pair.uses_tools
+    )
 
 
 def template_hash(
-    kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False, datamark: bool = False
+    kind: TemplateKind, form: PromptForm = "prompt", *, risk: bool = False, datamark: bool = False, tools: bool = False
 ) -> str:
     """First 16 hex chars of sha256 over :func:`template_parts`, each length-prefixed. Carried on every
     verdict, so any change to what the judge can be told, re-asks included, opens a new drift series
     (and each conversation form, and a prompt that states the risk level, is its own series)."""
-    return _parts_hash(template_parts(kind, form, risk=risk, datamark=datamark))
+    return _parts_hash(template_parts(kind, form, risk=risk, datamark=datamark, tools=tools))
 
 
 # Keyed by the texts themselves, not by the arguments: a few dozen combinations of fixed texts, each
@@ -140,12 +152,18 @@ def slots_for(
         tiebreak=tiebreak,
         # A transcript's history is the task's user (and system) turns; the replies follow the order, so
         # swapping the order swaps whole transcripts.
-        history=tuple((m.role, m.content) for m in pair.task.history),
+        history=tuple(turn for m in pair.task.history for turn in message_views(m)),
         transcript=pair.is_transcript,
         replies_a=a.turns,
         replies_b=b.turns,
         risk_level=pair.risk_level,
         datamark=datamark,
+        # Tools (schema version 3) as data, one JSON line each (agents.tool_views); a candidate's calls
+        # follow the order like its text.
+        calls_a=tuple(call_view(c) for c in a.tool_calls),
+        calls_b=tuple(call_view(c) for c in b.tool_calls),
+        tools=tuple(definition_view(t) for t in pair.task.tools),
+        after=tuple(turn for m in pair.task.after_question for turn in message_views(m)),
     )
 
 

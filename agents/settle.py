@@ -6,6 +6,10 @@ that are the same text once whitespace is normalised, are a tie. Asking a judge 
 measure how it reacts to an empty box or to a coin it cannot see, and a judge that picks a side for
 identical texts reads as a position flip. So they are settled here, before any call, the same way for
 every judge.
+
+A reply with tool calls (schema version 3) is never empty, whatever its text: its calls are its answer. Two
+replies are identical when their texts are (whitespace aside) and they make the same calls, compared as data
+(``agents.tool_views.calls_equal``: same functions, same arguments, ids aside).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pairjudge.agents.invisible import is_blank
+from pairjudge.agents.tool_views import calls_equal
 from pairjudge.schemas.pair import TIE, CandidatePair
 
 
@@ -33,7 +38,8 @@ def normalized(text: str) -> str:
 def settle(pair: CandidatePair) -> Settlement | None:
     """The rule that settles ``pair`` without a judge, or None when a judge must compare the outputs."""
     first, second = pair.candidates
-    blank_first, blank_second = is_blank(first.output), is_blank(second.output)
+    blank_first = is_blank(first.output) and not first.tool_calls
+    blank_second = is_blank(second.output) and not second.tool_calls
     if blank_first and blank_second:
         return Settlement(TIE, "both_empty", "Both outputs are empty: a tie, settled without a judge call.")
     if blank_first or blank_second:
@@ -44,7 +50,7 @@ def settle(pair: CandidatePair) -> Settlement | None:
             f"Candidate {empty.candidate_id!r} gave an empty output and loses to one with content;"
             " settled without a judge call.",
         )
-    if normalized(first.output) == normalized(second.output):
+    if normalized(first.output) == normalized(second.output) and calls_equal(first.tool_calls, second.tool_calls):
         return Settlement(
             TIE,
             "identical_outputs",

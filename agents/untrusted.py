@@ -12,8 +12,9 @@ prompt (``agents.prompts``) it goes through :func:`neutralise`, in two steps:
    text would see. ``agents.injection`` flags the text
    when something was hidden in it.
 2. **Structure-like sequences are escaped**: delimiter tags of our templates (``<output_a …>``,
-   ``</response_b>``, ``<task>``, ``<context>``, a conversation's ``<user_turn>``, ``<assistant_turn>``
-   and ``<system_turn>``), and chat-template special tokens that servers may parse into real role
+   ``</response_b>``, ``<task>``, ``<context>``, a conversation's ``<user_turn>``, ``<assistant_turn>``,
+   ``<system_turn>``, ``<tool_turn>`` and ``<tool_call_turn>``, a reply's ``<tool_call>``, the ``<tools>``
+   offered), and chat-template special tokens that servers may parse into real role
    markers when they render the prompt (``<|im_start|>``, ``<|eot_id|>``, ``<s>``, ``</s>``, ``<<SYS>>``,
    ``<start_of_turn>``, ``[INST]``, ``[/INST]``, ``[SYSTEM_PROMPT]`` …). Only the opening bracket is
    escaped (``<`` becomes ``&lt;``, any other bracket a numeric reference such as ``&#x5B;``), so the
@@ -150,7 +151,8 @@ def fold(text: str) -> str:
 # What may follow an opening "<" (case-insensitive, spaces allowed where parsers allow them):
 _ANGLE_TAILS: Final = (
     # our delimiters, any attributes (a conversation's turns too: <user_turn>, <assistant_turn>, <system_turn>)
-    r"\s*/?\s*(?:output_[ab]|response_[ab]|task|context|(?:user|assistant|system)_turn)\b"
+    r"\s*/?\s*(?:output_[ab]|response_[ab]|task|context|(?:user|assistant|system|tool|tool_call)_turn"
+    r"|tool_call|tools)\b"  # a reply's tool calls, the tools offered (schema version 3)
     r"|\|[^|<>\s]{1,40}\|>"  # <|im_start|>, <|eot_id|>, <|start_header_id|>, <|channel|> ...
     r"|/?s>"  # <s>, </s>
     r"|<\s*/?\s*sys\s*>>"  # <<SYS>>, <</SYS>>

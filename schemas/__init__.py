@@ -39,14 +39,13 @@ from pairjudge.schemas.events import (
     TieBreakReason,
     TieBreakRequest,
 )
+from pairjudge.schemas.messages import ChatRole, FunctionCall, FunctionDefinition, Message, ToolCall, ToolDefinition
 from pairjudge.schemas.pair import (
     TIE,
     Candidate,
     CandidatePair,
     CandidateSource,
-    ChatRole,
     KnownLabel,
-    Message,
     PairMetadata,
     RiskLevel,
     Task,
@@ -93,6 +92,8 @@ __all__ = [
     "ErrorKind",
     "Event",
     "ExperimentHints",
+    "FunctionCall",
+    "FunctionDefinition",
     "HeadToHeadRubric",
     "HumanLabel",
     "InjectionFlag",
@@ -120,5 +121,7 @@ __all__ = [
     "ToneStyleRubric",
     "TraceContext",
     "UnseenPart",
+    "ToolCall",
+    "ToolDefinition",
     "WeightedCriterion",
 ]

@@ -9,12 +9,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo, mod
 #: Every contract version this code can read. A new version is added here (and handled) in the
 #: consumers first; producers switch to it only once every consumer accepts it
 #: (docs/reference/events.md#schema-versions).
-SupportedVersion = Literal[1, 2]
+SupportedVersion = Literal[1, 2, 3]
 SUPPORTED_SCHEMA_VERSIONS: Final[tuple[int, ...]] = get_args(SupportedVersion)
 #: The version this code writes: bumped when a contract changes incompatibly. Version 2 added
 #: conversations (``Task.messages``, ``Candidate.turns``) and ``CandidatePair.risk_level``; a version 1 event
-#: is still read, and may not carry them (docs/reference/events.md#schema-versions).
-SCHEMA_VERSION: Final = 2
+#: is still read, and may not carry them. Version 3 added tools (``Task.tools``, tool turns in
+#: ``Task.messages``, ``Candidate.tool_calls``); a version 1 or 2 event is still read, and may not carry them
+#: (docs/reference/events.md#schema-versions).
+SCHEMA_VERSION: Final = 3
 
 
 def _exact_int(value: object) -> object:

@@ -141,12 +141,16 @@ class DecisionRecord(Event):
     #: so the drift statistics skip it; the scoreboard counts it.
     rule: bool = False
     #: For the champion-challenger scoreboard: the pair's experiment and traffic, and per candidate (in
-    #: ``candidates`` order) its role, its model and its output's length in characters.
+    #: ``candidates`` order) its role, its model and its output's length in characters (a reply with tool
+    #: calls: its text and each call as the judge is shown it, ``agents.tool_views.reply_length``).
     experiment: str | None = Field(default=None, max_length=200)
     traffic: str = "production"
     roles: tuple[Role, Role] | None = None
     models: tuple[str, str] | None = None
     chars: tuple[int, int] | None = None
+    #: Per candidate, how many tool calls its reply makes (schema version 3); None for a pair without tools,
+    #: so a tool-using pair's series can be told apart from a text-only one.
+    tool_calls: tuple[int, int] | None = None
     #: Per dimension (seed 000's four, or the rubric's criteria) the primary judge scored in both orders:
     #: whether its orders disagree on the dimension's winner, and the winner they agree on. The same
     #: primary facts on the tie-break stage's record, so a label joined to either compares them.

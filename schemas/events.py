@@ -193,6 +193,8 @@ class InjectionFlag(Contract):
     excerpt: str = Field(default="", max_length=80)
     #: Where it was found (schema version 2): ``output``; ``turn N``, the candidate's reply to user turn N of
     #: a transcript; or ``task turn N (role)``, turn N of the task's conversation (docs/guides/conversations.md).
+    #: Schema version 3 adds ``tool call N`` (a candidate's call N) and ``task turn N (assistant) tool call M``
+    #: (docs/guides/tool-calls.md); a tool's result is its turn, ``task turn N (tool)``.
     where: str = Field(default="output", min_length=1, max_length=40)
 
 

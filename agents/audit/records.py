@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pairjudge.agents.audit.ambiguity import dimension_facts, rules_cited
 from pairjudge.agents.core import Decision
+from pairjudge.agents.tool_views import reply_length
 from pairjudge.agents.validation import JudgeCall
 from pairjudge.schemas import JudgeInfo, TieBreakRequest
 from pairjudge.schemas.audit import (
@@ -18,7 +19,7 @@ from pairjudge.schemas.audit import (
     RelativeWinner,
 )
 from pairjudge.schemas.events import OrderingResult
-from pairjudge.schemas.pair import CandidatePair
+from pairjudge.schemas.pair import Candidate, CandidatePair
 from pairjudge.schemas.rubric import InlineRubric, RubricRef
 
 
@@ -68,8 +69,14 @@ def _model_mismatch(calls: Iterable[JudgeCall]) -> str | None:
     return None
 
 
+def output_chars(candidate: Candidate) -> int:
+    """A reply's length for the drift series: its text, and each tool call as the judge is shown it
+    (``agents.tool_views.reply_length``; schema version 3). A reply without calls is its text's length, as before."""
+    return reply_length(candidate.output, candidate.tool_calls) if candidate.tool_calls else len(candidate.output)
+
+
 def longer_candidate(pair: CandidatePair) -> RelativeWinner | None:
-    first, second = (len(c.output) for c in pair.candidates)
+    first, second = (output_chars(c) for c in pair.candidates)
     if first == second:
         return None
     return "first" if first > second else "second"
@@ -135,7 +142,8 @@ def decision_record(
         traffic=pair.metadata.traffic,
         roles=(first.source.role, second.source.role),
         models=(first.source.model, second.source.model),
-        chars=(len(first.output), len(second.output)),
+        chars=(output_chars(first), output_chars(second)),
+        tool_calls=(len(first.tool_calls), len(second.tool_calls)) if pair.uses_tools else None,
         dimensions=dimension_facts(judged_primary, candidates),
         rules_cited=rules_cited(_inline_rubric(pair, catalog), judged_primary),
         escalated_from=facts.escalated_from if primary else (),

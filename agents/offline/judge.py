@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from pydantic import ValidationError
@@ -50,9 +51,23 @@ def judge_reply(request: JudgeRequest) -> Reply:
     if request.slots is None:
         raise JudgeRejected(f"offline judge got a {request.template} request without the pair's slots")
     try:
-        return scorer(request.slots)
+        return scorer(_with_calls_as_text(request.slots))
     except ValidationError as exc:  # our own bug; never hand out an unvalidated reply
         raise JudgeRejected(f"offline judge built an invalid {request.template} reply: {exc}") from exc
+
+
+def _with_calls_as_text(slots: PromptSlots) -> PromptSlots:
+    """The slots with each output's tool calls appended to its text, one JSON line a call (as the prompt shows
+    them, ``agents.tool_views``): the offline judge's scorers read texts, so the calls are compared as data,
+    text against text (the same calls read alike, and a reply that says nothing but calls is not blank).
+    Slots without calls are returned as they are, so every pinned reply stays as it was."""
+    if not slots.calls_a and not slots.calls_b:
+        return slots
+    return dataclasses.replace(
+        slots,
+        output_a="\n".join((slots.output_a, *slots.calls_a)).strip(),
+        output_b="\n".join((slots.output_b, *slots.calls_b)).strip(),
+    )
 
 
 #: For tests and docs: which scorer answers which template.

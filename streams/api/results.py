@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pairjudge.agents.tool_views import reply_length
 from pairjudge.schemas import CandidatePair, PairVerdict
 from pairjudge.streams.api.outcomes import Outcome
 from pairjudge.streams.kafka.dead_letters import guess_pair_id
@@ -125,7 +126,11 @@ def _describe_pair(row: PairResult, pair: CandidatePair) -> None:
     first, second = pair.candidates
     row.candidate_ids = (first.candidate_id, second.candidate_id)
     row.human = pair.human_label.winner if pair.human_label else None
-    row.lengths = (len(first.output.strip()), len(second.output.strip()))
+    # A reply with tool calls counts them as the judge is shown them (agents.tool_views, schema version 3).
+    row.lengths = (
+        reply_length(first.output.strip(), first.tool_calls),
+        reply_length(second.output.strip(), second.tool_calls),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ piece of model or user text is left for Jinja2's autoescaping.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,7 +20,16 @@ from starlette.requests import Request
 from starlette.templating import Jinja2Templates
 
 from pairjudge.agents.prompt_blocks import interleave
-from pairjudge.schemas import CandidatePair, ControlUpdate, HeadToHeadRubric, PairwiseRubric, ToneStyleRubric
+from pairjudge.agents.tool_views import call_view, definition_view, message_views
+from pairjudge.schemas import (
+    CandidatePair,
+    ControlUpdate,
+    HeadToHeadRubric,
+    Message,
+    PairwiseRubric,
+    ToneStyleRubric,
+    ToolCall,
+)
 from pairjudge.schemas.kinds import CHOICE_KEYS
 from pairjudge.schemas.kinds import CONTROLS as CONTROL_SPECS
 from pairjudge.schemas.scores import ScoreSnapshot
@@ -97,6 +107,21 @@ def _transcript(pair: CandidatePair, candidate_id: str) -> list[tuple[str, str]]
     return list(interleave(history, c.turns, pair.task.question, c.output)[:-1])
 
 
+def _shown(role: str, text: str) -> tuple[str, str]:
+    """A turn for the page: a tool call or result (one JSON line, ``agents.tool_views``) indented for people."""
+    if role in ("tool", "tool_call"):
+        return role.replace("_", " "), json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    return role, text
+
+
+def _turns(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    return [_shown(role, text) for m in messages for role, text in message_views(m)]
+
+
+def _calls(calls: Sequence[ToolCall]) -> list[str]:
+    return [_shown("tool_call", call_view(c))[1] for c in calls]
+
+
 def item_context(item: Item | None) -> dict[str, Any]:
     """The claimed item as the queue page shows it: the task, the two outputs in the order drawn, the rubric."""
     if item is None:
@@ -115,7 +140,13 @@ def item_context(item: Item | None) -> dict[str, Any]:
             # A conversation (docs/guides/conversations.md): the turns before the last user turn, in order
             # with their roles; a transcript comparison shows each candidate's whole conversation instead.
             "transcript": transcript,
-            "history": [] if transcript else [(m.role, m.content) for m in pair.task.history],
+            "history": [] if transcript else _turns(pair.task.history),
+            # Tools (schema version 3, docs/guides/tool-calls.md): what was offered, the calls and results
+            # after the last user turn, and each output's own calls; all escaped like any text.
+            "tools": [_shown("tool", definition_view(t))[1] for t in pair.task.tools],
+            "after": _turns(pair.task.after_question),
+            "left_calls": _calls(pair.candidate(item.left).tool_calls),
+            "right_calls": _calls(pair.candidate(item.right).tool_calls),
             "left_turns": _transcript(pair, item.left) if transcript else [],
             "right_turns": _transcript(pair, item.right) if transcript else [],
             "rubric": _rubric_view(item),

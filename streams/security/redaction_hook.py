@@ -21,7 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from pairjudge.agents.redaction import Hook, Redactor, builtin_detectors, custom_detector, placeholder
-from pairjudge.schemas import ReviewRequest
+from pairjudge.schemas import ReviewRequest, ToolCall
 from pairjudge.schemas.events import OrderingResult
 
 if TYPE_CHECKING:  # the settings' shape only: security sits below the settings (pyproject's layer contract)
@@ -77,25 +77,49 @@ class EventRedactor:
         """Bytes redacted as UTF-8 text; bytes that are not UTF-8 pass through unchanged around the matches."""
         return self.text(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
+    def _calls(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+        """Tool calls with their arguments redacted as text (a placeholder has no quote, so JSON stays JSON)."""
+        redacted = ((c, c.function.model_copy(update={"arguments": self.text(c.function.arguments)})) for c in calls)
+        return tuple(c.model_copy(update={"function": function}) for c, function in redacted)
+
     def review_request(self, request: ReviewRequest) -> ReviewRequest:
         """``request`` with its task (every turn), outputs (every turn) and judge texts redacted, marked
         ``redacted=True``."""
         pair = request.pair
         text, optional = self.text, self._optional
-        # Every turn of a conversation, system turns included: any of them may quote a person.
-        messages = tuple(m.model_copy(update={"content": text(m.content)}) for m in pair.task.messages)
-        if messages and not messages[-1].content:
+        # Every turn of a conversation, system turns included: any of them may quote a person. So may a tool's
+        # result and a call's arguments (schema version 3): an order lookup returns a customer's address.
+        messages = tuple(
+            m.model_copy(update={"content": text(m.content), "tool_calls": self._calls(m.tool_calls)})
+            for m in pair.task.messages
+        )
+        asked = len(pair.task.history)  # the last user turn: the candidates reply to it (or to tools after it)
+        if messages and not messages[asked].content:
             # The last user turn must not be empty (Task): a redaction that removes all of it says so.
-            messages = (*messages[:-1], messages[-1].model_copy(update={"content": placeholder("empty")}))
+            emptied = messages[asked].model_copy(update={"content": placeholder("empty")})
+            messages = (*messages[:asked], emptied, *messages[asked + 1 :])
+        described = (
+            (t, t.function.model_copy(update={"description": text(t.function.description)})) for t in pair.task.tools
+        )
+        tools = tuple(t.model_copy(update={"function": function}) for t, function in described)
         task = pair.task.model_copy(
             update={
                 "prompt": None if pair.task.prompt is None else text(pair.task.prompt) or placeholder("empty"),
                 "context": optional(pair.task.context),
                 "messages": messages,
+                "tools": tools,
             }
         )
         candidates = tuple(
-            c.model_copy(update={"output": text(c.output), "turns": tuple(text(t) for t in c.turns)})
+            c.model_copy(
+                update={
+                    # In a pair with tools a reply without text needs its calls (CandidatePair): a text the
+                    # redactor removed whole says so, like the task's.
+                    "output": text(c.output) or (placeholder("empty") if c.output and pair.uses_tools else ""),
+                    "turns": tuple(text(t) for t in c.turns),
+                    "tool_calls": self._calls(c.tool_calls),
+                }
+            )
             for c in pair.candidates
         )
         update: dict[str, object] = {"task": task, "candidates": candidates}

@@ -40,7 +40,7 @@ from pairjudge.agents.pair_checks import resolve_rubric
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.prompts import render_primary, render_tiebreak
 from pairjudge.agents.validation import check_head_to_head, check_pairwise, check_tiebreak, parse_reply
-from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, CandidatePair, TieBreakRequest
+from pairjudge.schemas import DEFAULT_TIEBREAK_WEIGHTS, SCHEMA_VERSION, CandidatePair, TieBreakRequest
 from pairjudge.schemas.events import Order
 from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply, ToneStyleReply
 from pairjudge.schemas.rubric import Criterion, HeadToHeadRubric, PairwiseRubric
@@ -72,6 +72,10 @@ _LATER_FIELDS: dict[str, tuple[object, ...]] = {
     # The pinned judge is unpriced: its decisions' spend is unknown (None), a decision without calls costs 0.
     "pair_cost_usd": (None, 0.0),
     "primary_cost_usd": (None,),
+    # Schema version 3's tools (issue 37): a pair without tools holds them empty.
+    "tools": ((), []),
+    "tool_calls": ((), [], None),
+    "tool_call_id": (None,),
 }
 
 
@@ -80,11 +84,20 @@ def _without_later_cost(view: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in view.items() if not (k == "cost_usd" and v in (None, 0.0))}
 
 
+#: The version the pins' events were written at. Each outcome carries the version this code writes, and a
+#: version bump (3, for tools) changes that number and nothing else in them: the views show it as pinned when
+#: it is the version written now (any other version still changes the digest). test_poison_events pins
+#: which version is written.
+_PINNED_VERSION = 2
+
+
 def _scrub(value: Any, later: dict[str, tuple[object, ...]] = _LATER_FIELDS) -> Any:
     """A JSON-mode dump (or a dataclass's ``asdict``) without the clock's fields and ``later`` defaults."""
     if isinstance(value, dict):
         return {
-            k: None if k in _CLOCK_FIELDS else _scrub(v, later)
+            k: None
+            if k in _CLOCK_FIELDS
+            else (_PINNED_VERSION if k == "schema_version" and v == SCHEMA_VERSION else _scrub(v, later))
             for k, v in value.items()
             if not (k in later and any(v == d for d in later[k]))
         }

@@ -69,7 +69,7 @@ def test_jsonl_valid_labels_in_order_with_line_numbers() -> None:
         (_label(winner="not a candidate"), "invalid_field"),  # spaces: neither an id nor TIE
         (_label(from_audit="maybe"), "invalid_field"),
         (_label(rationale="x" * 5_001), "invalid_field"),  # over the contract's 5,000 characters
-        (_label(schema_version=3), "unsupported_schema_version"),
+        (_label(schema_version=4), "unsupported_schema_version"),
         (b'{"pair_id": "p-\xff", "winner": "A", "reviewer": "r"}', "not_utf8"),
         (b"[" * 100 + b"]" * 100, "too_deep"),
         (b'{"pair_id": "p-1", "winner": "A", "reviewer": "r", "n": ' + b"9" * 200 + b"}", "number_too_large"),

@@ -226,7 +226,7 @@ def test_decode_never_raises_anything_but_input_rejected_on_mangled_events() -> 
 # --- schema versions --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [99, -1, 3, 0, "2", "1", True, 1.0, 2.0, None, [1], {"v": 1}])
+@pytest.mark.parametrize("version", [99, -1, 4, 0, "2", "1", True, 1.0, 2.0, None, [1], {"v": 1}])
 def test_unknown_or_malformed_schema_versions_are_unsupported(version: object) -> None:
     raw = _event({**_good(), "schema_version": version})
     error = _rejected(raw)
@@ -243,8 +243,8 @@ def test_the_known_version_and_a_missing_one_are_accepted() -> None:
 
 
 def test_the_version_is_the_reason_even_when_other_fields_differ() -> None:
-    # A version-3 producer may add fields; "unknown_field" would hide the real cause.
-    raw = _event({**_good(), "schema_version": 3, "field_of_v3": {"x": 1}})
+    # A version-4 producer may add fields; "unknown_field" would hide the real cause.
+    raw = _event({**_good(), "schema_version": 4, "field_of_v4": {"x": 1}})
     assert _rejected(raw).reason == "unsupported_schema_version"
 
 
@@ -260,11 +260,11 @@ def test_a_nested_event_with_an_unknown_version_is_unsupported() -> None:
             }
         ).model_dump_json()
     )
-    request["pair"]["schema_version"] = 3
+    request["pair"]["schema_version"] = 4
     with pytest.raises(InputRejected) as info:
         decode(TieBreakRequest, _event(request), max_bytes=MAX_EVENT)
     assert info.value.reason == "unsupported_schema_version"
-    assert info.value.detail.startswith("pair.schema_version 3 ")
+    assert info.value.detail.startswith("pair.schema_version 4 ")
 
 
 def test_a_huge_version_string_is_not_echoed() -> None:
