@@ -119,9 +119,9 @@ __all__ = [
     "TieBreakRequest",
     "TieBreakWeights",
     "ToneStyleRubric",
-    "TraceContext",
-    "UnseenPart",
     "ToolCall",
     "ToolDefinition",
+    "TraceContext",
+    "UnseenPart",
     "WeightedCriterion",
 ]
