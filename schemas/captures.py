@@ -117,7 +117,7 @@ class CapturedMessage(Contract):
         return ()
 
 
-class FunctionDefinition(Contract):
+class CapturedFunctionDefinition(Contract):
     """A function tool offered to the model, in OpenAI's shape (Anthropic's ``input_schema`` is ``parameters``)."""
 
     name: str = Field(min_length=1, max_length=200)
@@ -129,7 +129,7 @@ class FunctionDefinition(Contract):
 
 class CapturedTool(Contract):
     type: Literal["function"] = "function"
-    function: FunctionDefinition
+    function: CapturedFunctionDefinition
 
 
 class NamedFunction(Contract):

@@ -36,6 +36,7 @@ from pairjudge.agents.capture._read import (
 )
 from pairjudge.schemas.captures import (
     CapturedFunctionCall,
+    CapturedFunctionDefinition,
     CapturedMessage,
     CapturedRequest,
     CapturedResponse,
@@ -43,7 +44,6 @@ from pairjudge.schemas.captures import (
     CapturedToolCall,
     ContentPart,
     FinishReason,
-    FunctionDefinition,
     NamedFunction,
     NamedToolChoice,
     ResponseFormat,
@@ -223,7 +223,7 @@ def _tools(body: Body) -> tuple[tuple[CapturedTool, ...], tuple[str, ...]]:
         tool = obj(raw, f"tools[{i}]")
         if tool.get("type", "custom") == "custom" and "input_schema" in tool:
             schema = tool.get("input_schema")
-            function = FunctionDefinition(
+            function = CapturedFunctionDefinition(
                 name=text(tool.get("name"), f"tools[{i}].name"),
                 description=opt_str(tool, "description"),
                 parameters=dict(schema) if isinstance(schema, dict) else None,

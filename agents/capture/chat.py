@@ -28,6 +28,7 @@ from pairjudge.agents.capture._read import (
 )
 from pairjudge.schemas.captures import (
     CapturedFunctionCall,
+    CapturedFunctionDefinition,
     CapturedMessage,
     CapturedRequest,
     CapturedResponse,
@@ -35,7 +36,6 @@ from pairjudge.schemas.captures import (
     CapturedToolCall,
     ContentPart,
     FinishReason,
-    FunctionDefinition,
     NamedFunction,
     NamedToolChoice,
     ResponseFormat,
@@ -226,9 +226,9 @@ def _tools(body: Body) -> tuple[tuple[CapturedTool, ...], tuple[str, ...]]:
     return tuple(tools), tuple(builtin)
 
 
-def _function(f: Body) -> FunctionDefinition:
+def _function(f: Body) -> CapturedFunctionDefinition:
     parameters = f.get("parameters")
-    return FunctionDefinition(
+    return CapturedFunctionDefinition(
         name=text(f.get("name"), "function.name"),
         description=opt_str(f, "description"),
         parameters=dict(parameters) if isinstance(parameters, dict) else None,

@@ -34,6 +34,7 @@ from pairjudge.agents.capture._read import (
 )
 from pairjudge.schemas.captures import (
     CapturedFunctionCall,
+    CapturedFunctionDefinition,
     CapturedMessage,
     CapturedRequest,
     CapturedResponse,
@@ -41,7 +42,6 @@ from pairjudge.schemas.captures import (
     CapturedToolCall,
     ContentPart,
     FinishReason,
-    FunctionDefinition,
     NamedFunction,
     NamedToolChoice,
     ResponseFormat,
@@ -214,7 +214,7 @@ def _tools(body: Body) -> tuple[tuple[CapturedTool, ...], tuple[str, ...]]:
         tool = obj(raw, f"tools[{i}]")
         if tool.get("type") == "function":
             parameters = tool.get("parameters")
-            function = FunctionDefinition(
+            function = CapturedFunctionDefinition(
                 name=text(tool.get("name"), f"tools[{i}].name"),
                 description=opt_str(tool, "description"),
                 parameters=dict(parameters) if isinstance(parameters, dict) else None,

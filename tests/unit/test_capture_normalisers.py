@@ -23,7 +23,7 @@ from pairjudge.agents.capture import (
     responses_request,
     responses_response,
 )
-from pairjudge.schemas import WIRE_CONTEXT, Capture
+from pairjudge.schemas import SCHEMA_VERSION, WIRE_CONTEXT, Capture
 from pairjudge.schemas.captures import NamedFunction, NamedToolChoice, TextPart, UnseenPart
 from pairjudge.schemas.export import EXPORTED
 from tests.fixtures.provider_streams import (
@@ -305,7 +305,7 @@ def test_a_capture_round_trips_through_its_wire_form() -> None:
     )
     again = Capture.model_validate_json(capture.model_dump_json(), context=WIRE_CONTEXT)
     assert again == capture
-    assert again.schema_version == 2
+    assert again.schema_version == SCHEMA_VERSION
     assert again.trace is not None
     assert again.trace.traceparent.startswith("00-0af7")
     assert (again.source.route, again.source.prompt_version, again.hints.tags) == ("/support", "v7", ("beta",))
