@@ -143,10 +143,10 @@ TOPICS: Mapping[TopicKind, TopicKindSpec] = MappingProxyType(
 #: their enums list exactly these.
 Stage = Literal["primary", "tiebreak"]
 #: Every stage a worker runs: each consumes one topic with one Faust agent and records what it published per
-#: input (``streams.worker.published``), so a redelivered input publishes the same outcome again. Today the
-#: judging stages; a stage that judges nothing (the shadow stage: captures in, pairs out) joins this Literal,
-#: ``Literal[Stage, "shadow"]``, and ``STAGES``, leaving the judging contracts' enums as they are.
-WorkerStage = Stage
+#: input (``streams.worker.published``), so a redelivered input publishes the same outcome again. The judging
+#: stages, and the shadow stage, which judges nothing (captures in, pairs out: ``streams.shadow``) and so stays
+#: out of ``Stage`` and the judging contracts' enums.
+WorkerStage = Literal[Stage, "shadow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,11 +161,13 @@ STAGES: Mapping[WorkerStage, StageSpec] = MappingProxyType(
     {
         "primary": StageSpec(source="pairs", agent="pairjudge.judge"),
         "tiebreak": StageSpec(source="tiebreak", agent="pairjudge.tiebreak"),
+        "shadow": StageSpec(source="captures", agent="pairjudge.shadow"),
     }
 )
 #: Where an input can fail, as a dead letter records it: reading its bytes, checking the pair, the primary
-#: stage's judging, the tie-break stage.
-DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak"]
+#: stage's judging, the tie-break stage, the shadow stage (a capture: unreadable, set aside, or its challenger
+#: failed).
+DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak", "shadow"]
 DEAD_LETTER_STAGES: tuple[DeadLetterStage, ...] = get_args(DeadLetterStage)
 
 
