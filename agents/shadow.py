@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,9 +108,24 @@ def drawn(capture_id: str, experiment_id: str, share: float) -> bool:
     return audit_fraction(f"{experiment_id}\x1f{capture_id}", seed=SHADOW_SEED) < share
 
 
-def joins(capture: Capture, experiments: Sequence[Experiment]) -> list[Experiment]:
-    """The experiments ``capture`` is asked for: matching, not paused, and drawn into the share."""
-    return [e for e in experiments if not e.paused and matches(e, capture) and drawn(capture.capture_id, e.id, e.share)]
+def joins(
+    capture: Capture,
+    experiments: Sequence[Experiment],
+    *,
+    paused: Collection[str] = (),
+    shares: Mapping[str, float] | None = None,
+) -> list[Experiment]:
+    """The experiments ``capture`` is asked for: matching, not paused, and drawn into the share. ``paused`` and
+    ``shares`` are the live changes (``Policy.shadow_live``): experiments paused, and shares replaced, by id."""
+    live = shares or {}
+    return [
+        e
+        for e in experiments
+        if not e.paused
+        and e.id not in paused
+        and matches(e, capture)
+        and drawn(capture.capture_id, e.id, live.get(e.id, e.share))
+    ]
 
 
 def shadow_pair_id(capture_id: str, experiment_id: str) -> str:

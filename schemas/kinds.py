@@ -32,6 +32,7 @@ __all__ = [
     "RISK_THRESHOLD_KEYS",
     "STAGES",
     "SWITCH_KEYS",
+    "TEXT_KEYS",
     "TOPICS",
     "ControlKey",
     "ControlSpec",
@@ -194,8 +195,11 @@ ControlKey = Literal[
     "spend_experiment_hourly_cap_usd",
     "spend_action",
     "spend_sample_share",
+    "shadow_paused",
+    "shadow_shares",
 ]
-ControlValueKind = Literal["switch", "number", "choice"]
+#: ``text``: a short list the key's ``Policy`` field parses (the shadow experiments' live changes).
+ControlValueKind = Literal["switch", "number", "choice", "text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,10 +247,16 @@ CONTROLS: Mapping[ControlKey, ControlSpec] = MappingProxyType(
         "spend_experiment_hourly_cap_usd": _NUMBER,
         "spend_action": ControlSpec("choice", choices=("review", "sample", "queue")),
         "spend_sample_share": _NUMBER,
+        # The shadow stage's experiments (streams.shadow): paused ones, and shares changed live, by experiment id.
+        # Set with ``pairjudge control set``, not on the form (a list of ids is not a form field).
+        "shadow_paused": ControlSpec("text", on_form=False),
+        "shadow_shares": ControlSpec("text", on_form=False),
     }
 )
 #: The control keys whose value is a switch rather than a number.
 SWITCH_KEYS: tuple[ControlKey, ...] = tuple(k for k, spec in CONTROLS.items() if spec.value == "switch")
+#: The control keys whose value is a short text their ``Policy`` field parses.
+TEXT_KEYS: tuple[ControlKey, ...] = tuple(k for k, spec in CONTROLS.items() if spec.value == "text")
 #: The control keys whose value is one of a few words.
 CHOICE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {k: spec.choices for k, spec in CONTROLS.items() if spec.value == "choice"}

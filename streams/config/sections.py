@@ -411,6 +411,12 @@ class PolicySettings(_Section):
     spend_action: Literal["review", "sample", "queue"] = "review"
     #: The share of a capped scope's pairs the "sample" action still judges (by pair id).
     spend_sample_share: float = Field(default=0.1, ge=0, le=1)
+    #: The shadow experiments paused, by id, comma-separated (docs/guides/production-traffic.md#live-changes): they
+    #: make no pairs. Usually set live (``pairjudge control set shadow_paused support-v8``).
+    shadow_paused: str = ""
+    #: The shadow experiments' shares, ``id=share`` pairs, comma-separated, replacing the experiments file's
+    #: (``pairjudge control set shadow_shares support-v8=0.2``).
+    shadow_shares: str = ""
 
     def to_policy(self) -> Policy:
         """The policy these settings configure: every field ``Policy`` has (the rest, such as the label budget,

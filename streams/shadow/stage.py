@@ -113,7 +113,8 @@ class ShadowStage:
                 await self._delivery.publish([self._letter(exc.reason, exc.detail, raw, origin)])
                 return False
             tracer = self._telemetry.tracer
-            for experiment in joins(capture, self.experiments):
+            paused, shares = self._policy.current.shadow_live()
+            for experiment in joins(capture, self.experiments, paused=paused, shares=shares):
                 with tracer.start_as_current_span("pairjudge.shadow", context=extract_context(event.headers)) as span:
                     span.set_attributes(
                         {

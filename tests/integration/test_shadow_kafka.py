@@ -27,10 +27,11 @@ from pairjudge.agents.capture.build import make_capture
 from pairjudge.agents.shadow import shadow_pair_id
 from pairjudge.schemas.captures import Capture
 from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.control.live import publish_control
 from pairjudge.streams.kafka.collector import collect_outcomes
 from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.security.kafka_clients import client_config
-from pairjudge_dev.workers import kafka_run, running_worker, wait_until_committed
+from pairjudge_dev.workers import kafka_run, running_worker, wait_for_log, wait_until_committed
 from tests.fixtures.fake_judge_server import (
     Action,
     FakeJudgeServer,
@@ -258,3 +259,30 @@ async def test_a_challenger_that_stays_down_is_retried_then_the_capture_is_dead_
     # Every ask, and every HTTP retry of each: then no more.
     assert len(fake_judge_server.requests) == ATTEMPTS * (HTTP_RETRIES + 1)
     assert not await _read_all(settings, "pairs", want=1, timeout=3)
+
+
+async def test_live_control_changes_an_experiment_s_share_and_pauses_it(
+    kafka_bootstrap: str, tmp_path: Path, fake_judge_server: FakeJudgeServer
+) -> None:
+    fake_judge_server.set_responder(_challenger)
+    settings = await _settings(kafka_bootstrap, tmp_path, "shadow-live", fake_judge_server.base_url)
+    # The file says 0: no capture would join. The control topic raises it before the worker starts.
+    path = tmp_path / "experiments.json"
+    data = json.loads(path.read_text())
+    data["experiments"][0]["share"] = 0.0
+    path.write_text(json.dumps(data))
+    await publish_control(settings, "shadow_shares", f"{EXPERIMENT}=1.0", "test")
+    first, second = _capture("cap-live-1", "First question?"), _capture("cap-live-2", "Second question?")
+    log = tmp_path / "worker.log"
+    with running_worker(settings, log):
+        await _produce(settings, [first])
+        outcomes = await collect_outcomes(settings, {shadow_pair_id("cap-live-1", EXPERIMENT)}, timeout=90)
+        assert outcomes.complete, log.read_text()[-3000:]
+        await publish_control(settings, "shadow_paused", EXPERIMENT, "test")
+        assert "control: shadow_paused" in await wait_for_log(log, "control: shadow_paused", 30)
+        await _produce(settings, [second])
+        assert await wait_until_committed(settings, 60, kind="captures"), log.read_text()[-3000:]
+    assert _asks(fake_judge_server, "First question?") == 1
+    assert _asks(fake_judge_server, "Second question?") == 0
+    pairs = await _read_all(settings, "pairs", want=2, timeout=5)
+    assert [p["pair_id"] for p in pairs] == [shadow_pair_id("cap-live-1", EXPERIMENT)]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pairjudge.agents.capture.build import make_capture
+from pairjudge.agents.policy import Policy
 from pairjudge.agents.shadow import (
     CHALLENGER_ID,
     CHAMPION_ID,
@@ -25,7 +26,7 @@ from pairjudge.agents.shadow import (
     set_aside,
     shadow_pair_id,
 )
-from pairjudge.schemas import CandidatePair
+from pairjudge.schemas import CandidatePair, ControlUpdate
 from pairjudge.schemas.captures import Capture
 from pairjudge.schemas.experiments import Experiment, ExperimentFile
 
@@ -147,6 +148,21 @@ def test_joins_leaves_out_paused_unmatched_and_undrawn_experiments() -> None:
         _experiment(id="never", share=0.0),
     ]
     assert [e.id for e in joins(_capture(), experiments)] == ["on"]
+
+
+def test_live_changes_pause_an_experiment_and_change_its_share() -> None:
+    experiments = [_experiment(id="a"), _experiment(id="b", share=0.0)]
+    capture = _capture()
+    assert [e.id for e in joins(capture, experiments)] == ["a"]
+    policy = Policy().apply(ControlUpdate(key="shadow_paused", value="a"))
+    policy = policy.apply(ControlUpdate(key="shadow_shares", value="b=1.0, a=0.5"))
+    paused, shares = policy.shadow_live()
+    assert (paused, shares) == (frozenset({"a"}), {"b": 1.0, "a": 0.5})
+    assert [e.id for e in joins(capture, experiments, paused=paused, shares=shares)] == ["b"]
+    with pytest.raises(ValueError, match="shadow_shares"):
+        Policy().apply(ControlUpdate(key="shadow_shares", value="a=2"))
+    with pytest.raises(ValueError, match="shadow_shares"):
+        Policy().apply(ControlUpdate(key="shadow_shares", value="a"))
 
 
 def test_the_pair_id_derives_from_the_capture_and_experiment_alone() -> None:
