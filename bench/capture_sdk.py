@@ -15,7 +15,7 @@ works as it would beside a real app, not flat out):
      own, answering the chat completion above at once), bare and wrapped, interleaved: the round trip an app
      sees, where the wrapper's part is within noise.
 
-2. **Memory with Kafka unreachable**: captures (a 6-turn conversation with tools, about 3 kB) at ``--rate`` for
+2. **Memory with Kafka unreachable**: captures (each a new 6-turn conversation with tools, about 5 kB) at ``--rate`` for
    ``--rss-seconds`` (``--five-minutes`` for the issue's 5 minutes) into a sink whose broker is a closed port; the
    process's RSS each second, the buffer, the drops. At the end every capture must be accounted for: sent 0,
    dropped (counted by reason) = made.
@@ -286,7 +286,6 @@ async def caller_path(args: argparse.Namespace, bootstrap: str) -> list[Row]:
 
 async def memory_with_kafka_down(args: argparse.Namespace) -> tuple[Table, str]:
     sink = CaptureSink(f"127.0.0.1:{closed_port()}", max_buffered=args.max_buffered, send_timeout_s=2.0)
-    requests = [copy.deepcopy(REQUEST) for _ in range(50)]  # distinct objects, as an app's requests are
     gc.collect()
     start_rss = rss_mb()
     table = Table(title=f"RSS with Kafka unreachable, {args.rate:.0f} captures/s, buffer {args.max_buffered}")
@@ -298,7 +297,10 @@ async def memory_with_kafka_down(args: argparse.Namespace) -> tuple[Table, str]:
     began = time.perf_counter()
     for second in range(1, args.rss_seconds + 1):
         while time.perf_counter() - began < second:
-            sink.capture(requests[made % len(requests)], REPLY)
+            # A new request each time, as an app's are: what the buffer holds on to is real memory.
+            request = copy.deepcopy(REQUEST)
+            request["messages"][1] = {"role": "user", "content": f"Question {made}: " + "x" * 2000}
+            sink.capture(request, REPLY)
             made += 1
             await asyncio.sleep(interval)
         peak = max(peak, rss_mb())

@@ -60,6 +60,8 @@ DROP_REASONS: Final[tuple[DropReason, ...]] = (
     "kafka_unavailable",
     "error",
 )
+#: Seconds between two warnings of the same kind.
+_WARN_EVERY_S: Final = 60.0
 #: Seconds between attempts to reach a broker that is down (doubling up to the last).
 _RECONNECT_S: Final = (0.5, 1.0, 2.0, 5.0, 10.0)
 
@@ -162,7 +164,7 @@ class CaptureSink:
         self._wake: asyncio.Event | None = None
         self._wake_pending = False
         self._closing = False
-        self._last_warned = -60.0
+        self._warned: dict[str, float] = {}
         self._stopped = threading.Event()
         self._ready = threading.Event()
         # Started now, not on the first capture: the caller's path never waits for a thread to start.
@@ -203,6 +205,9 @@ class CaptureSink:
             if len(self._buffer) >= self._max:
                 self._drop("buffer_full")
                 return False
+            if self._stopped.is_set():  # the sending thread ended on a bug (logged): nothing would send it
+                self._drop("error")
+                return False
             span = trace.get_current_span().get_span_context()
             self._buffer.append(
                 _Pending(
@@ -240,8 +245,12 @@ class CaptureSink:
             self._stopped.wait(timeout)
             if not self._stopped.is_set():
                 log.warning("capture sink: not flushed within %.1f s", timeout)
-        left = len(self._buffer)
-        self._buffer.clear()
+        # Popped one by one: a capture the sending thread takes meanwhile is counted there, not twice.
+        left = 0
+        with contextlib.suppress(IndexError):
+            while True:
+                self._buffer.popleft()
+                left += 1
         if left:
             self._drop("kafka_unavailable", count=left)
         return self.stats()
@@ -260,9 +269,16 @@ class CaptureSink:
                 self._dropped[reason] += count
             self._drop_counter.add(count, {"reason": reason})
             if exc is not None:
-                log.warning("capture dropped (%s): %s", reason, type(exc).__name__)
+                self._warn(reason, "capture dropped (%s): %s", reason, type(exc).__name__)
         except Exception:  # noqa: BLE001, S110 - counting must not raise into the caller either
             pass
+
+    def _warn(self, what: str, message: str, *args: object) -> None:
+        # Once a minute for each kind of trouble: a broker down for an hour must not fill the app's log.
+        now = time.monotonic()
+        if now - self._warned.get(what, -_WARN_EVERY_S) >= _WARN_EVERY_S:
+            self._warned[what] = now
+            log.warning(message, *args)
 
     # --- the background thread ----------------------------------------------------------------------------
 
@@ -340,10 +356,9 @@ class CaptureSink:
         try:
             await asyncio.wait_for(producer.start(), timeout=self._send_timeout)
         except Exception as exc:  # noqa: BLE001 - a broker down now is retried; its captures wait (bounded)
-            now = time.monotonic()
-            if now - self._last_warned >= 60:  # once a minute, not once a retry
-                self._last_warned = now
-                log.warning("capture sink: cannot reach Kafka at %s (%s); retrying", self._client, type(exc).__name__)
+            self._warn(
+                "connect", "capture sink: cannot reach Kafka at %s (%s); retrying", self._client, type(exc).__name__
+            )
             with contextlib.suppress(Exception):
                 await producer.stop()
             return None
@@ -365,7 +380,9 @@ class CaptureSink:
             self._sent += len(records) - len(failed)
         self._sent_counter.add(len(records) - len(failed))
         if failed:
-            log.warning("capture sink: Kafka did not take %d captures (%s)", len(failed), type(failed[0]).__name__)
+            self._warn(
+                "send", "capture sink: Kafka did not take %d captures (%s)", len(failed), type(failed[0]).__name__
+            )
             self._drop("kafka_unavailable", count=len(failed))
 
     def _encode_batch(self) -> list[_Record]:
@@ -376,13 +393,14 @@ class CaptureSink:
                 capture = self._build(pending)
                 value = capture.model_dump_json().encode()
             except CaptureUnreadable as exc:
-                log.warning("capture dropped (unreadable): %s", exc)
+                self._warn("unreadable", "capture dropped (unreadable): %s", exc)
                 self._drop("unreadable")
                 continue
             except Exception as exc:  # noqa: BLE001 - one bad exchange must not stop the others
                 self._drop("error", exc)
                 continue
             if len(value) > self._max_bytes:
+                self._warn("too_large", "capture dropped (too_large): %d bytes", len(value))
                 self._drop("too_large")
                 continue
             # The trace context as a header too, where the worker's consumer looks for it.

@@ -132,7 +132,8 @@ def _done(
 
 
 def _body(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    body = {k: v for k, v in kwargs.items() if k not in _NOT_BODY}
+    # Lists copied now, at the call: a stream is captured at its end, by when the app may have added to them.
+    body = {k: list(v) if type(v) is list else v for k, v in kwargs.items() if k not in _NOT_BODY}
     extra = kwargs.get("extra_body")
     if isinstance(extra, Mapping):
         body.update(extra)  # sent in the body: part of the request

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -109,6 +110,10 @@ def _captures(records: list[ConsumerRecord[bytes, bytes]]) -> dict[tuple[str, bo
     return out
 
 
+def chat_body(text: str) -> dict[str, Any]:
+    return {"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+
+
 async def _drain(stream: AsyncIterator[Any]) -> list[Any]:
     return [piece async for piece in stream]
 
@@ -131,7 +136,12 @@ async def test_openai_chat_and_responses_with_tools_streamed_and_not_arrive_as_c
 
     reply = await client.chat.completions.create(**request, extra_headers=headers)
     with capture_meta(prompt_version="v7", tags=["beta"]):
-        stream = await client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
+        messages = list(HISTORY)
+        stream = await client.chat.completions.create(
+            **{**request, "messages": messages}, stream=True, stream_options={"include_usage": True}
+        )
+        # The app adds to its list while it reads the stream: the capture holds the request as it was sent.
+        messages.append({"role": "user", "content": "added while the reply streamed"})
         chunks = await _drain(stream)
     responses_input: list[dict[str, Any]] = [
         {"role": "user", "content": "Weather in Paris?"},
@@ -170,6 +180,7 @@ async def test_openai_chat_and_responses_with_tools_streamed_and_not_arrive_as_c
     assert chat.response.finish_reason == chat_streamed.response.finish_reason == "tool_calls"
     assert chat_streamed.response.usage == chat.response.usage
     assert [m.role for m in chat.request.messages] == ["system", "user", "assistant", "tool", "user"]
+    assert chat_streamed.request.messages == chat.request.messages
     assert chat.request.tools[0].function.name == "get_weather"
     assert chat.request.sampling.temperature == 0.3
     assert (chat.source.model, chat.source.route, chat.hints.headers) == ("gpt-x", "/travel", {"x-experiment": "exp-7"})
@@ -332,3 +343,57 @@ async def test_a_failed_call_or_an_abandoned_stream_captures_nothing(
     await asyncio.sleep(0.3)
     assert sink.stats().sent == 0
     assert sink.stats().dropped_total == 0
+
+
+async def test_unreadable_and_oversized_captures_are_dropped_by_reason_never_raised(closed_port: int) -> None:
+    # Both are decided on the sink's thread before Kafka is reached, so an unreachable broker is enough here.
+    with CaptureSink(f"127.0.0.1:{closed_port}", linger_s=0.0, max_capture_bytes=600, send_timeout_s=1.0) as sink:
+        assert sink.capture({"model": "m", "messages": []}, chat_body("ok"))  # no message: unreadable
+        assert sink.capture({"model": "m", "messages": [{"role": "user", "content": "q" * 1000}]}, chat_body("ok"))
+        assert sink.capture("not a request", chat_body("ok")) is False  # type: ignore[arg-type]  # an app's mistake
+        for _ in range(200):  # the sink's thread decides within a moment
+            if sink.stats().dropped_total >= 3:
+                break
+            await asyncio.sleep(0.05)
+        stats = sink.stats()
+    assert stats.dropped["unreadable"] == 1
+    assert stats.dropped["too_large"] == 1
+    # A request that is not a mapping fails on the caller's path, where it is caught and counted too.
+    assert stats.dropped["error"] == 1
+
+
+async def test_from_settings_uses_the_topic_prefix_and_pairjudge_s_redaction(
+    fake_judge_server: FakeJudgeServer, kafka_bootstrap: str
+) -> None:
+    from pairjudge.streams.config.settings import Settings
+
+    prefix = f"test-capture-{uuid.uuid4().hex[:8]}"
+    settings = Settings.model_validate(
+        {"kafka": {"bootstrap_servers": kafka_bootstrap}, "topics": {"prefix": prefix}, "redaction": {"enabled": True}}
+    )
+    await create_topics(
+        kafka_bootstrap, {f"{prefix}.captures": TopicSpec(partitions=1, compacted=False, replication=1)}
+    )
+    fake_judge_server.script(chat_reply("Call me on +44 20 7946 0958."))
+    with CaptureSink.from_settings(settings, linger_s=0.01) as sink:
+        assert sink.topic == f"{prefix}.captures"
+        client = wrap_openai(AsyncOpenAI(base_url=fake_judge_server.base_url, api_key=OPENAI_KEY), sink)
+        await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "I am bob@example.org"}])
+    records = await _records(kafka_bootstrap, f"{prefix}.captures", 1)
+    assert b"bob@example.org" not in records[0].value
+    assert b"7946" not in records[0].value
+    capture = Capture.model_validate_json(records[0].value, context=WIRE_CONTEXT)
+    assert capture.redacted
+    assert capture.request.messages[0].content == "I am [redacted:email]"
+    assert capture.response.message.content == "Call me on [redacted:phone]."
+
+
+def test_the_capture_bench_runs_with_tiny_counts(kafka_bootstrap: str) -> None:
+    """``bench.capture_sdk`` as a user runs it, tiny, so it cannot rot: exit 0 means every capture made with Kafka
+    up reached Kafka and every capture made with Kafka unreachable was counted as dropped."""
+    from tests.integration.test_bench_smoke import run_bench
+
+    args = ["--calls", "50", "--http-calls", "10", "--rss-seconds", "2", "--rate", "500"]
+    output = run_bench(["bench.capture_sdk", "--bootstrap", kafka_bootstrap, *args], timeout=300)
+    assert "capture() p99" in output, output[-3000:]
+    assert re.search(r"captures made, all \d+ dropped and counted", output), output[-3000:]
