@@ -36,9 +36,9 @@ __all__ = [
 
 #: Who said a turn, as in OpenAI's chat format (``tool``: a tool's result, schema version 3).
 ChatRole = Literal["system", "user", "assistant", "tool"]
-#: A function's name: OpenAI's own rule (letters, digits, ``_`` and ``-``, at most 64), plus ``.`` and ``:``
-#: that other providers' namespaced tools use.
-ToolName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$")]
+#: A function's name: OpenAI's and Anthropic's rule (letters, digits, ``_`` and ``-``; Anthropic allows up to 128),
+#: plus ``.`` and ``:`` that namespaced tools use. Nothing that could form markup: it is shown as it is.
+ToolName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 #: A call's id, as the provider made it (``call_…``, ``toolu_…``): links a tool turn to the call it answers.
 ToolCallId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 
