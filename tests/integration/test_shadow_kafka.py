@@ -50,7 +50,7 @@ pytestmark = [pytest.mark.kafka]
 EXPERIMENT = "exp-a"
 ATTEMPTS = 2
 HTTP_RETRIES = 1
-TOOLS = [
+TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
