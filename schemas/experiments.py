@@ -45,12 +45,14 @@ class Selector(Contract):
 
 
 class Challenger(Contract):
-    """Who answers the capture's request again: an OpenAI-compatible chat completions endpoint and a model,
-    with an optional system prompt and sampling parameters of its own (a new prompt version is a challenger too).
+    """Who answers the capture's request again: an OpenAI-compatible chat completions endpoint or Anthropic's
+    Messages API, and a model, with an optional system prompt and sampling parameters of its own (a new prompt
+    version is a challenger too).
     """
 
-    api: Literal["openai"] = "openai"
-    #: The endpoint's base URL, e.g. ``https://api.openai.com/v1`` (``/chat/completions`` is appended).
+    api: Literal["openai", "anthropic"] = "openai"
+    #: The endpoint's base URL: for ``openai`` e.g. ``https://api.openai.com/v1`` (``/chat/completions`` is appended),
+    #: for ``anthropic`` the API root, ``https://api.anthropic.com`` (``/v1/messages`` is appended).
     base_url: str = Field(min_length=1, max_length=500)
     model: str = Field(min_length=1, max_length=200)
     #: The environment variable holding the API key ("" for a local server without one).

@@ -1,4 +1,5 @@
-"""Asking a challenger: one OpenAI-compatible chat completions endpoint, with the judges' HTTP machinery.
+"""Asking a challenger: an OpenAI-compatible chat completions endpoint or Anthropic's Messages API, with the judges'
+HTTP machinery.
 
 ``JSONEndpoint`` (``streams.judges.http``) does the HTTP: timeouts, a concurrency cap, a body cap, retries with
 backoff on a failed connection, a timeout, a 429 or a 5xx (``Retry-After`` honoured), and the key kept to its
@@ -22,12 +23,16 @@ from pydantic import SecretStr
 
 from pairjudge.agents.errors import JudgeRejected, JudgeUnavailable
 from pairjudge.agents.shadow import ChallengerReply, Unusable, read_reply
+from pairjudge.agents.shadow_anthropic import messages_request, read_messages_reply
 from pairjudge.schemas.experiments import Challenger
 from pairjudge.streams.config.sections import ShadowSettings
 from pairjudge.streams.judges.http import JSONEndpoint
 from pairjudge.streams.judges.wire import RetryPolicy
 
 log = logging.getLogger(__name__)
+
+#: The ``anthropic-version`` header an Anthropic challenger is asked with.
+ANTHROPIC_VERSION = "2023-06-01"
 
 
 class ChallengerFailed(Exception):
@@ -58,14 +63,22 @@ class ChallengerClient:
             backoff_max=settings.backoff_max_s,
         )
         self.where = urlsplit(challenger.base_url).netloc or challenger.base_url
+        root = challenger.base_url.rstrip("/")
+        self._anthropic = challenger.api == "anthropic"
+        if self._anthropic:
+            url = root.removesuffix("/v1") + "/v1/messages"
+            headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": key} if key else {})}
+        else:
+            url = root + "/chat/completions"
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._endpoint = JSONEndpoint(
-            url=challenger.base_url.rstrip("/") + "/chat/completions",
+            url=url,
             label=f"challenger {challenger.model} at {self.where}",
             policy=self._policy,
             connect_timeout=settings.connect_timeout_s,
             read_timeout=settings.timeout_s,
             max_concurrency=settings.max_concurrency,
-            headers={"Authorization": f"Bearer {key}"} if key else None,
+            headers=headers or None,
             secrets=(secret,),
             allow_cleartext_secrets=settings.allow_cleartext_key,
         )
@@ -81,6 +94,9 @@ class ChallengerClient:
             if attempt > 1:
                 await asyncio.sleep(self._policy.backoff(attempt - 1))
             try:
+                if self._anthropic:
+                    posted = await self._endpoint.post(messages_request(dict(body)))
+                    return read_messages_reply(posted.body), attempt
                 posted = await self._endpoint.post(body)
                 return read_reply(posted.body), attempt
             except Unusable as exc:

@@ -1,4 +1,5 @@
-"""A shadow worker SIGKILLed at a random moment (issue 37's Done means), on Apache Kafka.
+"""A shadow worker SIGKILLed at a random moment, and a challenger down for a minute (issue 37's Done means), on
+Apache Kafka.
 
 The challenger is a real HTTP server on 127.0.0.1 with heavy-tailed latency (Pareto, capped), and every answer
 carries a fresh random token, so two asks of one capture give two different pairs. The worker asks up to 4 at once
@@ -6,11 +7,15 @@ carries a fresh random token, so two asks of one capture give two different pair
 directory, as a restarted pod would be. Checked: no capture is lost (each has its pair), no pair conflicts (every
 copy of a pair id is the same bytes), and the server's own count shows a repeated ask only for a capture whose
 first ask was in flight at the kill (asked before it, its pair not on the broker before it), at most 4 of them.
+
+The challenger then answers 503 for a minute and comes back: every capture ends as exactly one pair or one dead
+letter ``challenger_unavailable`` with its original bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import random
@@ -19,6 +24,7 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +33,8 @@ from pairjudge.streams.cli.demo import start_worker, stop_process
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.security.kafka_clients import client_config
-from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, RecordedRequest, fake_judge_server, reply
+from pairjudge_dev.workers import running_worker
+from tests.fixtures.fake_judge_server import Action, FakeJudgeServer, RecordedRequest, fake_judge_server, reply, status
 from tests.integration.test_shadow_kafka import EXPERIMENT, _asks, _capture, _produce, _settings
 
 __all__ = ["fake_judge_server"]  # a fixture, imported for pytest
@@ -36,6 +43,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 N_CAPTURES = 24
 CONCURRENCY = 4
 RNG = random.Random(37)
+#: How long the challenger is down in the outage test.
+DOWN_S = 60.0
 
 
 def _slow_challenger(request: RecordedRequest) -> Action:
@@ -110,3 +119,55 @@ async def test_a_shadow_worker_killed_at_a_random_moment_loses_nothing_and_repea
         assert asks == 2, capture_id
     assert len(repeated) <= CONCURRENCY, repeated
     print(f"asks before the kill {asked_before_kill}, in all {len(fake_judge_server.requests)}; repeated {repeated}")
+
+
+async def test_a_challenger_down_for_a_minute_then_back_leaves_every_capture_a_pair_or_a_dead_letter(
+    kafka_bootstrap: str, tmp_path: Path, fake_judge_server: FakeJudgeServer
+) -> None:
+    started = time.monotonic()
+
+    def down_then_back(request: RecordedRequest) -> Action:
+        if request.at - started < DOWN_S:
+            return status(503)
+        return reply("Back again, with a clear and friendly answer.", model="challenger-1")
+
+    fake_judge_server.set_responder(down_then_back)
+    base = await _settings(kafka_bootstrap, tmp_path, "shadow-outage", fake_judge_server.base_url)
+    # Asks spread over about a minute: some captures outlast the outage, some do not.
+    shadow = base.shadow.model_copy(update={"attempts": 4, "http_retries": 2, "backoff_s": 2.0, "backoff_max_s": 12.0})
+    settings = base.model_copy(update={"shadow": shadow})
+    captures = [_capture(f"cap-out-{i}", f"Outage question {i}?") for i in range(6)]
+    log = tmp_path / "worker.log"
+    with running_worker(settings, log):
+        raws = await _produce(settings, captures[:3])
+        await asyncio.sleep(DOWN_S / 2)
+        raws += await _produce(settings, captures[3:])
+        pairs, letters = await _ended(settings, len(captures), timeout=240)
+    ended_as_pair = {p["pair_id"] for p in pairs}
+    lettered = {json.loads(base64.b64decode(x["original"]))["capture_id"]: x for x in letters}
+    for capture, raw in zip(captures, raws, strict=True):
+        pair_id = shadow_pair_id(capture.capture_id, EXPERIMENT)
+        letter = lettered.get(capture.capture_id)
+        assert (pair_id in ended_as_pair) != (letter is not None), capture.capture_id  # one or the other
+        if letter is not None:
+            assert (letter["stage"], letter["reason"]) == ("shadow", "challenger_unavailable")
+            assert base64.b64decode(letter["original"]) == raw
+    assert len(pairs) == len(ended_as_pair)  # one pair each
+    print(f"outage: {len(ended_as_pair)} pairs, {len(lettered)} dead letters")
+
+
+async def _ended(settings: Settings, want: int, timeout: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pairs and dead letters on their topics, once there are ``want`` of them together (or ``timeout``)."""
+    pairs: list[dict[str, Any]] = []
+    letters: list[dict[str, Any]] = []
+    topics = [settings.topics.name("pairs"), settings.topics.name("deadletter")]
+    deadline = time.monotonic() + timeout
+    async with from_start(client_config(settings.kafka), topics) as reader:
+        while time.monotonic() < deadline and len(pairs) + len(letters) < want:
+            for tp, batch in (await reader.batches(timeout_ms=500, max_records=1000)).items():
+                into = pairs if tp.topic == topics[0] else letters
+                into += [json.loads(r.value) for r in batch if r.value]
+        for tp, batch in (await reader.batches(timeout_ms=2000, max_records=1000)).items():  # late duplicates
+            into = pairs if tp.topic == topics[0] else letters
+            into += [json.loads(r.value) for r in batch if r.value]
+    return pairs, letters

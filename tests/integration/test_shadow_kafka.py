@@ -32,6 +32,7 @@ from pairjudge.streams.kafka.collector import collect_outcomes
 from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.security.kafka_clients import client_config
 from pairjudge_dev.workers import kafka_run, running_worker, wait_for_log, wait_until_committed
+from tests.fixtures.fake_anthropic_server import FakeAnthropicServer, fake_anthropic_server, text_reply
 from tests.fixtures.fake_judge_server import (
     Action,
     FakeJudgeServer,
@@ -44,7 +45,7 @@ from tests.fixtures.fake_judge_server import (
 )
 from tests.unit.factories import tone_rubric
 
-__all__ = ["fake_judge_server"]  # a fixture, imported for pytest
+__all__ = ["fake_anthropic_server", "fake_judge_server"]  # fixtures, imported for pytest
 pytestmark = [pytest.mark.kafka]
 
 EXPERIMENT = "exp-a"
@@ -286,3 +287,31 @@ async def test_live_control_changes_an_experiment_s_share_and_pauses_it(
     assert _asks(fake_judge_server, "Second question?") == 0
     pairs = await _read_all(settings, "pairs", want=2, timeout=5)
     assert [p["pair_id"] for p in pairs] == [shadow_pair_id("cap-live-1", EXPERIMENT)]
+
+
+async def test_an_anthropic_challenger_is_asked_in_its_own_shape_with_its_key(
+    kafka_bootstrap: str, tmp_path: Path, fake_anthropic_server: FakeAnthropicServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_anthropic_server.require_key("sk-ant-challenger")
+    fake_anthropic_server.set_default(text_reply("Hello there! Here is a friendly answer."))
+    monkeypatch.setenv("SHADOW_TEST_ANTHROPIC_KEY", "sk-ant-challenger")  # the worker inherits it
+    settings = await _settings(kafka_bootstrap, tmp_path, "shadow-anthropic", fake_anthropic_server.base_url)
+    path = tmp_path / "experiments.json"
+    data = json.loads(path.read_text())
+    data["experiments"][0]["challenger"].update(api="anthropic", api_key_env="SHADOW_TEST_ANTHROPIC_KEY")
+    path.write_text(json.dumps(data))
+    capture = _capture("cap-anthropic", "How do I change my address?")
+    pair_id = shadow_pair_id(capture.capture_id, EXPERIMENT)
+    log = tmp_path / "worker.log"
+    with running_worker(settings, log):
+        await _produce(settings, [capture])
+        outcomes = await collect_outcomes(settings, {pair_id}, timeout=90)
+    assert outcomes.complete, log.read_text()[-3000:]
+    [request] = fake_anthropic_server.requests
+    assert request.path == "/v1/messages"
+    sent = request.json()
+    assert sent["system"] == "You are a friendly support assistant."
+    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "How do I change my address?"}]}]
+    [pair] = await _read_all(settings, "pairs", want=1, timeout=10)
+    assert pair["candidates"][1]["output"] == "Hello there! Here is a friendly answer."
+    assert "sk-ant-challenger" not in log.read_text()

@@ -26,6 +26,7 @@ from pairjudge.agents.shadow import (
     set_aside,
     shadow_pair_id,
 )
+from pairjudge.agents.shadow_anthropic import DEFAULT_MAX_TOKENS, messages_request, read_messages_reply
 from pairjudge.schemas import CandidatePair, ControlUpdate
 from pairjudge.schemas.captures import Capture
 from pairjudge.schemas.experiments import Experiment, ExperimentFile
@@ -328,3 +329,77 @@ def test_an_empty_champion_reply_is_set_aside_not_judged() -> None:
     capture = _capture(reply={"role": "assistant", "content": "  "})
     with pytest.raises(SetAside, match="champion_empty"):
         build_pair(capture, _experiment(), read_reply(_completion({"content": "Hi"})))
+
+
+# --- an Anthropic challenger -------------------------------------------------------------------------
+
+
+def test_the_request_in_anthropic_s_shape_keeps_system_tools_calls_and_results() -> None:
+    capture = _capture(
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c0",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c0", "content": "12 C"},
+        ],
+        tools=True,
+    )
+    body = messages_request(challenger_request(capture, _experiment()))
+    assert body["system"] == "Be brief."
+    assert body["max_tokens"] == DEFAULT_MAX_TOKENS
+    assert body["tools"][0]["input_schema"]["properties"] == {"city": {"type": "string"}}
+    assert body["tool_choice"] == {"type": "auto"}
+    assert [t["role"] for t in body["messages"]] == ["user", "assistant", "user"]
+    assert body["messages"][1]["content"] == [
+        {"type": "tool_use", "id": "c0", "name": "get_weather", "input": {"city": "Oslo"}}
+    ]
+    assert body["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "c0", "content": "12 C"}]
+
+
+def _message(content: list[dict[str, Any]], stop: str = "end_turn") -> bytes:
+    usage = {"input_tokens": 100, "output_tokens": 20}
+    return json.dumps({"model": "claude-c", "content": content, "stop_reason": stop, "usage": usage}).encode()
+
+
+def test_an_anthropic_reply_reads_as_the_challenger_s_next_message() -> None:
+    reply = read_messages_reply(
+        _message(
+            [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Lima"}},
+            ],
+            stop="tool_use",
+        )
+    )
+    assert (reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens) == (
+        "Checking.",
+        "tool_calls",
+        100,
+        20,
+    )
+    assert json.loads(reply.tool_calls[0].function.arguments) == {"city": "Lima"}
+    assert read_messages_reply(_message([{"type": "text", "text": "cut"}], stop="max_tokens")).finish_reason == "length"
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (_message([{"type": "text", "text": "No."}], stop="refusal"), "challenger_refused"),
+        (_message([]), "challenger_empty"),
+        (b'{"type": "error"}', "challenger_unreadable"),
+    ],
+)
+def test_an_anthropic_answer_a_pair_cannot_hold_is_unusable(body: bytes, reason: str) -> None:
+    with pytest.raises(Unusable) as raised:
+        read_messages_reply(body)
+    assert raised.value.reason == reason
