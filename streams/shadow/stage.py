@@ -114,8 +114,10 @@ class ShadowStage:
                 return False
             tracer = self._telemetry.tracer
             paused, shares = self._policy.current.shadow_live()
+            # The app's own trace, when the capture carries it: the challenger's call and the judging join it.
+            parent = extract_context(_trace_headers(capture) or event.headers)
             for experiment in joins(capture, self.experiments, paused=paused, shares=shares):
-                with tracer.start_as_current_span("pairjudge.shadow", context=extract_context(event.headers)) as span:
+                with tracer.start_as_current_span("pairjudge.shadow", context=parent) as span:
                     span.set_attributes(
                         {
                             "pairjudge.stage": STAGE,
@@ -140,6 +142,9 @@ class ShadowStage:
             self._outcomes.release(STAGE, pair_id)
             raise
         await self._delivery.deliver(STAGE, StageResult([outgoing], pair_id=pair_id), raw, origin)
+        if outgoing.kind == "deadletter":
+            # Not an outcome: a replay of the letter asks again, and that is no repeat after a crash.
+            await self._outcomes.clear_asking(STAGE, pair_id, origin.partition or 0)
 
     async def _decide(
         self, capture: Capture, experiment: Experiment, pair_id: str, raw: bytes | None, origin: Origin
@@ -203,6 +208,16 @@ class ShadowStage:
 
     def _letter(self, reason: str, detail: str, raw: bytes | None, origin: Origin) -> Outgoing:
         return dead_letter(self._telemetry, STAGE, reason, detail, raw, origin, redactor=self._redactor)
+
+
+def _trace_headers(capture: Capture) -> list[tuple[str, bytes]]:
+    """The capture's W3C trace context as headers (none when it carries none)."""
+    if capture.trace is None:
+        return []
+    headers = [("traceparent", capture.trace.traceparent.encode("ascii"))]
+    if capture.trace.tracestate:
+        headers.append(("tracestate", capture.trace.tracestate.encode("latin-1")))
+    return headers
 
 
 def build_shadow_stage(

@@ -240,6 +240,12 @@ class OutcomeTables:
         """Whether an ask for ``pair_id`` began and was never recorded (a crash or a rebalance cut it off)."""
         return self._payload(stage, pair_id.encode("utf-8")) == ASKING
 
+    async def clear_asking(self, stage: WorkerStage, pair_id: str, partition: int) -> None:
+        """Forget an asking mark whose ask ended without an outcome (a dead letter): nothing was cut off."""
+        key = pair_id.encode("utf-8")
+        if self._payload(stage, key) == ASKING:
+            await forget(self._tables[stage], partition, key)
+
     async def mark_asking(self, stage: WorkerStage, pair_id: str, partition: int) -> None:
         """Record that an ask for ``pair_id`` begins, and wait until the broker has it: a redelivery that finds it
         knows the ask may have been made already (``was_asking``), and counts the repeat."""

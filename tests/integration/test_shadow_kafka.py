@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaProducer
 
 from pairjudge.agents.capture.build import make_capture
 from pairjudge.agents.shadow import shadow_pair_id
-from pairjudge.schemas.captures import Capture
+from pairjudge.schemas.captures import Capture, TraceContext
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import publish_control
 from pairjudge.streams.kafka.collector import collect_outcomes
@@ -49,6 +49,7 @@ __all__ = ["fake_anthropic_server", "fake_judge_server"]  # fixtures, imported f
 pytestmark = [pytest.mark.kafka]
 
 EXPERIMENT = "exp-a"
+APP_TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 ATTEMPTS = 2
 HTTP_RETRIES = 1
 TOOLS: list[dict[str, Any]] = [
@@ -172,6 +173,17 @@ async def _read_all(settings: Settings, kind: str, *, want: int, timeout: float)
     return found
 
 
+async def _pair_traces(settings: Settings) -> dict[str, str]:
+    """The trace id each pair on the pairs topic was published in (its ``traceparent`` header), by pair id."""
+    traces: dict[str, str] = {}
+    async with from_start(client_config(settings.kafka), [settings.topics.name("pairs")]) as reader:
+        for _, batch in (await reader.batches(timeout_ms=2000, max_records=1000)).items():
+            for r in batch:
+                parent = dict(r.headers).get("traceparent", b"").decode()
+                traces[json.loads(r.value)["pair_id"]] = parent.split("-")[1] if parent else ""
+    return traces
+
+
 def _asks(server: FakeJudgeServer, marker: str) -> int:
     return sum(1 for r in server.requests if marker in json.dumps(r.json()["messages"]))
 
@@ -181,7 +193,9 @@ async def test_captures_become_pairs_then_verdicts_once_and_failures_are_dead_le
 ) -> None:
     fake_judge_server.set_responder(_challenger)
     settings = await _settings(kafka_bootstrap, tmp_path, "shadow", fake_judge_server.base_url)
-    text = _capture("cap-text", "How do I reset my password?")
+    text = _capture("cap-text", "How do I reset my password?").model_copy(
+        update={"trace": TraceContext(traceparent=APP_TRACE)}
+    )
     tool = _capture("cap-tool", "What's the weather in Oslo?", tools=True)
     image = _capture(
         "cap-image",
@@ -216,6 +230,9 @@ async def test_captures_become_pairs_then_verdicts_once_and_failures_are_dead_le
 
     pairs = await _read_all(settings, "pairs", want=2, timeout=30)
     assert Counter(p["pair_id"] for p in pairs) == Counter(pair_ids)  # one pair each, none for the failures
+    # The pair carries the app's trace (the capture's traceparent), so the judging joins it.
+    traces = await _pair_traces(settings)
+    assert traces[shadow_pair_id("cap-text", EXPERIMENT)] == APP_TRACE.split("-")[1]
     by_id = {p["pair_id"]: p for p in pairs}
     tool_pair = by_id[shadow_pair_id("cap-tool", EXPERIMENT)]
     champion, challenger = tool_pair["candidates"]
