@@ -113,6 +113,11 @@ class Policy:
     spend_experiment_hourly_cap_usd: float = 0.0
     spend_action: SpendAction = "review"
     spend_sample_share: float = 0.1
+    #: The shadow experiments paused live, by id, comma-separated ("" none): they make no pairs until removed.
+    shadow_paused: str = ""
+    #: The shadow experiments' shares changed live: ``id=share`` pairs, comma-separated ("" none); a share is in
+    #: [0, 1] and replaces the experiments file's.
+    shadow_shares: str = ""
 
     def spend_caps(self) -> SpendCaps:
         return SpendCaps(
@@ -140,6 +145,25 @@ class Policy:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"the threshold of series {series!r} must be within [0, 1], got {value!r}")
         self.spend_caps()  # raises for a negative cap, an unknown action or a share outside [0, 1]
+        self.shadow_live()  # raises for a share that is not a number in [0, 1]
+
+    def shadow_live(self) -> tuple[frozenset[str], dict[str, float]]:
+        """The shadow experiments paused live, and the live shares by experiment id (``shadow_paused``,
+        ``shadow_shares``)."""
+        paused = frozenset(part.strip() for part in self.shadow_paused.split(",") if part.strip())
+        shares: dict[str, float] = {}
+        for part in (p.strip() for p in self.shadow_shares.split(",")):
+            if not part:
+                continue
+            name, sep, value = part.partition("=")
+            try:
+                share = float(value) if sep else float("nan")
+            except ValueError:
+                share = float("nan")
+            if not name.strip() or not 0.0 <= share <= 1.0:
+                raise ValueError(f"shadow_shares takes id=share pairs with shares in [0, 1], got {part!r}")
+            shares[name.strip()] = share
+        return paused, shares
 
     def thresholds_for(self, risk: RiskLevel) -> RiskThresholds:
         """The thresholds a pair of this risk level is routed by.
@@ -180,6 +204,9 @@ class Policy:
         elif spec.value == "choice":
             if value not in spec.choices:
                 raise ValueError(f"{update.key} takes one of {', '.join(spec.choices)}, got {value!r}")
+        elif spec.value == "text":
+            if not isinstance(value, str):
+                raise ValueError(f"{update.key} needs a text, got {value!r}")
         elif isinstance(value, str | bool):
             # bool is an int subclass; "threshold = true" is a mistake, not 1.0.
             raise ValueError(f"{update.key} needs a number, got {value!r}")

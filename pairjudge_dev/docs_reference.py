@@ -690,6 +690,8 @@ def _control_takes(key: str, spec: Any) -> str:
         return "`true` or `false`"
     if spec.value == "choice":
         return "one of " + ", ".join(_code(word) for word in spec.choices)
+    if spec.value == "text":
+        return "a text (its setting says what it lists)"
     field = PolicySettings.model_fields.get(key)
     bounds = _bounds_text(field) if field is not None else ""
     return f"a number, {bounds}" if bounds else "a number"

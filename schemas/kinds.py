@@ -32,6 +32,7 @@ __all__ = [
     "RISK_THRESHOLD_KEYS",
     "STAGES",
     "SWITCH_KEYS",
+    "TEXT_KEYS",
     "TOPICS",
     "ControlKey",
     "ControlSpec",
@@ -146,10 +147,10 @@ TOPICS: Mapping[TopicKind, TopicKindSpec] = MappingProxyType(
 #: their enums list exactly these.
 Stage = Literal["primary", "tiebreak"]
 #: Every stage a worker runs: each consumes one topic with one Faust agent and records what it published per
-#: input (``streams.worker.published``), so a redelivered input publishes the same outcome again. Today the
-#: judging stages; a stage that judges nothing (the shadow stage: captures in, pairs out) joins this Literal,
-#: ``Literal[Stage, "shadow"]``, and ``STAGES``, leaving the judging contracts' enums as they are.
-WorkerStage = Stage
+#: input (``streams.worker.published``), so a redelivered input publishes the same outcome again. The judging
+#: stages, and the shadow stage, which judges nothing (captures in, pairs out: ``streams.shadow``) and so stays
+#: out of ``Stage`` and the judging contracts' enums.
+WorkerStage = Literal[Stage, "shadow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,11 +165,13 @@ STAGES: Mapping[WorkerStage, StageSpec] = MappingProxyType(
     {
         "primary": StageSpec(source="pairs", agent="pairjudge.judge"),
         "tiebreak": StageSpec(source="tiebreak", agent="pairjudge.tiebreak"),
+        "shadow": StageSpec(source="captures", agent="pairjudge.shadow"),
     }
 )
 #: Where an input can fail, as a dead letter records it: reading its bytes, checking the pair, the primary
-#: stage's judging, the tie-break stage.
-DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak"]
+#: stage's judging, the tie-break stage, the shadow stage (a capture: unreadable, set aside, or its challenger
+#: failed).
+DeadLetterStage = Literal["decode", "validate", "judge", "tiebreak", "shadow"]
 DEAD_LETTER_STAGES: tuple[DeadLetterStage, ...] = get_args(DeadLetterStage)
 
 
@@ -195,8 +198,11 @@ ControlKey = Literal[
     "spend_experiment_hourly_cap_usd",
     "spend_action",
     "spend_sample_share",
+    "shadow_paused",
+    "shadow_shares",
 ]
-ControlValueKind = Literal["switch", "number", "choice"]
+#: ``text``: a short list the key's ``Policy`` field parses (the shadow experiments' live changes).
+ControlValueKind = Literal["switch", "number", "choice", "text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,10 +254,16 @@ CONTROLS: Mapping[ControlKey, ControlSpec] = MappingProxyType(
         "spend_experiment_hourly_cap_usd": _NUMBER,
         "spend_action": ControlSpec("choice", choices=get_args(SpendAction)),
         "spend_sample_share": _NUMBER,
+        # The shadow stage's experiments (streams.shadow): paused ones, and shares changed live, by experiment id.
+        # Set with ``pairjudge control set``, not on the form (a list of ids is not a form field).
+        "shadow_paused": ControlSpec("text", on_form=False),
+        "shadow_shares": ControlSpec("text", on_form=False),
     }
 )
 #: The control keys whose value is a switch rather than a number.
 SWITCH_KEYS: tuple[ControlKey, ...] = tuple(k for k, spec in CONTROLS.items() if spec.value == "switch")
+#: The control keys whose value is a short text their ``Policy`` field parses.
+TEXT_KEYS: tuple[ControlKey, ...] = tuple(k for k, spec in CONTROLS.items() if spec.value == "text")
 #: The control keys whose value is one of a few words.
 CHOICE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {k: spec.choices for k, spec in CONTROLS.items() if spec.value == "choice"}

@@ -40,6 +40,7 @@ from pairjudge.streams.judges.preflight import check_at_start
 from pairjudge.streams.kafka.topics import STAGE_SOURCES
 from pairjudge.streams.scores.handlers import Scores, observe_scores, wire_scores
 from pairjudge.streams.services import Judging, build_services
+from pairjudge.streams.shadow import ShadowStage, build_shadow_stage
 from pairjudge.streams.telemetry.alerts import AlertWebhook
 from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker.delivery import Delivery, Publisher, wire_stages
@@ -75,10 +76,15 @@ class PairjudgeApp:
     metrics: PrometheusMetrics | None = None
     #: The at-least-once path; ``delivery.stopped`` says why the worker stopped itself, once it has.
     delivery: Delivery | None = None
+    #: The shadow stage (captures in, pairs out) and its agent.
+    shadow: ShadowStage | None = None
+    shadow_agent: Any = None
 
     async def aclose(self) -> None:
         for stack in self.stacks:
             await stack.aclose()
+        if self.shadow is not None:
+            await self.shadow.aclose()
         if self.webhook is not None:
             await self.webhook.aclose()
         if self.metrics is not None:
@@ -143,7 +149,20 @@ def create_app(
         # Decision records go straight to the audit's join on this worker (streams.worker.delivery.LocalJoin).
         join=audit,
     )
-    stage_agents = wire_stages(app, delivery, topics, concurrency=settings.worker.concurrency)
+    # Captures in, pairs out (streams.shadow): through the same delivery, its outcomes in the shadow stage's table.
+    shadow = build_shadow_stage(
+        settings,
+        delivery=delivery,
+        outcomes=outcomes,
+        inflight=app.inflight,
+        policy=holder,
+        telemetry=judging.telemetry,
+        spend=judging.spend,
+        redactor=judging.redactor,
+    )
+    stage_agents = wire_stages(
+        app, delivery, topics, concurrency=settings.worker.concurrency, processors={"shadow": shadow.process}
+    )
     if audit is not None:
         wire_audit(app, audit, topics, delivery.consume)
     scores: Scores | None = None
@@ -183,6 +202,8 @@ def create_app(
         health=health,
         metrics=metrics,
         delivery=delivery,
+        shadow=shadow,
+        shadow_agent=stage_agents["shadow"],
     )
 
 

@@ -24,7 +24,9 @@ def control_set(
             " (docs/getting-started/configuration.md#live-settings)"
         ),
     ],
-    value: Annotated[str, typer.Argument(help="true/false, or a number")],
+    value: Annotated[
+        str, typer.Argument(help="true/false, a number, a word, or a list (shadow_paused, shadow_shares)")
+    ],
     bootstrap: Bootstrap = None,
     by: Annotated[str, typer.Option(help="Who made the change, for the record.")] = "",
 ) -> None:

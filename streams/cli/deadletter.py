@@ -67,7 +67,7 @@ Reasons = Annotated[
 ]
 Stages = Annotated[
     list[str] | None,
-    typer.Option("--stage", help="Only letters of this stage (repeatable): decode, validate, judge or tiebreak."),
+    typer.Option("--stage", help="Only letters of this stage (repeatable): " + ", ".join(DEAD_LETTER_STAGES) + "."),
 ]
 Since = Annotated[
     str | None,

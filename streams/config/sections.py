@@ -185,6 +185,31 @@ class WorkerSettings(_Section):
     allow_unverified_runtime: bool = False
 
 
+class ShadowSettings(_Section):
+    """The shadow stage (``[shadow]``, docs/guides/production-traffic.md): captures in, pairs out."""
+
+    #: The experiments file (TOML, YAML or JSON: a list under ``experiments``, ``schemas.experiments``). Unset: the
+    #: stage reads the captures and makes no pair.
+    experiments_file: Path | None = None
+    #: Asks of a challenger whose answer a pair cannot hold (refused, filtered, empty, unreadable) or that stays
+    #: down through its HTTP retries, before the capture is dead-lettered with the reason.
+    attempts: int = Field(default=3, ge=1, le=20)
+    #: Retries of one ask on a failed connection, a timeout or a 429/5xx (with backoff, ``Retry-After`` honoured).
+    http_retries: int = Field(default=3, ge=0, le=20)
+    #: The first backoff between asks and between HTTP retries, in seconds; it doubles up to ``backoff_max_s``.
+    backoff_s: float = Field(default=1.0, gt=0)
+    #: The longest backoff between two asks or two HTTP retries, in seconds.
+    backoff_max_s: float = Field(default=30.0, gt=0)
+    #: Seconds to connect to the challenger.
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    #: Seconds to wait for the challenger's whole reply, once connected.
+    timeout_s: float = Field(default=120.0, gt=0)
+    #: Challenger calls in flight at once per worker, per challenger.
+    max_concurrency: int = Field(default=16, ge=1, le=1024)
+    #: Allow a challenger key over plain HTTP to a host other than this machine (never in production).
+    allow_cleartext_key: bool = False
+
+
 class HealthSettings(_Section):
     """The worker's health and metrics server (streams.worker.health_server): ``/livez``, ``/readyz``, ``/metrics``."""
 
@@ -389,6 +414,12 @@ class PolicySettings(_Section):
     spend_action: SpendAction = _DEFAULTS.spend_action
     #: The share of a capped scope's pairs the "sample" action still judges (by pair id).
     spend_sample_share: float = Field(default=_DEFAULTS.spend_sample_share, ge=0, le=1)
+    #: The shadow experiments paused, by id, comma-separated (docs/guides/production-traffic.md#live-changes): they
+    #: make no pairs. Usually set live (``pairjudge control set shadow_paused support-v8``).
+    shadow_paused: str = _DEFAULTS.shadow_paused
+    #: The shadow experiments' shares, ``id=share`` pairs, comma-separated, replacing the experiments file's
+    #: (``pairjudge control set shadow_shares support-v8=0.2``).
+    shadow_shares: str = _DEFAULTS.shadow_shares
 
     def to_policy(self) -> Policy:
         """The policy these settings configure: every field ``Policy`` has (the rest, such as the label budget,

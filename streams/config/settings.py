@@ -41,6 +41,7 @@ from pairjudge.streams.config.sections import (
     JudgeSettings,
     KafkaSettings,
     PolicySettings,
+    ShadowSettings,
     TierSettings,
     TopicSettings,
     WorkerSettings,
@@ -72,6 +73,8 @@ class Settings(BaseSettings):
     control: ControlSettings = ControlSettings()
     redaction: RedactionSettings = RedactionSettings()
     health: HealthSettings = HealthSettings()
+    #: The shadow stage: experiments on production captures (docs/guides/production-traffic.md).
+    shadow: ShadowSettings = ShadowSettings()
     #: Maximum bytes of one incoming event (a tie-break request may have 4x); larger ones are dead-lettered unread.
     max_event_bytes: int = Field(default=256_000, ge=1024)
     #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``;
@@ -254,6 +257,7 @@ __all__ = [
     "ReviewUser",
     "ScoreSettings",
     "Settings",
+    "ShadowSettings",
     "TelemetrySettings",
     "TopicSettings",
     "WorkerSettings",

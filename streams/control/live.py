@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from pairjudge.agents import InputRejected, Policy
 from pairjudge.schemas import ControlUpdate, ThresholdUpdate
-from pairjudge.schemas.kinds import CHOICE_KEYS, CONTROLS, SWITCH_KEYS
+from pairjudge.schemas.kinds import CHOICE_KEYS, CONTROLS, SWITCH_KEYS, TEXT_KEYS
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.signing import ControlSigner, signer_from_settings, with_signature
 from pairjudge.streams.kafka.codecs import decode, encode
@@ -199,6 +199,8 @@ def _offsets_text(offsets: Mapping[TopicPartition, int]) -> str:
 
 
 def parse_value(key: str, raw: str) -> float | bool | str:
+    if key in TEXT_KEYS:
+        return raw.strip()
     if key in CHOICE_KEYS:
         word = raw.strip().lower()
         if word not in CHOICE_KEYS[key]:

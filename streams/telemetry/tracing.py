@@ -232,6 +232,9 @@ class Instruments:
     replays: metrics.Counter
     alerts: metrics.Counter
     internal_errors: metrics.Counter
+    shadow_asks: metrics.Counter
+    shadow_repeats: metrics.Counter
+    shadow_set_aside: metrics.Counter
 
     @classmethod
     def create(cls, meter: metrics.Meter) -> Instruments:
@@ -264,6 +267,20 @@ class Instruments:
             alerts=meter.create_counter("pairjudge.alerts", description="Drift-audit alerts raised, by kind"),
             internal_errors=meter.create_counter(
                 "pairjudge.internal_errors", description="Unexpected errors (bugs, not bad input) by stage"
+            ),
+            shadow_asks=meter.create_counter(
+                "pairjudge.shadow.asks", description="Challenger calls of the shadow stage, by experiment and result"
+            ),
+            shadow_repeats=meter.create_counter(
+                "pairjudge.shadow.repeated_asks",
+                description=(
+                    "Challenger calls for a capture and experiment already asked before a crash or rebalance cut "
+                    "the first ask off (in flight then: at-least-once)"
+                ),
+            ),
+            shadow_set_aside=meter.create_counter(
+                "pairjudge.shadow.set_aside",
+                description="Captures the judge cannot see whole or compare fairly, set aside by reason",
             ),
         )
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
 import faust
@@ -352,24 +352,47 @@ def _is_outcome(outgoing: list[Outgoing]) -> bool:
 
 
 def wire_stages(
-    app: GracefulApp, delivery: Delivery, topics: dict[str, faust.TopicT], *, concurrency: int
+    app: GracefulApp,
+    delivery: Delivery,
+    topics: dict[str, faust.TopicT],
+    *,
+    concurrency: int,
+    processors: Mapping[WorkerStage, Process] | None = None,
 ) -> dict[WorkerStage, Any]:
-    """One agent per stage of the registry (``schemas.kinds.STAGES``: today the judge and the tie-break), each
-    a ``consume`` loop of its stage on the topic the stage reads; by stage. The deliveries still running finish
-    before partitions are handed over (and before the audit join's flush, which counts them: ``wire_audit`` comes
-    after this)."""
+    """One agent per stage of the registry (``schemas.kinds.STAGES``), each a ``consume`` loop of its stage on the
+    topic the stage reads; by stage. The judging stages' handler is ``Delivery.processor``; a stage that judges
+    nothing brings its own in ``processors`` (the shadow stage's, ``streams.shadow``). The deliveries still running
+    finish before partitions are handed over (and before the audit join's flush, which counts them: ``wire_audit``
+    comes after this)."""
     app.before_handover.append(delivery.settle)
-    return {
-        stage: _stage_agent(app, delivery, topics[spec.source], stage, name=spec.agent, concurrency=concurrency)
-        for stage, spec in STAGES.items()
-    }
+    handlers = dict(processors or {})
+    agents: dict[WorkerStage, Any] = {}
+    for stage, spec in STAGES.items():
+        process = handlers.pop(stage, None)
+        if process is None:
+            if stage == "shadow":
+                raise ValueError("the shadow stage needs its processor (streams.shadow.ShadowStage.process)")
+            process = delivery.processor(stage)
+        agents[stage] = _stage_agent(
+            app, delivery, topics[spec.source], stage, process, name=spec.agent, concurrency=concurrency
+        )
+    if handlers:
+        raise ValueError(f"processors for stages the registry does not have: {sorted(handlers)}")
+    return agents
 
 
 def _stage_agent(
-    app: faust.App, delivery: Delivery, topic: faust.TopicT, stage: WorkerStage, *, name: str, concurrency: int
+    app: faust.App,
+    delivery: Delivery,
+    topic: faust.TopicT,
+    stage: WorkerStage,
+    process: Process,
+    *,
+    name: str,
+    concurrency: int,
 ) -> Any:
     async def stage_agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        async for _ in delivery.consume(stream, stage, delivery.processor(stage), stage=stage):
+        async for _ in delivery.consume(stream, stage, process, stage=stage):
             yield None
 
     return app.agent(topic, name=name, concurrency=concurrency)(stage_agent)

@@ -35,6 +35,7 @@ from pairjudge.schemas import Alert, AlertKind, CandidatePair, InlineRubric, Rev
 from pairjudge.schemas.kinds import DeadLetterStage as DeadLetterStage  # re-exported, with the two below
 from pairjudge.schemas.kinds import Stage as Stage
 from pairjudge.schemas.kinds import TopicKind as TopicKind
+from pairjudge.schemas.kinds import WorkerStage
 from pairjudge.schemas.outcomes import OUTCOMES, decided_kind
 from pairjudge.streams.control.live import PolicyHolder
 from pairjudge.streams.judges.panel import JudgePanel
@@ -402,17 +403,17 @@ class Pipeline:
             self.alert_sink(alert)
         return [Outgoing("audit", series.encode(), encode(alert), inject_headers())]
 
-    def undeliverable(self, stage: Stage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
+    def undeliverable(self, stage: WorkerStage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
         """A dead letter for an input whose outcome the broker refused (too large, say)."""
         return self._edge_letter(stage, "outcome_undeliverable", raw, origin, detail)
 
-    def crashed_worker(self, stage: Stage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
+    def crashed_worker(self, stage: WorkerStage, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
         """A dead letter for an input that stopped a worker ``crash_loop_limit`` times (a poison pill)."""
         return self._edge_letter(stage, "crashed_worker", raw, origin, detail)
 
-    def _edge_letter(self, stage: Stage, reason: str, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
+    def _edge_letter(self, stage: WorkerStage, reason: str, raw: bytes | None, origin: Origin, detail: str) -> Outgoing:
         with self.telemetry.tracer.start_as_current_span(f"pairjudge.{stage}.{reason}") as span:
-            where: DeadLetterStage = "judge" if stage == "primary" else "tiebreak"
+            where: DeadLetterStage = "judge" if stage == "primary" else stage
             return self._dead_letter(span, where, reason, detail, raw, origin)
 
     def _publish(self, span: Span, decision: Decision, judged: CandidatePair | TieBreakRequest) -> list[Outgoing]:

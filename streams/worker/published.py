@@ -157,8 +157,12 @@ def _log_failed_mark(sent: Any) -> None:
         log.warning("a published mark did not reach the changelog: %s", sent.exception())
 
 
-#: What a stage records for a pair: its outcome (``schemas.outcomes``) and the decision record beside it.
-_RECORDED_KINDS = frozenset({*(entry.topic for entry in OUTCOMES.values()), "decisions"})
+#: What a stage records for a pair: its outcome (``schemas.outcomes``) and the decision record beside it; the
+#: shadow stage's outcome is the pair it made.
+_RECORDED_KINDS = frozenset({*(entry.topic for entry in OUTCOMES.values()), "decisions", "pairs"})
+
+#: The payload of an ask begun and not yet recorded (the shadow stage's challenger call, ``mark_asking``).
+ASKING = b"?asking"
 
 
 def _topic_kind(kind: str) -> TopicKind:
@@ -228,7 +232,25 @@ class OutcomeTables:
             return None
         if payload == PUBLISHED:
             return []  # on the broker already: nothing to send again
+        if payload == ASKING:
+            return None  # begun before a crash or a rebalance, never recorded: to decide again
         return unpack(payload)
+
+    def was_asking(self, stage: WorkerStage, pair_id: str) -> bool:
+        """Whether an ask for ``pair_id`` began and was never recorded (a crash or a rebalance cut it off)."""
+        return self._payload(stage, pair_id.encode("utf-8")) == ASKING
+
+    async def clear_asking(self, stage: WorkerStage, pair_id: str, partition: int) -> None:
+        """Forget an asking mark whose ask ended without an outcome (a dead letter): nothing was cut off."""
+        key = pair_id.encode("utf-8")
+        if self._payload(stage, key) == ASKING:
+            await forget(self._tables[stage], partition, key)
+
+    async def mark_asking(self, stage: WorkerStage, pair_id: str, partition: int) -> None:
+        """Record that an ask for ``pair_id`` begins, and wait until the broker has it: a redelivery that finds it
+        knows the ask may have been made already (``was_asking``), and counts the repeat."""
+        key = pair_id.encode("utf-8")
+        await store(self._tables[stage], partition, key, entry_header(partition, time.time()) + ASKING)
 
     def _payload(self, stage: WorkerStage, key: bytes) -> bytes | None:
         """What is stored under ``key`` after its header, or None when nothing is or it has expired."""

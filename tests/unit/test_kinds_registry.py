@@ -154,6 +154,8 @@ def _a_valid_other_value(key: ControlKey, spec: ControlSpec) -> float | bool | s
         return not current
     if spec.value == "choice":
         return next(word for word in spec.choices if word != current)
+    if spec.value == "text":
+        return "exp-a=0.5" if key == "shadow_shares" else "exp-a"
     return 0.42 if current != 0.42 else 0.43
 
 

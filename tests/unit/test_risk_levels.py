@@ -19,6 +19,7 @@ from pairjudge.agents.prompts import pair_template_hash, template_hash
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import CandidatePair, ControlUpdate, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.audit import AuditSeries
+from pairjudge.schemas.kinds import CONTROLS as CONTROL_SPECS
 from pairjudge.schemas.kinds import RISK_THRESHOLD_KEYS, ControlKey
 from pairjudge.schemas.outcomes import DecidedEvent, decided_kind
 from pairjudge.schemas.pair import RiskLevel
@@ -241,7 +242,14 @@ def test_the_settings_map_into_the_policy_and_the_operators_form_lists_every_key
     assert {key: getattr(policy, key) for key in RISK_KEYS} == values
     assert PolicySettings().to_policy() == Policy()
     assert set(RISK_KEYS) <= set(CONTROL_KEYS)
-    assert set(CONTROLS) == set(CONTROL_KEYS) - {"kappa_guard_tripped"}
+    # Every key is on the form but those the registry keeps off it (the kappa guard, the shadow experiments' lists).
+    assert set(CONTROLS) == {key for key, spec in CONTROL_SPECS.items() if spec.on_form}
+    assert set(CONTROL_SPECS) == set(CONTROL_KEYS)
+    assert {key for key, spec in CONTROL_SPECS.items() if not spec.on_form} == {
+        "kappa_guard_tripped",
+        "shadow_paused",
+        "shadow_shares",
+    }
 
 
 # --- the series dimension -----------------------------------------------------------------------
