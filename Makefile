@@ -37,7 +37,11 @@ check: ## Lint and type-check: ruff check, ruff format --check, mypy, import-lin
 # scripted judge or a subprocess, not on the CPU, so 4 share 2 cores well. Tests that share an expensive
 # fixture are grouped on one worker (--dist loadgroup); tests marked serial run alone (tests/fixtures/concurrency.py).
 # PYTEST_WORKERS=0 (the default, and what .ci/run uses until two concurrent runs in a row are clean: each of
-# the first two had one failure under load) runs everything in one process. Every run ends with the ten slowest.
+# the first two had one failure under load, a promtool count, since serial, and the review service's stop
+# hanging on a feed that lost its cancellation, since fixed; and at 4 workers on 2 cores pytest took 26 and
+# 28 min against 28-30 serially, then 33.5 min on a shared machine with the fix, 21 of them in the 47 serial
+# tests, which run while every other worker waits) runs everything in one process. Every run ends with the
+# ten slowest.
 PYTEST_WORKERS ?= 0
 PYTEST_ARGS = -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
 

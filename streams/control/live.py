@@ -21,6 +21,7 @@ from pairjudge.schemas import ControlUpdate, ThresholdUpdate
 from pairjudge.schemas.kinds import CHOICE_KEYS, CONTROLS, SWITCH_KEYS, TEXT_KEYS
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.signing import ControlSigner, signer_from_settings, with_signature
+from pairjudge.streams.kafka.cancellation import stop_if_cancelled
 from pairjudge.streams.kafka.codecs import decode, encode
 from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.security.kafka_clients import client_config
@@ -175,6 +176,7 @@ async def follow_control(settings: Settings, holder: PolicyHolder) -> None:
         )
     async with from_start(client_config(settings.kafka), list(appliers)) as reader:
         while True:
+            stop_if_cancelled()  # a request to stop swallowed while the reader opened (streams.kafka.cancellation)
             # Checked before each poll, so an empty topic is ready without waiting for one.
             if not holder.ready.is_set() and await reader.caught_up():
                 holder.ready.set()

@@ -67,8 +67,8 @@ async def from_start(
     ``consumer_options`` go to ``AIOKafkaConsumer`` (``max_partition_fetch_bytes``, say).
     """
     consumer = AIOKafkaConsumer(**config.kwargs(enable_auto_commit=False, **consumer_options))
-    await consumer.start()
     try:
+        await consumer.start()  # inside: a reader cancelled while it starts still stops its consumer
         ids = partitions if partitions is not None else await topic_partitions(config, list(topics))
         tps = [TopicPartition(topic, p) for topic in topics for p in ids[topic]]
         # End offsets first, before anything is assigned: once the fetcher long-polls a partition,

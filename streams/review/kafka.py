@@ -23,6 +23,7 @@ from pairjudge.schemas import HumanLabel, ReviewRequest
 from pairjudge.schemas.audit import AuditSnapshot
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.config.settings import Settings
+from pairjudge.streams.kafka.cancellation import stop_if_cancelled
 from pairjudge.streams.kafka.codecs import decode, encode
 from pairjudge.streams.kafka.dead_letters import build_dead_letter
 from pairjudge.streams.kafka.readers import from_start
@@ -172,6 +173,7 @@ async def follow_from_start(settings: Settings, topic: str, take: Callable[[byte
     record's value to ``take``: the review service's views of compacted-ish topics (scores, audit)."""
     async with from_start(client_config(settings.kafka), [topic]) as reader:
         while True:
+            stop_if_cancelled()  # a request to stop swallowed while the reader opened (streams.kafka.cancellation)
             for records in (await reader.batches(timeout_ms=1000)).values():
                 for record in records:
                     take(record.value)

@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.live import follow_control
+from pairjudge.streams.kafka.cancellation import cancel_and_wait
 from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ReviewFeed, ScoresFeed
 from pairjudge.streams.review.store import ReviewStore
 from pairjudge.streams.review.web import ReviewApp, build_app, new_review_app
@@ -70,10 +71,9 @@ async def review_service(settings: Settings) -> AsyncIterator[RunningReview]:
     try:
         yield RunningReview(build_app(review, session_secret(settings)), review, feed, store)
     finally:
-        for task in (consume, follow, scoreboards, snapshots):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # Asked again until they end: a request that reaches a task while aiokafka closes a client is lost
+        # (streams.kafka.cancellation), and a feed that reads for ever would then keep this from stopping.
+        await cancel_and_wait(consume, follow, scoreboards, snapshots)
         await feed.stop()
         await labels.stop()
         await store.close()
