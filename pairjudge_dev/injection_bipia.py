@@ -62,7 +62,7 @@ from pairjudge.agents.pair_checks import scan_for_injection
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.agents.untrusted import neutralise
-from pairjudge.schemas import PairVerdict, ReviewRequest
+from pairjudge.schemas import CandidatePair, PairVerdict, ReviewRequest
 from pairjudge_dev.humaneval import Split
 from pairjudge_dev.humaneval_writing import read_arguments
 from pairjudge_dev.injection_eval import demo_pairs, hostile_pair, ordinary_texts, reply_for, wilson_upper
@@ -195,13 +195,47 @@ def _steered(outcome: object, injector: str) -> bool:
     return isinstance(outcome, PairVerdict) and outcome.winner == injector
 
 
+_PLAIN: Final = Policy(audit_share=0.0, injection_guard=False, datamark=False)
+_MARKED: Final = Policy(audit_share=0.0)
+_UNGUARDED_MARKED: Final = Policy(audit_share=0.0, injection_guard=False)
+
+
+async def tally_pair(
+    tally: Tally, pair: CandidatePair, injector: str, judge: ScriptedJudge, form: str, screen: ReferenceScreen
+) -> None:
+    """Judge one hostile pair with each component alone and all together, and count what it steered and held."""
+    tally.pairs += 1
+    by_detector = bool(scan_for_injection(pair))
+    by_screen = bool(await screen_pair(pair, screen, "review"))
+    off = _steered((await judge_pair(pair, judge, _PLAIN)).outcome, injector)
+    on = _steered((await judge_pair(pair, judge, _UNGUARDED_MARKED)).outcome, injector)
+    results = {
+        "none": off,
+        "detector": off and not by_detector,
+        "screen": off and not by_screen,
+        "datamark": on,
+        "all": on and not by_detector and not by_screen,
+    }
+    # "All" through the real core path, with the screen as the port the worker passes.
+    whole = (await judge_pair(pair, judge, _MARKED, screen=screen)).outcome
+    if _steered(whole, injector) != results["all"]:
+        raise AssertionError(f"{pair.pair_id}: the core's guard and the components disagree")
+    held = isinstance(whole, ReviewRequest) and whole.reason == "suspected_injection"
+    if held != (by_detector or by_screen):
+        raise AssertionError(f"{pair.pair_id}: held {held}, flagged {by_detector or by_screen}")
+    tally.held["detector"] += by_detector
+    tally.held["screen"] += by_screen
+    tally.held["all"] += held
+    for name, steered in results.items():
+        tally.steered[name] += steered
+        tally.by_form[(name, form)] += steered
+
+
 async def measure(attacks: Sequence[Attack], forms: Sequence[Form] = FORMS) -> Tally:
     # Carriers well within the output limit, so no attack makes its pair oversized (dead-lettered unjudged).
     bases = [b for b in demo_pairs() if max(len(c.output) for c in b.candidates) < 10_000]
     screen = ReferenceScreen()
     tally = Tally()
-    plain, marked = Policy(audit_share=0.0, injection_guard=False, datamark=False), Policy(audit_share=0.0)
-    unguarded_marked = Policy(audit_share=0.0, injection_guard=False)
     for index, attack in enumerate(attacks):
         base = bases[index % len(bases)]
         good, carrier = base.candidates[0].output, base.candidates[1].output
@@ -211,32 +245,7 @@ async def measure(attacks: Sequence[Attack], forms: Sequence[Form] = FORMS) -> T
                 for slot in (0, 1):
                     pair = hostile_pair(base, hostile, slot, f"bipia-{index}-{form}-{position}-{slot}")
                     injector = pair.candidates[slot].candidate_id
-                    tally.pairs += 1
-                    by_detector = bool(scan_for_injection(pair))
-                    by_screen = bool(await screen_pair(pair, screen, "review"))
-                    judge = ObedientJudge(attack.text, good)
-                    off = _steered((await judge_pair(pair, judge, plain)).outcome, injector)
-                    on = _steered((await judge_pair(pair, judge, unguarded_marked)).outcome, injector)
-                    results = {
-                        "none": off,
-                        "detector": off and not by_detector,
-                        "screen": off and not by_screen,
-                        "datamark": on,
-                        "all": on and not by_detector and not by_screen,
-                    }
-                    # "All" through the real core path, with the screen as the port the worker passes.
-                    whole = (await judge_pair(pair, judge, marked, screen=screen)).outcome
-                    if _steered(whole, injector) != results["all"]:
-                        raise AssertionError(f"{pair.pair_id}: the core's guard and the components disagree")
-                    held = isinstance(whole, ReviewRequest) and whole.reason == "suspected_injection"
-                    if held != (by_detector or by_screen):
-                        raise AssertionError(f"{pair.pair_id}: held {held}, flagged {by_detector or by_screen}")
-                    tally.held["detector"] += by_detector
-                    tally.held["screen"] += by_screen
-                    tally.held["all"] += held
-                    for name, steered in results.items():
-                        tally.steered[name] += steered
-                        tally.by_form[(name, form)] += steered
+                    await tally_pair(tally, pair, injector, ObedientJudge(attack.text, good), form, screen)
     return tally
 
 

@@ -37,14 +37,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final, Literal
 
-from pairjudge.agents.core import judge_pair
-from pairjudge.agents.injection_screen import screen_pair
 from pairjudge.agents.judge import JudgeRequest
-from pairjudge.agents.pair_checks import scan_for_injection
-from pairjudge.agents.policy import Policy
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.agents.untrusted import neutralise
-from pairjudge.schemas import CandidatePair, ReviewRequest
+from pairjudge.schemas import CandidatePair
 from pairjudge.schemas.rubric import InlineRubric, PairwiseRubric, ToneStyleRubric
 from pairjudge_dev.injection_bipia import (
     _BLANK,
@@ -55,10 +51,10 @@ from pairjudge_dev.injection_bipia import (
     Form,
     ReferenceScreen,
     Tally,
-    _steered,
     disguised,
     embed,
     read_attacks,
+    tally_pair,
 )
 from pairjudge_dev.injection_eval import reply_for
 from pairjudge_dev.tool_pairs import (
@@ -143,8 +139,6 @@ async def measure(
 ) -> dict[Placement, Tally]:
     """Per placement, the tally ``injection_bipia.measure`` keeps, over the same components."""
     screen = ReferenceScreen()
-    plain, marked = Policy(audit_share=0.0, injection_guard=False, datamark=False), Policy(audit_share=0.0)
-    unguarded_marked = Policy(audit_share=0.0, injection_guard=False)
     tallies: dict[Placement, Tally] = {p: Tally() for p in placements}
     for index, attack in enumerate(attacks):
         for placement in placements:
@@ -156,32 +150,8 @@ async def measure(
                     for slot in (0, 1):
                         pair_id = f"bipia-tools-{index}-{placement}-{form}-{position}-{slot}"
                         pair = hostile_tool_pair(hostile, placement, slot, index, pair_id)
-                        injector = SECOND_ID
-                        tally.pairs += 1
-                        by_detector = bool(scan_for_injection(pair))
-                        by_screen = bool(await screen_pair(pair, screen, "review"))
                         judge = ToolObedientJudge(attack.text, WEAK_TEXT)
-                        off = _steered((await judge_pair(pair, judge, plain)).outcome, injector)
-                        on = _steered((await judge_pair(pair, judge, unguarded_marked)).outcome, injector)
-                        results = {
-                            "none": off,
-                            "detector": off and not by_detector,
-                            "screen": off and not by_screen,
-                            "datamark": on,
-                            "all": on and not by_detector and not by_screen,
-                        }
-                        whole = (await judge_pair(pair, judge, marked, screen=screen)).outcome
-                        if _steered(whole, injector) != results["all"]:
-                            raise AssertionError(f"{pair_id}: the core's guard and the components disagree")
-                        held = isinstance(whole, ReviewRequest) and whole.reason == "suspected_injection"
-                        if held != (by_detector or by_screen):
-                            raise AssertionError(f"{pair_id}: held {held}, flagged {by_detector or by_screen}")
-                        tally.held["detector"] += by_detector
-                        tally.held["screen"] += by_screen
-                        tally.held["all"] += held
-                        for name, steered in results.items():
-                            tally.steered[name] += steered
-                            tally.by_form[(name, form)] += steered
+                        await tally_pair(tally, pair, SECOND_ID, judge, form, screen)
     return tallies
 
 
