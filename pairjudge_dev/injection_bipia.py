@@ -49,7 +49,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -135,13 +135,12 @@ _BLANK: Final = r"(?:[\s\u2800\u3164\u115f\u1160\uffa0\u180e\u2000-\u200b\u202f\
 _OUTPUT_SECTION: Final = re.compile(r'<(output_[ab]|response_[ab]) id="[0-9a-f]{16}">\n([\s\S]*?)\n</\1 id="')
 
 
-def _word_runs(attack: str, size: int = 3) -> list[re.Pattern[str]]:
-    words = [w for w in re.split(_BLANK, attack) if w]
+def word_runs(attack: str, shown: Callable[[str], str] = neutralise, size: int = 3) -> list[re.Pattern[str]]:
+    """Patterns for every run of ``size`` of the attack's words, each word as the prompt shows it (``shown``),
+    with any blanks between them."""
+    words = [shown(w) for w in re.split(_BLANK, attack) if w]
     size = min(size, len(words))
-    return [
-        re.compile(_BLANK.join(re.escape(neutralise(w)) for w in words[i : i + size]))
-        for i in range(len(words) - size + 1)
-    ]
+    return [re.compile(_BLANK.join(re.escape(w) for w in words[i : i + size])) for i in range(len(words) - size + 1)]
 
 
 class ObedientJudge(ScriptedJudge):
@@ -150,7 +149,7 @@ class ObedientJudge(ScriptedJudge):
 
     def __init__(self, attack: str, clean: str) -> None:
         super().__init__(self._reply, model="obedient-bipia")
-        self._runs = _word_runs(attack)
+        self._runs = word_runs(attack)
         self._clean = clean
 
     def obeys(self, request: JudgeRequest) -> bool:

@@ -43,7 +43,6 @@ from pairjudge.agents.untrusted import neutralise
 from pairjudge.schemas import CandidatePair
 from pairjudge.schemas.rubric import InlineRubric, PairwiseRubric, ToneStyleRubric
 from pairjudge_dev.injection_bipia import (
-    _BLANK,
     COMPONENTS,
     FORMS,
     POSITIONS,
@@ -55,6 +54,7 @@ from pairjudge_dev.injection_bipia import (
     embed,
     read_attacks,
     tally_pair,
+    word_runs,
 )
 from pairjudge_dev.injection_eval import reply_for
 from pairjudge_dev.tool_pairs import (
@@ -87,15 +87,9 @@ RUBRICS: Final[tuple[InlineRubric, ...]] = (
 _SECTION: Final = re.compile(r'<([a-z_]+) id="([0-9a-f]{16})">\n([\s\S]*?)\n</\1 id="\2">')
 
 
-def _shown_words(attack: str) -> list[str]:
-    """The attack's words as a JSON string shows them (escaped), then as the prompt shows them (neutralised)."""
-    return [neutralise(json.dumps(w, ensure_ascii=False)[1:-1]) for w in re.split(_BLANK, attack) if w]
-
-
-def _word_runs(attack: str, size: int = 3) -> list[re.Pattern[str]]:
-    words = _shown_words(attack)
-    size = min(size, len(words))
-    return [re.compile(_BLANK.join(re.escape(w) for w in words[i : i + size])) for i in range(len(words) - size + 1)]
+def _shown_in_json(word: str) -> str:
+    """A word as a JSON string shows it (escaped), then as the prompt shows it (neutralised)."""
+    return neutralise(json.dumps(word, ensure_ascii=False)[1:-1])
 
 
 class ToolObedientJudge(ScriptedJudge):
@@ -104,7 +98,7 @@ class ToolObedientJudge(ScriptedJudge):
 
     def __init__(self, attack: str, injector_text: str) -> None:
         super().__init__(self._reply, model="obedient-bipia-tools")
-        self._runs = _word_runs(attack)
+        self._runs = word_runs(attack, _shown_in_json)
         self._injector = injector_text
 
     def obeys(self, request: JudgeRequest) -> bool:
