@@ -141,10 +141,13 @@ class CaptureSink:
         max_capture_bytes: int = 1_000_000,
         send_timeout_s: float = 10.0,
         meter_provider: metrics.MeterProvider | None = None,
+        producer: str = "sdk",
     ) -> None:
         if max_buffered < 1 or batch_size < 1:
             raise ValueError("max_buffered and batch_size must be at least 1")
         self.topic = topic
+        #: What the captures say made them (``Capture.source.producer``): ``sdk``, ``gateway``.
+        self.producer = producer
         self._client = as_client_config(kafka)
         if redact is None or isinstance(redact, EventRedactor):
             self._redactor = redact
@@ -431,6 +434,7 @@ class CaptureSink:
             response,
             capture_id=pending.capture_id or uuid.uuid4().hex,
             captured_at=datetime.fromtimestamp(pending.at, UTC),
+            producer=self.producer,
             prompt_version=pending.meta.prompt_version,
             route=pending.meta.route,
             tags=pending.meta.tags,

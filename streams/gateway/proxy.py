@@ -46,9 +46,10 @@ HOP_BY_HOP: Final = frozenset(
     }
 )
 #: Request headers the client's connection sets for itself (the champion's is another connection).
-_REQUEST_OWN: Final = frozenset({"host", "content-length"})
+#: ``Expect: 100-continue`` was answered by the gateway's own server already.
+_REQUEST_OWN: Final = frozenset({"host", "content-length", "expect"})
 #: A body streamed through keeps the client's Content-Length (the champion gets the same framing).
-_HOST: Final = frozenset({"host"})
+_HOST: Final = frozenset({"host", "expect"})
 #: The largest unstreamed response read whole before answering (one write); larger ones are streamed through.
 _READ_WHOLE_BYTES: Final = 4 * 1024 * 1024
 

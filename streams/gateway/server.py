@@ -17,7 +17,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from yarl import URL
 
-from pairjudge.streams.capture.sink import CaptureSink
+from pairjudge.streams.capture.sink import CaptureSink, capture_stats_text
 from pairjudge.streams.config.experiments import load_experiments
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.gateway.proxy import Proxy
@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 _CREDENTIAL: Final = re.compile(r"auth|key|token|secret|cookie|password|session", re.IGNORECASE)
 #: The gateway's own paths; every other one is the champion's.
 OWN_PATHS: Final = ("/healthz", "/readyz", "/metrics")
+#: Seconds between two log lines about lost captures.
+_REPORT_EVERY_S: Final = 60.0
 #: The largest request body the gateway reads (one it may capture): the champion refuses larger ones anyway.
 MAX_REQUEST_BYTES: Final = 64 * 1024 * 1024
 
@@ -93,6 +95,7 @@ def build_app(settings: Settings, *, sink: CaptureSink | None = None) -> web.App
                 max_buffered=gateway.max_buffered,
                 max_capture_bytes=gateway.max_capture_bytes + 64 * 1024,
                 meter_provider=metrics.provider,
+                producer="gateway",
             )
             if own_sink
             else sink
@@ -117,10 +120,13 @@ def build_app(settings: Settings, *, sink: CaptureSink | None = None) -> web.App
         )
         state = GatewayState(proxy, used, metrics, session)
         app[STATE] = state
+        reporter = asyncio.create_task(_report_losses(used)) if used is not None else None
         try:
             yield
         finally:
             state.stopping = True
+            if reporter is not None:
+                reporter.cancel()
             await session.close()
             if own_sink and used is not None:
                 await asyncio.to_thread(used.close, 5.0)
@@ -132,6 +138,18 @@ def build_app(settings: Settings, *, sink: CaptureSink | None = None) -> web.App
     app.router.add_get("/metrics", _metrics)
     app.router.add_route("*", "/{tail:.*}", _proxy)
     return app
+
+
+async def _report_losses(sink: CaptureSink) -> None:
+    """Once a minute, when captures were lost since the last time, one log line with the counts by reason (the
+    sink itself logs some reasons, not a full buffer, which can happen thousands of times a minute)."""
+    reported = 0
+    while True:
+        await asyncio.sleep(_REPORT_EVERY_S)
+        stats = sink.stats()
+        if stats.dropped_total != reported:
+            reported = stats.dropped_total
+            log.warning("gateway: captures lost (the calls were served): %s", capture_stats_text(stats))
 
 
 async def _proxy(request: web.Request) -> web.StreamResponse:
