@@ -165,7 +165,8 @@ async def closed_loop(url: str, concurrency: int, seconds: float) -> tuple[int, 
     return done, errors
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> int:
+    """The three parts' tables; returns the calls through the gateway that failed."""
     console = Console()
     up_port, gw_port = free_port(), free_port()
     bootstrap = args.bootstrap or f"127.0.0.1:{free_port()}"
@@ -219,6 +220,7 @@ async def run(args: argparse.Namespace) -> None:
                 ),
             )
         console.print(table)
+        lost = sum(t.errors for (name, _), t in results.items() if name == "gateway")
 
         # 2. the most a core sustains
         # A champion without latency, and a gateway in front of it, beside the fixed-latency pair.
@@ -246,6 +248,7 @@ async def run(args: argparse.Namespace) -> None:
                 f"http://127.0.0.1:{fast_gw}/v1/chat/completions", args.concurrency, args.seconds
             )
             cpu = cpu_seconds(fg.pid) - cpu0
+            lost += errors
             throughput.add_row(
                 "gateway (1 core)", f"{done / args.seconds:.0f}", str(errors), f"{cpu * 1000 / max(done, 1):.3f}"
             )
@@ -254,13 +257,16 @@ async def run(args: argparse.Namespace) -> None:
 
         # 3. memory with Kafka down (or up) under load
         if args.rss_seconds:
-            await fixed_rate({"gateway": through}, args.rate, args.rss_seconds)
+            memory_run = await fixed_rate({"gateway": through}, args.rate, args.rss_seconds)
+            lost += sum(t.errors for t in memory_run.values())
         sampler.cancel()
         kafka = "given" if args.bootstrap else "down (a closed port)"
         console.print(
             f"gateway RSS, Kafka {kafka}: start {rss[0]:.1f} MB, max {max(rss):.1f} MB, end {rss[-1]:.1f} MB "
             f"over {len(rss)} s ({statistics.mean(rss):.1f} MB mean)"
         )
+        console.print(f"client-visible errors through the gateway: {lost}")
+        return lost
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -281,7 +287,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    asyncio.run(run(parse_args(argv)))
+    """Exit 1 when a call through the gateway failed (the goal: none)."""
+    if asyncio.run(run(parse_args(argv))):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

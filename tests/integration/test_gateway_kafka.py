@@ -122,3 +122,15 @@ async def test_calls_through_the_gateway_become_captures_then_pairs_then_verdict
     for pair_id in pair_ids:
         kind, _ = outcomes.final[pair_id]
         assert kind in {"verdicts", "tiebreak", "review"}, (pair_id, kind)
+
+
+def test_the_gateway_bench_runs_tiny() -> None:
+    """``bench.gateway`` as a user runs it, tiny, so it cannot rot: exit 0 means no call through the gateway
+    failed, Kafka down (a closed port) included."""
+    from tests.integration.test_bench_smoke import run_bench
+
+    output = run_bench(
+        ["bench.gateway", "--seconds", "1", "--rate", "20", "--rss-seconds", "1", "--concurrency", "4"], timeout=300
+    )
+    assert "client-visible errors through the gateway: 0" in output, output[-3000:]
+    assert "gateway per core" in output, output[-3000:]

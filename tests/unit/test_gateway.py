@@ -5,6 +5,7 @@ replaced by a list: the Kafka path is tests/integration/test_gateway_kafka.py); 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import re
 import time
@@ -541,3 +542,46 @@ async def test_health_endpoints_answer(fake_judge_server: FakeJudgeServer, gatew
             assert (r.status, await r.json()) == (200, {"status": "ok"})
         async with http.get(f"{base}/readyz") as r:
             assert r.status == 200
+
+
+async def test_a_compressed_reply_passes_compressed_and_is_captured_read(
+    fake_judge_server: FakeJudgeServer, sink: RecordingSink, gateway_for: Callable[..., Any]
+) -> None:
+    server = fake_judge_server
+    plain = chat_reply("Squeezed.", CALLS, finish="tool_calls")
+    packed = Action(
+        body=gzip.compress(plain.body), headers=(("Content-Type", "application/json"), ("Content-Encoding", "gzip"))
+    )
+    server.script(packed, packed)
+    answers = []
+    async with gateway_for(_root(server)) as base, aiohttp.ClientSession(auto_decompress=False) as http:
+        for root in (_root(server), base):
+            async with http.post(f"{root}/v1/chat/completions", json={"model": "m", "messages": HISTORY}) as r:
+                answers.append((r.status, _headers(r.headers), await r.read()))
+    assert answers[1] == answers[0]
+    assert answers[1][2] == packed.body  # as the champion sent it: still compressed
+    (capture,) = await sink.wait_for(1)
+    assert capture.response.message.content == "Squeezed."
+
+
+async def test_route_tags_and_hint_headers_go_into_the_capture_never_a_credential(
+    fake_judge_server: FakeJudgeServer, sink: RecordingSink, gateway_for: Callable[..., Any]
+) -> None:
+    server = fake_judge_server
+    server.set_default(chat_reply("Fine."))
+    async with gateway_for(_root(server), route="/default", prompt_version="v1", hint_headers="X-Team") as base:
+        client = AsyncOpenAI(base_url=f"{base}/v1", api_key=OPENAI_KEY, max_retries=0)
+        await client.chat.completions.create(model="m", messages=HISTORY, extra_headers={"X-Team": "blue"})
+        await client.chat.completions.create(
+            model="m",
+            messages=HISTORY,
+            extra_headers={"X-Pairjudge-Route": "/billing", "X-Pairjudge-Tags": "beta, eu", "Cookie": "s=1"},
+        )
+    first, second = sorted(await sink.wait_for(2), key=lambda c: c.source.route)
+    assert (second.source.route, second.source.prompt_version, second.hints.headers) == (
+        "/default",
+        "v1",
+        {"x-team": "blue"},
+    )
+    assert (first.source.route, first.hints.tags, first.hints.headers) == ("/billing", ("beta", "eu"), {})
+    assert all(b"s=1" not in r.value and OPENAI_KEY.encode() not in r.value for r in sink.records)
