@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 _CREDENTIAL: Final = re.compile(r"auth|key|token|secret|cookie|password|session", re.IGNORECASE)
 #: The gateway's own paths; every other one is the champion's.
 OWN_PATHS: Final = ("/healthz", "/readyz", "/metrics")
+#: Seconds a stopping gateway gives the calls in flight (a long stream) before it closes them: less than the
+#: Kubernetes Deployment's terminationGracePeriodSeconds (60) and compose's stop_grace_period (45).
+_DRAIN_S: Final = 30.0
 #: Seconds between two log lines about lost captures.
 _REPORT_EVERY_S: Final = 60.0
 #: The largest request body the gateway reads (one it may capture): the champion refuses larger ones anyway.
@@ -181,7 +184,7 @@ async def _metrics(request: web.Request) -> web.Response:
 async def running(settings: Settings, *, sink: CaptureSink | None = None) -> AsyncIterator[web.AppRunner]:
     """The gateway serving on the settings' host and port (port 0: any free one) until the block ends."""
     runner = web.AppRunner(
-        build_app(settings, sink=sink), access_log=None, handler_cancellation=True, shutdown_timeout=5.0
+        build_app(settings, sink=sink), access_log=None, handler_cancellation=True, shutdown_timeout=_DRAIN_S
     )
     await runner.setup()
     try:
@@ -203,7 +206,7 @@ async def serve(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with running(settings):
+    async with running(settings) as runner:
         log.warning(
             "gateway on http://%s:%s/ in front of %s",
             settings.gateway.host,
@@ -211,3 +214,5 @@ async def serve(settings: Settings) -> None:
             settings.gateway.upstream,
         )
         await stop.wait()
+        # Not ready from now on, while the calls in flight finish (``shutdown_timeout``) and the captures flush.
+        runner.app[STATE].stopping = True
