@@ -45,6 +45,7 @@ __all__ = [
     "joins",
     "matches",
     "read_reply",
+    "selects",
     "set_aside",
     "shadow_pair_id",
 ]
@@ -91,14 +92,28 @@ class ChallengerReply:
 
 def matches(experiment: Experiment, capture: Capture) -> bool:
     """Whether ``capture`` meets every criterion of the experiment's selector."""
+    return selects(
+        experiment,
+        model=capture.source.model,
+        route=capture.source.route,
+        tags=capture.hints.tags,
+        headers=capture.hints.headers,
+    )
+
+
+def selects(
+    experiment: Experiment, *, model: str | None, route: str, tags: Collection[str], headers: Mapping[str, str]
+) -> bool:
+    """The selector's test on an exchange's parts; ``model=None``: not known yet (the gateway, before it reads
+    the body), so the ``models`` criterion is left to the stage."""
     select = experiment.select
-    if select.models and capture.source.model not in select.models:
+    if select.models and model is not None and model not in select.models:
         return False
-    if select.routes and capture.source.route not in select.routes:
+    if select.routes and route not in select.routes:
         return False
-    if select.tags and not set(select.tags) & set(capture.hints.tags):
+    if select.tags and not set(select.tags) & set(tags):
         return False
-    return all(capture.hints.headers.get(name.lower()) in values for name, values in select.headers.items())
+    return all(headers.get(name.lower()) in values for name, values in select.headers.items())
 
 
 def drawn(capture_id: str, experiment_id: str, share: float) -> bool:

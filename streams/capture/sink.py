@@ -42,7 +42,7 @@ from opentelemetry.trace import SpanContext
 from pairjudge.agents.capture import CaptureUnreadable, make_capture, map_texts
 from pairjudge.agents.redaction import Redactor
 from pairjudge.schemas.captures import Capture, CapturedApi
-from pairjudge.streams.capture.bodies import as_body, assembled
+from pairjudge.streams.capture.bodies import WireBody, as_body, assembled
 from pairjudge.streams.security.kafka_clients import ClientConfig, as_client_config, client_config
 from pairjudge.streams.security.redaction_hook import EventRedactor, build_redactor
 
@@ -83,7 +83,7 @@ NO_META: Final = CaptureMeta()
 @dataclass(slots=True)
 class _Pending:
     api: CapturedApi
-    request: Mapping[str, Any]
+    request: Mapping[str, Any] | WireBody
     #: A response body or SDK object; for a streamed reply, the list of its chunks or events.
     response: Any
     at: float
@@ -91,6 +91,7 @@ class _Pending:
     meta: CaptureMeta
     streamed: bool
     latency_ms: float | None
+    capture_id: str | None = None
 
 
 class _Record(NamedTuple):
@@ -110,9 +111,12 @@ class CaptureStats:
         return sum(self.dropped.values())
 
 
-def _snapshot(request: Mapping[str, Any]) -> dict[str, Any]:
+def _snapshot(request: Mapping[str, Any] | WireBody) -> Mapping[str, Any] | WireBody:
+    if type(request) is WireBody:
+        return request  # bytes: nothing the caller can change
     # The top level and its lists copied, so an app that appends the reply to its message list right after the
     # call does not change what was captured. Deeper objects are shared: apps do not edit sent messages in place.
+    assert not isinstance(request, WireBody)
     return {k: list(v) if type(v) is list else v for k, v in request.items()}
 
 
@@ -137,10 +141,13 @@ class CaptureSink:
         max_capture_bytes: int = 1_000_000,
         send_timeout_s: float = 10.0,
         meter_provider: metrics.MeterProvider | None = None,
+        producer: str = "sdk",
     ) -> None:
         if max_buffered < 1 or batch_size < 1:
             raise ValueError("max_buffered and batch_size must be at least 1")
         self.topic = topic
+        #: What the captures say made them (``Capture.source.producer``): ``sdk``, ``gateway``.
+        self.producer = producer
         self._client = as_client_config(kafka)
         if redact is None or isinstance(redact, EventRedactor):
             self._redactor = redact
@@ -187,16 +194,19 @@ class CaptureSink:
 
     def capture(
         self,
-        request: Mapping[str, Any],
+        request: Mapping[str, Any] | WireBody,
         response: Any,
         *,
         api: CapturedApi = "chat_completions",
         meta: CaptureMeta = NO_META,
         streamed: bool = False,
         latency_ms: float | None = None,
+        capture_id: str | None = None,
     ) -> bool:
         """Queue one exchange: ``request`` as the body sent (a dict), ``response`` as the body received (a dict or
-        the SDK's response object; for a streamed reply, the list of its chunks or events with ``streamed=True``).
+        the SDK's response object; for a streamed reply, the list of its chunks or events with ``streamed=True``;
+        either may be a ``WireBody``, the bytes as HTTP carried them). ``capture_id``: the capture's id when the
+        caller drew it already (the gateway's sampling), else a new one.
         True when queued; False when dropped (counted). Never raises."""
         try:
             if self._closing:
@@ -219,6 +229,7 @@ class CaptureSink:
                     meta,
                     streamed,
                     latency_ms,
+                    capture_id,
                 )
             )
             loop = self._loop
@@ -262,6 +273,11 @@ class CaptureSink:
         self.close()
 
     # --- counting -----------------------------------------------------------------------------------------
+
+    def drop(self, reason: DropReason, exc: BaseException | None = None) -> None:
+        """Count one capture lost before it reached ``capture()`` (the gateway's: a body too large to keep, a bug
+        on its side); never raises."""
+        self._drop(reason, exc)
 
     def _drop(self, reason: DropReason, exc: BaseException | None = None, *, count: int = 1) -> None:
         try:
@@ -416,8 +432,9 @@ class CaptureSink:
             pending.api,
             request,
             response,
-            capture_id=uuid.uuid4().hex,
+            capture_id=pending.capture_id or uuid.uuid4().hex,
             captured_at=datetime.fromtimestamp(pending.at, UTC),
+            producer=self.producer,
             prompt_version=pending.meta.prompt_version,
             route=pending.meta.route,
             tags=pending.meta.tags,

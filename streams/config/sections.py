@@ -210,6 +210,41 @@ class ShadowSettings(_Section):
     allow_cleartext_key: bool = False
 
 
+class GatewaySettings(_Section):
+    """``pairjudge gateway`` (``[gateway]``, docs/guides/gateway.md): a reverse proxy in front of the champion that
+    captures a share of its exchanges."""
+
+    #: The champion's base URL, without ``/v1``: a request for ``/v1/chat/completions`` goes to
+    #: ``<upstream>/v1/chat/completions``. Required to start.
+    upstream: str = ""
+    #: Where the gateway listens: loopback unless told otherwise (a container sets 0.0.0.0).
+    host: str = Field(default="127.0.0.1", min_length=1)
+    #: The port the gateway listens on (0: any free one).
+    port: int = Field(default=8090, ge=0, le=65535)
+    #: The share of exchanges captured when there is no experiments file (``shadow.experiments_file``); with
+    #: one, an exchange is captured when it is drawn into at least one experiment's share, by the shadow stage's
+    #: own draw (so every capture sent is one the stage keeps).
+    share: float = Field(default=1.0, ge=0.0, le=1.0)
+    #: The app's route, as the experiments' ``routes`` select on; a request's ``X-Pairjudge-Route`` header wins.
+    route: str = Field(default="", max_length=200)
+    #: The app's prompt version; a request's ``X-Pairjudge-Prompt-Version`` header wins.
+    prompt_version: str = Field(default="", max_length=100)
+    #: Request headers whose values go into a capture's hints (comma-separated names), for the experiments'
+    #: ``headers`` selectors. A name that looks like a credential is refused at start.
+    hint_headers: str = ""
+    #: Seconds to connect to the champion (then 502).
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    #: Seconds of silence from the champion before the gateway gives up on it (then 504, or the stream is cut).
+    read_timeout_s: float = Field(default=600.0, gt=0)
+    #: Connections kept open to the champion, per gateway process.
+    max_connections: int = Field(default=1000, ge=1)
+    #: Captures waiting for Kafka at most; more are dropped and counted (``buffer_full``). Bounds the memory.
+    max_buffered: int = Field(default=1000, ge=1)
+    #: The largest request or response body captured, in bytes; a larger exchange is passed through uncaptured
+    #: and counted (``too_large``).
+    max_capture_bytes: int = Field(default=1_000_000, ge=1024)
+
+
 class HealthSettings(_Section):
     """The worker's health and metrics server (streams.worker.health_server): ``/livez``, ``/readyz``, ``/metrics``."""
 

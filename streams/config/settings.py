@@ -36,6 +36,7 @@ from pairjudge.streams.config.oversight import (
 )
 from pairjudge.streams.config.sections import (
     ControlSettings,
+    GatewaySettings,
     HealthSettings,
     InjectionScreenSettings,
     JudgeSettings,
@@ -75,6 +76,8 @@ class Settings(BaseSettings):
     health: HealthSettings = HealthSettings()
     #: The shadow stage: experiments on production captures (docs/guides/production-traffic.md).
     shadow: ShadowSettings = ShadowSettings()
+    #: The capturing gateway in front of the champion (docs/guides/gateway.md).
+    gateway: GatewaySettings = GatewaySettings()
     #: Maximum bytes of one incoming event (a tie-break request may have 4x); larger ones are dead-lettered unread.
     max_event_bytes: int = Field(default=256_000, ge=1024)
     #: A TOML file of named rubrics (``[rubrics.<name>]``) that pairs may refer to with ``{"kind": "named"}``;

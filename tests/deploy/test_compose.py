@@ -42,7 +42,7 @@ COMPOSE = ROOT / "deploy" / "compose.yaml"
 MAKE_SECRETS = ROOT / "deploy" / "compose" / "make-secrets.sh"
 SCHEMA = ROOT / "tests" / "fixtures" / "deploy_schemas" / "compose-spec.json"
 #: The services that run the pairjudge image.
-PAIRJUDGE_SERVICES = ("topics", "worker", "review")
+PAIRJUDGE_SERVICES = ("topics", "worker", "review", "gateway")
 #: Setting names that hold a secret: only their _FILE variants may appear.
 SECRET_SETTING = re.compile(r"PASSWORD|SECRET|API_KEY|DATABASE_URL|SIGNING_KEY|USERS|HEADERS|WEBHOOK_URL|TOKEN")
 
@@ -211,7 +211,12 @@ def test_each_pairjudge_service_loads_its_settings(
         assert len(signing.get_secret_value()) >= 16
     # One topic layout and one consumer group for all of them.
     assert len({(s.kafka.partitions, s.topics.prefix, s.worker.app_id) for s in loaded.values()}) == 1
-    worker, review = loaded["worker"], loaded["review"]
+    worker, review, gateway = loaded["worker"], loaded["review"], loaded["gateway"]
+    assert (gateway.gateway.host, gateway.gateway.port, gateway.gateway.upstream) == (
+        "0.0.0.0",
+        8090,
+        "http://champion:8000",
+    )
     assert worker.judge.kind == "offline"
     assert (worker.health.host, worker.health.port) == ("0.0.0.0", 9465)
     assert (worker.telemetry.exporter, worker.telemetry.otlp_endpoint) == ("otlp", "http://phoenix:6006")

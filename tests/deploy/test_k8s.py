@@ -43,6 +43,7 @@ HEALTH_PORT = 9465
 COMMIT_EVERY = 50
 LIVENESS_PATH, READINESS_PATH = "/livez", "/readyz"
 WORKER, REVIEW, TOPICS_JOB = "pairjudge-worker", "pairjudge-review", "pairjudge-topics"
+GATEWAY = "pairjudge-gateway"
 #: Settings whose values are secrets: only ever their ``_FILE`` variant (or a secretKeyRef) in a manifest.
 SECRET_NAME = re.compile(r"(_KEY$|PASSWORD|SECRET|TOKEN|DATABASE_URL$|OTLP_HEADERS$|WEBHOOK_URL$|^PAIRJUDGE_JURY$)")
 
@@ -89,7 +90,7 @@ class Built:
         return dict(containers[0])
 
     def pairjudge_workloads(self) -> Iterator[tuple[str, str]]:
-        yield from (("Deployment", WORKER), ("Deployment", REVIEW), ("Job", TOPICS_JOB))
+        yield from (("Deployment", WORKER), ("Deployment", REVIEW), ("Deployment", GATEWAY), ("Job", TOPICS_JOB))
 
 
 @pytest.fixture(scope="module", params=TARGETS, ids=[str(t.relative_to(K8S_DIR)) for t in TARGETS])
@@ -384,6 +385,24 @@ def test_review_service_reaches_its_probed_port(built: Built) -> None:
     labels = built.one("Deployment", REVIEW)["spec"]["template"]["metadata"]["labels"]
     assert service["selector"].items() <= labels.items()
     assert [_port(review, p["targetPort"]) for p in service["ports"]] == [port]
+
+
+def test_gateway_serves_its_probes_and_service_on_the_port_it_listens_on(built: Built) -> None:
+    gateway = built.container("Deployment", GATEWAY)
+    env = {e["name"]: e.get("value") for e in gateway["env"]}
+    port = int(env["PAIRJUDGE_GATEWAY__PORT"])
+    assert env["PAIRJUDGE_GATEWAY__HOST"] == "0.0.0.0"
+    assert env["PAIRJUDGE_GATEWAY__UPSTREAM"].startswith("http")
+    assert gateway["args"] == ["gateway"]
+    probes = {p: gateway[p]["httpGet"] for p in ("livenessProbe", "readinessProbe")}
+    assert {p["path"] for p in probes.values()} == {"/healthz", "/readyz"}
+    assert all(_port(gateway, p["port"]) == port for p in probes.values())
+    labels = built.one("Deployment", GATEWAY)["spec"]["template"]["metadata"]["labels"]
+    service = built.one("Service", GATEWAY)
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert [_port(gateway, p["targetPort"]) for p in service["spec"]["ports"]] == [port]
+    policy = built.one("NetworkPolicy", GATEWAY)
+    assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == [port]
 
 
 def test_pod_disruption_budget_covers_the_workers(built: Built) -> None:
