@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from pairjudge.agents.sampling import audit_fraction
 from pairjudge.schemas.captures import Capture, CapturedMessage, CapturedToolCall, FinishReason
-from pairjudge.schemas.experiments import Experiment
+from pairjudge.schemas.experiments import Experiment, Selector
 from pairjudge.schemas.messages import FunctionCall, Message, ToolCall, ToolDefinition
 from pairjudge.schemas.pair import Candidate, CandidatePair, CandidateSource, PairMetadata, Task
 
@@ -38,6 +38,7 @@ __all__ = [
     "ChallengerReply",
     "SetAside",
     "Unusable",
+    "admits",
     "build_pair",
     "challenger_request",
     "cut_off",
@@ -91,14 +92,25 @@ class ChallengerReply:
 
 def matches(experiment: Experiment, capture: Capture) -> bool:
     """Whether ``capture`` meets every criterion of the experiment's selector."""
-    select = experiment.select
-    if select.models and capture.source.model not in select.models:
+    return admits(
+        experiment.select,
+        model=capture.source.model,
+        route=capture.source.route,
+        tags=capture.hints.tags,
+        headers=capture.hints.headers,
+    )
+
+
+def admits(select: Selector, *, model: str, route: str, tags: Collection[str], headers: Mapping[str, str]) -> bool:
+    """Whether an exchange with this model, route, tags and (lower-case named) header values meets every criterion
+    of ``select``: ``matches`` for a capture, and a producer's draw before it has made one (the LiteLLM callback)."""
+    if select.models and model not in select.models:
         return False
-    if select.routes and capture.source.route not in select.routes:
+    if select.routes and route not in select.routes:
         return False
-    if select.tags and not set(select.tags) & set(capture.hints.tags):
+    if select.tags and not set(select.tags) & set(tags):
         return False
-    return all(capture.hints.headers.get(name.lower()) in values for name, values in select.headers.items())
+    return all(headers.get(name.lower()) in values for name, values in select.headers.items())
 
 
 def drawn(capture_id: str, experiment_id: str, share: float) -> bool:
