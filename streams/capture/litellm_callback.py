@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from litellm.integrations.custom_logger import CustomLogger
+from litellm.litellm_core_utils.redact_messages import should_redact_message_logging
+from litellm.llms.anthropic.messages.adapters.transformation import AnthropicAdapter
 
 from pairjudge.schemas.captures import Capture
 from pairjudge.schemas.experiments import Experiment
@@ -54,7 +56,11 @@ class _DrawnMeta(CaptureMeta):
 
 
 class _DrawnSink(CaptureSink):
-    """The SDK's sink, sending each capture under the id its draw used (the shadow stage draws again from it)."""
+    """The SDK's sink, sending each capture under the id its draw used (the shadow stage draws again from it).
+
+    A subclass rather than a ``capture_id`` argument of ``CaptureSink.capture``, so that this change stays out of the
+    SDK's module while the gateway (issue 38) may change it too; once both are in, that argument is the simpler form.
+    """
 
     def _build(self, pending: _Pending) -> Capture:
         capture = super()._build(pending)
@@ -91,6 +97,9 @@ class PairjudgeCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
         self.hint_headers = tuple(hint_headers)
         #: Calls no experiment drew (not a loss: they were never to be captured).
         self.not_drawn = 0
+        #: Calls whose content LiteLLM is told not to log (``turn_off_message_logging``, globally, per key or per
+        #: request): never captured either.
+        self.withheld = 0
         self._report_every = float(os.environ.get(REPORT_EVERY_ENV, "60"))
         self._next_report = time.monotonic() + self._report_every
         # Registered after the sink's own flush at exit, so run before it: the last counts are logged.
@@ -126,13 +135,17 @@ class PairjudgeCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
         exchange = read_exchange(kwargs, response_obj, start_time, end_time, hint_headers=self.hint_headers)
         if exchange is None:
             return False
+        if should_redact_message_logging(kwargs):
+            self.withheld += 1
+            return False
         capture_id = draw(exchange, self.experiments)
         if capture_id is None:
             self.not_drawn += 1
             return False
+        response = _anthropic_body(exchange.response) if exchange.api == "anthropic_messages" else exchange.response
         return self.sink.capture(
             exchange.request,
-            exchange.response,
+            response,
             api=exchange.api,
             meta=_meta(exchange, capture_id),
             latency_ms=exchange.latency_ms,
@@ -151,7 +164,21 @@ class PairjudgeCallback(CustomLogger):  # type: ignore[misc]  # LiteLLM's class 
 
     def _report(self, stats: CaptureStats) -> None:
         level = logging.WARNING if stats.dropped_total else logging.INFO
-        log.log(level, "pairjudge LiteLLM callback: %s; not drawn %d", capture_stats_text(stats), self.not_drawn)
+        log.log(
+            level,
+            "pairjudge LiteLLM callback: %s; not drawn %d, withheld %d",
+            capture_stats_text(stats),
+            self.not_drawn,
+            self.withheld,
+        )
+
+
+def _anthropic_body(response: Any) -> Any:
+    """The Anthropic message the client got. LiteLLM hands its callbacks a ``/v1/messages`` reply in chat shape (a
+    ``ModelResponse``), streamed or not, and converts it back for the client: the same conversion here."""
+    if getattr(response, "choices", None) is None:
+        return response  # already an Anthropic body
+    return AnthropicAdapter().translate_completion_output_params(response)
 
 
 def _meta(exchange: Exchange, capture_id: str) -> _DrawnMeta:
