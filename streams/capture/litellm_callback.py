@@ -33,18 +33,19 @@ from litellm.llms.anthropic.messages.adapters.transformation import AnthropicAda
 
 from pairjudge.schemas.captures import Capture
 from pairjudge.schemas.experiments import Experiment
-from pairjudge.streams.capture.litellm_exchange import Exchange, draw, read_exchange
+from pairjudge.streams.capture.litellm_exchange import (
+    HINT_HEADERS_ENV,
+    MAX_BUFFERED_ENV,
+    REPORT_EVERY_ENV,
+    Exchange,
+    draw,
+    read_exchange,
+)
 from pairjudge.streams.capture.sink import CaptureMeta, CaptureSink, CaptureStats, _Pending, capture_stats_text
 from pairjudge.streams.config.experiments import load_experiments
 from pairjudge.streams.config.settings import load_settings
 
 log = logging.getLogger(__name__)
-
-HINT_HEADERS_ENV: Final = "PAIRJUDGE_LITELLM_HINT_HEADERS"
-#: The sink's bound: captures held while Kafka is slow or down (more are dropped, counted ``buffer_full``).
-MAX_BUFFERED_ENV: Final = "PAIRJUDGE_LITELLM_MAX_BUFFERED"
-#: Seconds between two log lines of the counts (sent, buffered, dropped by reason), written from a call's event.
-REPORT_EVERY_ENV: Final = "PAIRJUDGE_LITELLM_REPORT_EVERY_S"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,4 +196,4 @@ def _meta(exchange: Exchange, capture_id: str) -> _DrawnMeta:
 #: The instance a LiteLLM proxy's config names.
 capture_callback: Final = PairjudgeCallback()
 
-__all__ = ["HINT_HEADERS_ENV", "MAX_BUFFERED_ENV", "REPORT_EVERY_ENV", "PairjudgeCallback", "capture_callback"]
+__all__ = ["PairjudgeCallback", "capture_callback"]

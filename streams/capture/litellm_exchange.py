@@ -23,6 +23,13 @@ from pairjudge.agents.shadow import admits, drawn
 from pairjudge.schemas.captures import CapturedApi
 from pairjudge.schemas.experiments import Experiment
 
+#: The callback's own variables, besides pairjudge's settings (docs/guides/litellm.md): the request header names
+#: whose values may be hints (comma-separated; never a credential's), the sink's bound, and the seconds between two
+#: log lines of the counts.
+HINT_HEADERS_ENV: Final = "PAIRJUDGE_LITELLM_HINT_HEADERS"
+MAX_BUFFERED_ENV: Final = "PAIRJUDGE_LITELLM_MAX_BUFFERED"
+REPORT_EVERY_ENV: Final = "PAIRJUDGE_LITELLM_REPORT_EVERY_S"
+CALLBACK_VARIABLES: Final = frozenset({HINT_HEADERS_ENV, MAX_BUFFERED_ENV, REPORT_EVERY_ENV})
 #: LiteLLM's call types, by the API the client called.
 CALL_TYPES: Final[Mapping[str, CapturedApi]] = {
     "completion": "chat_completions",
@@ -166,4 +173,14 @@ def draw(
     return None
 
 
-__all__ = ["CALL_TYPES", "Exchange", "draw", "internal_call", "read_exchange"]
+__all__ = [
+    "CALLBACK_VARIABLES",
+    "CALL_TYPES",
+    "HINT_HEADERS_ENV",
+    "MAX_BUFFERED_ENV",
+    "REPORT_EVERY_ENV",
+    "Exchange",
+    "draw",
+    "internal_call",
+    "read_exchange",
+]
