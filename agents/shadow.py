@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from pairjudge.agents.sampling import audit_fraction
 from pairjudge.schemas.captures import Capture, CapturedMessage, CapturedToolCall, FinishReason
-from pairjudge.schemas.experiments import Experiment
+from pairjudge.schemas.experiments import Experiment, Selector
 from pairjudge.schemas.messages import FunctionCall, Message, ToolCall, ToolDefinition
 from pairjudge.schemas.pair import Candidate, CandidatePair, CandidateSource, PairMetadata, Task
 
@@ -38,6 +38,7 @@ __all__ = [
     "ChallengerReply",
     "SetAside",
     "Unusable",
+    "admits",
     "build_pair",
     "challenger_request",
     "cut_off",
@@ -45,7 +46,6 @@ __all__ = [
     "joins",
     "matches",
     "read_reply",
-    "selects",
     "set_aside",
     "shadow_pair_id",
 ]
@@ -92,8 +92,8 @@ class ChallengerReply:
 
 def matches(experiment: Experiment, capture: Capture) -> bool:
     """Whether ``capture`` meets every criterion of the experiment's selector."""
-    return selects(
-        experiment,
+    return admits(
+        experiment.select,
         model=capture.source.model,
         route=capture.source.route,
         tags=capture.hints.tags,
@@ -101,12 +101,13 @@ def matches(experiment: Experiment, capture: Capture) -> bool:
     )
 
 
-def selects(
-    experiment: Experiment, *, model: str | None, route: str, tags: Collection[str], headers: Mapping[str, str]
+def admits(
+    select: Selector, *, model: str | None, route: str, tags: Collection[str], headers: Mapping[str, str]
 ) -> bool:
-    """The selector's test on an exchange's parts; ``model=None``: not known yet (the gateway, before it reads
-    the body), so the ``models`` criterion is left to the stage."""
-    select = experiment.select
+    """Whether an exchange with this model, route, tags and (lower-case named) header values meets every criterion
+    of ``select``: ``matches`` for a capture, and a producer's draw before it has made one (the gateway, the
+    LiteLLM callback). ``model=None``: not known yet (the gateway, before it reads the body), so the ``models``
+    criterion is left to the stage."""
     if select.models and model is not None and model not in select.models:
         return False
     if select.routes and route not in select.routes:

@@ -146,7 +146,7 @@ class CaptureSink:
         if max_buffered < 1 or batch_size < 1:
             raise ValueError("max_buffered and batch_size must be at least 1")
         self.topic = topic
-        #: What the captures say made them (``Capture.source.producer``): ``sdk``, ``gateway``.
+        #: What the captures say made them (``Capture.source.producer``): ``sdk``, ``gateway``, ``litellm``.
         self.producer = producer
         self._client = as_client_config(kafka)
         if redact is None or isinstance(redact, EventRedactor):
@@ -205,7 +205,8 @@ class CaptureSink:
     ) -> bool:
         """Queue one exchange: ``request`` as the body sent (a dict), ``response`` as the body received (a dict or
         the SDK's response object; for a streamed reply, the list of its chunks or events with ``streamed=True``;
-        either may be a ``WireBody``, the bytes as HTTP carried them). ``capture_id``: the capture's id when the
+        either may be a ``WireBody``, the bytes as HTTP carried them; a streamed reply already joined into one body,
+        as LiteLLM hands it over, is that body with ``streamed=True``). ``capture_id``: the capture's id when the
         caller drew it already (the gateway's sampling), else a new one.
         True when queued; False when dropped (counted). Never raises."""
         try:
@@ -426,7 +427,11 @@ class CaptureSink:
 
     def _build(self, pending: _Pending) -> Capture:
         request = as_body(pending.request)
-        response = assembled(pending.api, pending.response) if pending.streamed else as_body(pending.response)
+        response = (
+            assembled(pending.api, pending.response)
+            if pending.streamed and _in_pieces(pending.response)
+            else as_body(pending.response)
+        )
         span = pending.span
         capture = make_capture(
             pending.api,
@@ -458,3 +463,8 @@ def capture_stats_text(stats: CaptureStats) -> str:
 
 
 __all__: Sequence[str] = ["DROP_REASONS", "CaptureMeta", "CaptureSink", "CaptureStats", "DropReason"]
+
+
+def _in_pieces(response: Any) -> bool:
+    """Whether a streamed reply came as its chunks or events (to assemble), not already joined into one body."""
+    return isinstance(response, (list, tuple, WireBody))

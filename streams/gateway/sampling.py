@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from pairjudge.agents.shadow import drawn, selects
+from pairjudge.agents.shadow import admits, drawn
 from pairjudge.schemas.experiments import Experiment
 from pairjudge.streams.capture.sink import CaptureMeta
 
@@ -86,7 +86,7 @@ class Sampler:
         if not self.experiments:
             return capture_id if self.share > 0 and drawn(capture_id, ALL_EXCHANGES, self.share) else None
         for experiment in self.experiments:
-            if selects(experiment, model=None, route=meta.route, tags=meta.tags, headers=meta.headers) and drawn(
+            if admits(experiment.select, model=None, route=meta.route, tags=meta.tags, headers=meta.headers) and drawn(
                 capture_id, experiment.id, experiment.share
             ):
                 return capture_id

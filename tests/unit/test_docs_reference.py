@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pairjudge.schemas.export import EXPORTED
+from pairjudge.streams.capture.litellm_exchange import CALLBACK_VARIABLES
 from pairjudge.streams.cli import app
 from pairjudge.streams.config import Settings
 from pairjudge.streams.config.settings import ReviewUser
@@ -293,8 +294,15 @@ def _resolves(dotted: str) -> bool:
     return False
 
 
-#: PAIRJUDGE_ variables that are not settings: the config file's path, and the tests' and tools' own.
-NOT_SETTINGS = {"PAIRJUDGE_CONFIG", "PAIRJUDGE_TEST_BOOTSTRAP", "PAIRJUDGE_KUSTOMIZE", "PAIRJUDGE_PROMTOOL"}
+#: PAIRJUDGE_ variables that are not settings: the config file's path, the tests' and tools' own, and the LiteLLM
+#: callback's (read in the proxy's process, beside pairjudge's settings).
+NOT_SETTINGS = {
+    "PAIRJUDGE_CONFIG",
+    "PAIRJUDGE_TEST_BOOTSTRAP",
+    "PAIRJUDGE_KUSTOMIZE",
+    "PAIRJUDGE_PROMTOOL",
+    *CALLBACK_VARIABLES,
+}
 
 
 def test_the_docs_name_only_variables_that_exist() -> None:
