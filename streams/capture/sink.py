@@ -13,11 +13,14 @@ dropped and counted, by reason (``DROP_REASONS``), in ``stats()`` and in the Ope
 - ``closed``: ``capture()`` after ``close()``;
 - ``unreadable``: the bodies could not be read as a capture (the log says which field, never its text);
 - ``too_large``: the encoded capture is larger than ``max_capture_bytes``;
-- ``kafka_unavailable``: the broker did not take it within ``send_timeout_s``, or was still unreachable at
-  ``close()``;
+- ``kafka_unavailable``: the broker did not take it (the producer gave up on it, or could not queue it within
+  ``send_timeout_s``), or it was still waiting at ``close()``. A capture the producer still holds after
+  ``send_timeout_s`` (its broker down) is counted when the producer settles it: sent if the broker takes it once
+  back, else this. Counting it lost at the timeout would count twice one the broker takes later;
 - ``error``: anything else (a bug here), logged with its type.
 
-Memory is bounded by ``max_buffered`` pending captures plus one batch (``batch_size``) being sent.
+Memory is bounded by ``max_buffered`` pending captures plus what the producer holds (one batch being sent, and
+with a broker down the batches it keeps for it, bounded by its own queue: ``send()`` waits when it is full).
 """
 
 from __future__ import annotations
@@ -161,6 +164,8 @@ class CaptureSink:
         self._buffer: deque[_Pending] = deque()
         self._dropped: dict[DropReason, int] = dict.fromkeys(DROP_REASONS, 0)
         self._sent = 0
+        #: Deliveries the producer still holds after ``send_timeout_s`` (a broker down): counted once settled.
+        self._in_flight: set[asyncio.Future[Any]] = set()
         self._count_lock = threading.Lock()
         meter = (meter_provider or metrics.get_meter_provider()).get_meter("pairjudge.capture")
         self._drop_counter = meter.create_counter(
@@ -244,7 +249,9 @@ class CaptureSink:
 
     def stats(self) -> CaptureStats:
         with self._count_lock:
-            return CaptureStats(buffered=len(self._buffer), sent=self._sent, dropped=dict(self._dropped))
+            return CaptureStats(
+                buffered=len(self._buffer) + len(self._in_flight), sent=self._sent, dropped=dict(self._dropped)
+            )
 
     def close(self, timeout: float = 5.0) -> CaptureStats:
         """Send what is buffered (for up to ``timeout`` seconds), stop the thread; later captures are dropped
@@ -349,6 +356,11 @@ class CaptureSink:
             if producer is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(producer.stop(), timeout=2.0)
+            # What the producer still held when it stopped: never sent.
+            if self._in_flight:
+                left = len(self._in_flight)
+                self._in_flight.clear()
+                self._drop("kafka_unavailable", count=left)
 
     async def _pause(self, seconds: float) -> None:
         assert self._wake is not None
@@ -382,25 +394,49 @@ class CaptureSink:
         return producer
 
     async def _send(self, producer: AIOKafkaProducer, records: list[_Record]) -> None:
-        async def batch() -> list[object]:
-            # send() only queues (it waits when the broker's metadata is missing); the deliveries come together.
-            deliveries = [await producer.send(self.topic, value=r.value, key=r.key, headers=r.headers) for r in records]
-            results: list[object] = await asyncio.gather(*deliveries, return_exceptions=True)
-            return results
+        deliveries: list[asyncio.Future[Any]] = []
 
+        async def queue() -> None:
+            # send() only queues (it waits when the broker's metadata is missing, or the producer's queue is full).
+            for r in records:
+                deliveries.append(await producer.send(self.topic, value=r.value, key=r.key, headers=r.headers))
+
+        trouble: BaseException | None = None
+        deadline = time.monotonic() + self._send_timeout
         try:
-            results = await asyncio.wait_for(batch(), timeout=self._send_timeout)
-        except Exception as exc:  # noqa: BLE001 - Kafka gone mid-batch: the batch is lost, and counted
-            results = [exc] * len(records)
-        failed = [r for r in results if isinstance(r, BaseException)]
+            await asyncio.wait_for(queue(), timeout=self._send_timeout)
+        except Exception as exc:  # noqa: BLE001 - Kafka gone: what was not queued is lost, and counted
+            trouble = exc
+        failed = len(records) - len(deliveries)
+        done: set[asyncio.Future[Any]] = set()
+        if deliveries:
+            done, pending = await asyncio.wait(deliveries, timeout=max(deadline - time.monotonic(), 0.001))
+            # Still held by the producer (its broker down): the broker may yet take them once back, so they are
+            # counted when settled, not now (then a capture counted lost could reach the topic after all).
+            for delivery in pending:
+                self._in_flight.add(delivery)
+                delivery.add_done_callback(self._settled)
+        errors = [d for d in done if d.cancelled() or d.exception() is not None]
+        failed += len(errors)
+        sent = len(done) - len(errors)
         with self._count_lock:
-            self._sent += len(records) - len(failed)
-        self._sent_counter.add(len(records) - len(failed))
+            self._sent += sent
+        self._sent_counter.add(sent)
         if failed:
-            self._warn(
-                "send", "capture sink: Kafka did not take %d captures (%s)", len(failed), type(failed[0]).__name__
-            )
-            self._drop("kafka_unavailable", count=len(failed))
+            cause = type(trouble).__name__ if trouble is not None else _failure_name(errors[0])
+            self._warn("send", "capture sink: Kafka did not take %d captures (%s)", failed, cause)
+            self._drop("kafka_unavailable", count=failed)
+
+    def _settled(self, delivery: asyncio.Future[Any]) -> None:
+        if delivery not in self._in_flight:
+            return  # counted already (at the end)
+        self._in_flight.discard(delivery)
+        if delivery.cancelled() or delivery.exception() is not None:
+            self._drop("kafka_unavailable")
+        else:
+            with self._count_lock:
+                self._sent += 1
+            self._sent_counter.add(1)
 
     def _encode_batch(self) -> list[_Record]:
         records: list[_Record] = []
@@ -463,6 +499,10 @@ def capture_stats_text(stats: CaptureStats) -> str:
 
 
 __all__: Sequence[str] = ["DROP_REASONS", "CaptureMeta", "CaptureSink", "CaptureStats", "DropReason"]
+
+
+def _failure_name(delivery: asyncio.Future[Any]) -> str:
+    return "CancelledError" if delivery.cancelled() else type(delivery.exception()).__name__
 
 
 def _in_pieces(response: Any) -> bool:
