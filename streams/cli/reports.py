@@ -41,6 +41,10 @@ def report(
     from pairjudge.streams.audit.report import parse_audit_events, write_report
 
     if source is not None:
+        from pairjudge.streams.cli.inputs import require_json_lines
+
+        if source.is_file():
+            require_json_lines(source)
         try:
             lines: list[bytes] = source.read_bytes().splitlines()
         except OSError as exc:

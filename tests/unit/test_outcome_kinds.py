@@ -142,6 +142,7 @@ def _event_of(entry: OutcomeEntry) -> object:
         winner=pair.candidates[0].candidate_id,
         confidence=0.9,
         decided_by="primary",
+        winner_role=None,
         tiebreak_reason=None,
     )
     assert outcome_kind(made) == entry.kind
