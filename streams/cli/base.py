@@ -4,6 +4,7 @@ and the settings the running command read."""
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import shutil
 import sys
@@ -72,6 +73,20 @@ def _root(
     ] = False,
 ) -> None:
     """Judge pairs of AI outputs on Kafka."""
+
+
+#: Columns a table printed to a pipe or file is laid out for: rich's 80 would cut the outcome tables, and a
+#: file has no width of its own. A terminal keeps its own width (tables fold their cells to fit it).
+PIPED_WIDTH = 120
+
+
+def output_console() -> Console:
+    """The console for a command's results, on stdout: the terminal's width, or ``PIPED_WIDTH`` when piped
+    (unless ``COLUMNS`` says otherwise)."""
+    probe = Console()
+    if probe.is_terminal or "COLUMNS" in os.environ:
+        return probe
+    return Console(width=PIPED_WIDTH)
 
 
 def pairjudge_command() -> str:

@@ -35,7 +35,7 @@ def report(
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        console.print("[red]error:[/red] the report needs matplotlib: pip install 'pairjudge[report]'")
+        console.print("[red]error:[/red] the report needs matplotlib: pip install 'pairjudge-stream[report]'")
         raise typer.Exit(code=2) from None
 
     from pairjudge.streams.audit.report import parse_audit_events, write_report

@@ -71,11 +71,16 @@ DECIDED_BY_WORDS: Final[Mapping[str, str]] = MappingProxyType(
 )
 
 
+def words_for(code: str) -> str | None:
+    """The sentence for a reason code, or None for a code without one."""
+    return REVIEW_WORDS.get(code) or TIEBREAK_WORDS.get(code) or INPUT_WORDS.get(code)
+
+
 def reason_words(code: str | None) -> str:
     """A reason code as a sentence with the code after it; an unknown code as it is."""
     if not code:
         return ""
-    words = REVIEW_WORDS.get(code) or TIEBREAK_WORDS.get(code) or INPUT_WORDS.get(code)
+    words = words_for(code)
     return f"{words} ({code})" if words else code
 
 
@@ -88,4 +93,4 @@ def shorten(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:") + "…"
 
 
-__all__ = ["DECIDED_BY_WORDS", "INPUT_WORDS", "REVIEW_WORDS", "TIEBREAK_WORDS", "reason_words", "shorten"]
+__all__ = ["DECIDED_BY_WORDS", "INPUT_WORDS", "REVIEW_WORDS", "TIEBREAK_WORDS", "reason_words", "shorten", "words_for"]
