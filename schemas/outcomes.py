@@ -135,7 +135,7 @@ OUTCOMES: Final[Mapping[OutcomeKind, OutcomeEntry]] = MappingProxyType(
             judged=True,
             escalated=True,
             row="review",
-            label="review",
+            label="needs review",
             count_label="review",
             when=(
                 "a person must decide; `reason` says why (an ordering stays invalid, the tie-break cannot settle it, "

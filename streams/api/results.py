@@ -44,6 +44,8 @@ class PairResult:
     pair_id: str
     outcome: str  # the outcome kind's ``row`` (schemas.outcomes: "verdict", "review", "rejected", "error", ...)
     winner: str | None = None  # a candidate id, None when undecided
+    #: The winner's role ("champion", "challenger", ...) where the pair names one; None for a tie or none.
+    winner_role: str | None = None
     decided_by: str | None = None
     reason: str | None = None
     #: Why a pair was not judged (rejected, an error, ...), readable; never the pair's text.
@@ -105,6 +107,7 @@ def result_for(outcome: Outcome, raw: bytes) -> PairResult:
     row.detail = outcome.detail
     if isinstance(outcome.event, PairVerdict):
         row.decided_by = outcome.event.decided_by
+        row.winner_role = outcome.event.winner_role
     if pair is not None:
         _describe_pair(row, pair)
     primary = outcome.primary_orderings

@@ -4,6 +4,12 @@ and the settings the running command read."""
 from __future__ import annotations
 
 import logging
+import os
+import shlex
+import shutil
+import sys
+from importlib import metadata
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -40,6 +46,64 @@ review_app = typer.Typer(
 app.add_typer(review_app, name="review")
 
 console = Console(stderr=True)
+
+#: The distribution pairjudge is installed as (the name ``pairjudge`` on PyPI is another project's).
+DISTRIBUTION = "pairjudge-stream"
+
+
+def installed_version() -> str:
+    """The installed package's version, from its metadata (what pip installed, not a copy in the code)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"pairjudge {installed_version()} ({DISTRIBUTION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Judge pairs of AI outputs on Kafka."""
+
+
+#: Columns a table printed to a pipe or file is laid out for: rich's 80 would cut the outcome tables, and a
+#: file has no width of its own. A terminal keeps its own width (tables fold their cells to fit it).
+PIPED_WIDTH = 120
+
+
+def output_console() -> Console:
+    """The console for a command's results, on stdout: the terminal's width, or ``PIPED_WIDTH`` when piped
+    (unless ``COLUMNS`` says otherwise)."""
+    probe = Console()
+    if probe.is_terminal or "COLUMNS" in os.environ:
+        return probe
+    return Console(width=PIPED_WIDTH)
+
+
+def pairjudge_command() -> str:
+    """How to run ``pairjudge`` again from the directory the user is in, for commands printed to be pasted:
+    ``pairjudge`` when that is the one on PATH, else the installed script's path (``.venv/bin/pairjudge``
+    after the README's install), relative to here where it can be."""
+    script = Path(sys.executable).parent / "pairjudge"
+    if not script.exists():
+        return f"{shlex.quote(sys.executable)} -m pairjudge.streams.cli"
+    on_path = shutil.which("pairjudge")
+    if on_path is not None and Path(on_path).resolve() == script.resolve():
+        return "pairjudge"
+    try:
+        return shlex.quote(str(script.relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(script))
+
 
 log = logging.getLogger("pairjudge.streams.cli")
 

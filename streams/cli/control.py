@@ -56,7 +56,8 @@ def control_resume(
     by: Annotated[str, typer.Option(help="Who resumed: a person, kept on the control topic.")],
     bootstrap: Bootstrap = None,
 ) -> None:
-    """Resume automatic decisions after the kappa guard paused them (seed 001: only a person does this)."""
+    """Resume automatic decisions after the kappa guard paused them (only a person does this: the guard never
+    resumes by itself)."""
     from pairjudge.streams.control.live import publish_control
 
     settings = settings_for(bootstrap)

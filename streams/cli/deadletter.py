@@ -25,6 +25,7 @@ from rich.text import Text
 
 from pairjudge.schemas.kinds import DEAD_LETTER_STAGES
 from pairjudge.streams.cli.base import Bootstrap, app, console, settings_for
+from pairjudge.streams.cli.words import words_for
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.letters import LetterFilter, LetterRead, StoredLetter, latest_per_pair
 from pairjudge.streams.kafka.replay import REPLAYABLE_REASONS, Planned, ReplayReport
@@ -168,7 +169,8 @@ def _print_counts(out: Console, letters: Sequence[StoredLetter], scanned: int) -
     counts = Counter(s.letter.reason for s in letters)
     out.print(f"{len(letters)} of {scanned} letters selected", highlight=False)
     for reason, count in counts.most_common():
-        out.print(Text(f"  {reason}: {count}"))
+        words = words_for(reason)
+        out.print(Text(f"  {reason}: {count}" + (f" ({words})" if words else "")))
 
 
 @deadletter_app.command("list")

@@ -7,6 +7,7 @@ sample pairs, and a wait until every pair has a final outcome.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -19,14 +20,18 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from pairjudge.schemas.audit import Alert, AuditSnapshot
+from pairjudge.schemas.audit import Alert, AuditSeries, AuditSnapshot
 from pairjudge.schemas.outcomes import entry_for_topic
 from pairjudge.streams.audit.label_files import Accepted, parse_labels
 from pairjudge.streams.audit.label_import import publish as publish_labels
 from pairjudge.streams.audit.report import latest_per_window, parse_audit_events
+from pairjudge.streams.cli.base import output_console, pairjudge_command
+from pairjudge.streams.cli.words import DECIDED_BY_WORDS, reason_words
 from pairjudge.streams.config.settings import Settings, environ_for
 from pairjudge.streams.kafka.admin import create_topics, wait_until_ready
 from pairjudge.streams.kafka.collector import Outcomes, collect_outcomes, read_topic
@@ -45,6 +50,9 @@ class DemoResult:
     #: The drift audit's latest snapshot per series, and every alert, from this run.
     snapshots: list[AuditSnapshot] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
+    #: Lines sent with no readable pair id (1-based line number), each with the reason it was dead-lettered
+    #: for, or None when its dead letter was not seen: they have no pair id to find their outcome by.
+    keyless: dict[int, str | None] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -121,7 +129,7 @@ async def run_demo(
     timeout: float,
     console: Console | None = None,
 ) -> DemoResult:
-    console = console or Console()
+    console = console or output_console()
     started = time.monotonic()
     started_at = datetime.now(UTC)
     run_id = uuid.uuid4().hex[:8]
@@ -170,22 +178,59 @@ async def run_demo(
             telemetry.shutdown()
         console.print(f"[bold]sent[/bold] {sent} events ({len(expected)} with a pair id); waiting for outcomes")
         outcomes = await collect_outcomes(settings, expected, timeout=timeout)
+        keyless = await _keyless_letters(settings, events, started_at)
         if worker.poll() is not None:
             console.print(f"[red]the worker exited with {worker.returncode}; see {out_dir / 'demo-worker.log'}[/red]")
         snapshots, alerts = await _audit_loop(settings, run_id, outcomes, started_at, console)
         result = DemoResult(
-            outcomes=outcomes, wall_seconds=time.monotonic() - started, snapshots=snapshots, alerts=alerts
+            outcomes=outcomes,
+            wall_seconds=time.monotonic() - started,
+            snapshots=snapshots,
+            alerts=alerts,
+            keyless=keyless,
         )
         _write_outcomes(out_path, outcomes)
         _write_audit(out_dir / "demo-audit.jsonl", snapshots, alerts)
         _print_summary(console, result, out_path, settings)
         _print_audit(console, result, settings)
+        _print_next(console, result, pairs_path is None)
         return result
     finally:
         if worker is not None:
             stop_process(worker)
         if broker is not None:
             broker.stop()
+
+
+async def _keyless_letters(settings: Settings, events: list[bytes], since: datetime) -> dict[int, str | None]:
+    """The dead letters of the lines sent without a readable pair id, found by their bytes' SHA-256 (a dead
+    letter carries it), so a line that is not JSON shows in the summary as the dead letter it became."""
+    wanted = {hashlib.sha256(raw).hexdigest(): n for n, raw in enumerate(events, start=1) if key_of(raw) is None}
+    found: dict[int, str | None] = dict.fromkeys(wanted.values())
+    if not wanted:
+        return found
+
+    def all_found(records: list[tuple[bytes | None, bytes | None]]) -> bool:
+        for _, value in records:
+            try:
+                letter = json.loads(value or b"{}")
+            except ValueError:
+                continue
+            line = wanted.get(str(letter.get("original_sha256")))
+            if line is not None and _at_or_after(letter.get("failed_at"), since):
+                found[line] = str(letter.get("reason"))
+        return all(reason is not None for reason in found.values())
+
+    await read_topic(settings, "deadletter", timeout=10, until=all_found)
+    return found
+
+
+def _at_or_after(stamp: object, since: datetime) -> bool:
+    """A letter from this run (on a shared cluster, an earlier run may have sent the same bytes)."""
+    try:
+        return isinstance(stamp, str) and datetime.fromisoformat(stamp) >= since
+    except ValueError:
+        return False
 
 
 async def _audit_loop(
@@ -197,7 +242,10 @@ async def _audit_loop(
     labelled = {item.label.pair_id for item in parsed.items if isinstance(item, Accepted)}
     # Only automatic verdicts are compared with humans; escalated pairs are the humans' to decide.
     joinable = sum(1 for pid in labelled if outcomes.final.get(pid, ("", {}))[0] == "verdicts")
-    console.print(f"[bold]labels[/bold] {report.published} human labels sent; {joinable} label automatic verdicts")
+    console.print(
+        f"[bold]labels[/bold] {report.published} human labels sent; {joinable} of them are for automatic verdicts, "
+        "which the drift audit compares with the judge's"
+    )
     latest: dict[str, AuditSnapshot] = {}
     alerts: list[Alert] = []
 
@@ -224,36 +272,51 @@ def _write_audit(path: Path, snapshots: list[AuditSnapshot], alerts: list[Alert]
             fh.write(event.model_dump_json() + "\n")
 
 
+def _series_name(info: AuditSeries | None, key: str) -> str:
+    """A series as a person names it: judge, rubric and experiment (the key, with its template hash, is in
+    the audit file)."""
+    if info is None:
+        return key
+    rubric = info.rubric.removeprefix("named:")
+    return f"{info.judge_model}, rubric {rubric}, experiment {info.experiment_id or 'none'}"
+
+
 def _print_audit(console: Console, result: DemoResult, settings: Settings) -> None:
-    table = Table(title="drift audit: this run's window, per series")
-    for column in ("judge | rubric | experiment", "pairs", "tie-break rate", "labels", "agreement", "kappa (95% CI)"):
-        table.add_column(column)
+    audit = settings.audit
+    table = Table(title="drift audit: how the judge did in this run, per series", box=box.SIMPLE_HEAD)
+    for column in ("judge, rubric and experiment", "pairs", "tie-break rate", "human labels", "agreement", "kappa"):
+        table.add_column(column, overflow="fold")
+    names = {s.series: _series_name(s.series_info, s.series) for s in result.snapshots}
     for snapshot in result.snapshots:
-        info = snapshot.series_info
-        name = f"{info.judge_model} | {info.rubric} | {info.experiment_id or '-'}" if info else snapshot.series
-        kappa = (
-            f"{snapshot.cohen_kappa:.2f} ({snapshot.kappa_low:.2f}..{snapshot.kappa_high:.2f})"
-            if snapshot.cohen_kappa is not None and snapshot.kappa_low is not None and snapshot.kappa_high is not None
-            else "n/a"
-        )
         table.add_row(
-            name,
+            names[snapshot.series],
             str(snapshot.pairs),
             f"{snapshot.tiebreak_rate:.0%}" if snapshot.tiebreak_rate is not None else "n/a",
             str(snapshot.human_labels),
             f"{snapshot.agreement:.0%}" if snapshot.agreement is not None else "n/a",
-            kappa,
+            _kappa_text(snapshot, audit.min_labels),
         )
     console.print(table)
     for alert in result.alerts:
-        console.print(f"[yellow]alert {alert.kind}[/yellow] ({alert.series}): {alert.message}")
+        console.print(
+            f"[yellow]alert[/yellow] {escape(names.get(alert.series, alert.series))}: {escape(alert.message)}"
+        )
     if not result.alerts:
         console.print("no audit alert fired")
-    audit = settings.audit
     console.print(
-        f"the kappa guard acts from {audit.min_labels} labels in a window; rate alerts here from "
-        f"{audit.min_pairs} pairs a series (demo setting; 20 by default)"
+        f"kappa is the judge's agreement with people beyond chance; it is shown from {audit.min_labels} labels in a "
+        f"series, and the guard that pauses automatic decisions acts from there too. Rate alerts fire here from "
+        f"{audit.min_pairs} pairs a series (a demo setting; 20 by default)."
     )
+
+
+def _kappa_text(snapshot: AuditSnapshot, needed: int) -> str:
+    """Kappa with its interval, or, on too few labels for it to mean anything, how many there are."""
+    if snapshot.human_labels < needed:
+        return f"too few labels ({snapshot.human_labels} of {needed})"
+    if snapshot.cohen_kappa is None or snapshot.kappa_low is None or snapshot.kappa_high is None:
+        return "n/a"
+    return f"{snapshot.cohen_kappa:.2f} ({snapshot.kappa_low:.2f} to {snapshot.kappa_high:.2f})"
 
 
 def _write_outcomes(path: Path, outcomes: Outcomes) -> None:
@@ -263,19 +326,22 @@ def _write_outcomes(path: Path, outcomes: Outcomes) -> None:
             fh.write(json.dumps({"pair_id": pair_id, "outcome": kind, "event": event}) + "\n")
 
 
-def _summary_row(kind: str, event: dict[str, object]) -> tuple[str, str, str, str]:
+def _summary_row(kind: str, event: dict[str, object]) -> tuple[str, str, str]:
+    """(outcome, winner with the judge's confidence, why) in words."""
     if kind == "verdicts":
         conf = event.get("confidence")
         winner, role = str(event.get("winner")), event.get("winner_role")
-        # A tie settled by rule (identical or both empty outputs) has no role: show "TIE" alone.
+        # A tie settled by rule (identical or both empty outputs) has no role.
+        shown = "tie" if role is None and winner == "TIE" else winner
+        shown = shown if role is None or winner == role else f"{role} ({winner})"
         return (
             "verdict",
-            winner if role is None or winner == role else f"{winner} ({role})",
-            f"{conf:.2f}" if isinstance(conf, float) else "",
-            str(event.get("decided_by")),
+            f"{shown} ({conf:.2f})" if isinstance(conf, float) else shown,
+            DECIDED_BY_WORDS.get(str(event.get("decided_by")), str(event.get("decided_by"))),
         )
     entry = entry_for_topic(kind)
-    return (entry.label if entry is not None else kind, "", "", str(event.get("reason")))
+    label = entry.label if entry is not None else kind
+    return (label, "", reason_words(str(event.get("reason") or "")))
 
 
 def _decided(topic: str) -> bool:
@@ -291,23 +357,56 @@ def _counted(counts: Counter[str]) -> str:
 
 def _print_summary(console: Console, result: DemoResult, out_path: Path, settings: Settings) -> None:
     outcomes = result.outcomes
-    table = Table(title="pairjudge demo: outcomes")
-    for column in ("pair", "outcome", "winner", "confidence", "decided by / reason"):
-        table.add_column(column)
+    # A light box: the ruled one spends six columns on lines, which an 80-column terminal cannot spare.
+    table = Table(title="pairjudge demo: what happened to each pair", box=box.SIMPLE_HEAD)
+    shown_ids = [pid.split("-", 1)[-1] for pid in outcomes.expected]
+    # Fold, never crop: on a narrow terminal a cell takes two lines rather than losing its end; a pair id
+    # keeps its width where it can, being what a reader looks a pair up by.
+    table.add_column("pair", overflow="fold", min_width=min(20, max((len(p) for p in shown_ids), default=4)))
+    for column in ("outcome", "winner (confidence)", "why"):
+        table.add_column(column, overflow="fold")
     for pair_id in sorted(outcomes.final):
         kind, event = outcomes.final[pair_id]
-        table.add_row(pair_id.split("-", 1)[-1], *_summary_row(kind, event))
+        table.add_row(escape(pair_id.split("-", 1)[-1]), *map(escape, _summary_row(kind, event)))
     for pair_id in sorted(outcomes.missing):
-        table.add_row(pair_id.split("-", 1)[-1], "[red]missing[/red]", "", "", "")
+        table.add_row(escape(pair_id.split("-", 1)[-1]), "[red]missing[/red]", "", "")
+    for line, reason in sorted(result.keyless.items()):
+        why = reason_words(reason) if reason is not None else "[red]its dead letter was not seen[/red]"
+        table.add_row(f"line {line} (no pair id)", "dead letter", "", why)
     console.print(table)
     counts = Counter(kind for kind, _ in outcomes.final.values())
+    counts["deadletter"] += sum(1 for reason in result.keyless.values() if reason is not None)
+    sent = len(outcomes.expected) + len(result.keyless)
     console.print(
-        f"{len(outcomes.final)}/{len(outcomes.expected)} pairs decided or routed "
-        f"({_counted(counts)}; "
-        f"audit copies {outcomes.audits}) in {result.wall_seconds:.1f}s"
+        f"{sum(counts.values())} of {sent} lines sent have an outcome ({_counted(counts)}) in "
+        f"{result.wall_seconds:.1f} s; verdicts also sent to people to check the judge: {outcomes.audits}"
     )
     for pair_id, seen in sorted(outcomes.conflicting.items()):
-        console.print(f"[red]conflicting outcomes for {pair_id}: {', '.join(sorted(seen))}[/red]")
+        console.print(f"[red]conflicting outcomes for {escape(pair_id)}: {escape(', '.join(sorted(seen)))}[/red]")
     console.print(f"outcomes: {out_path}")
     if settings.telemetry.exporter == "file":
         console.print(f"traces:   {settings.telemetry.file_path}")
+
+
+def _print_next(console: Console, result: DemoResult, sample: bool) -> None:
+    """Where to go from here, in commands that can be pasted as they are."""
+    cmd = pairjudge_command()
+    pip = cmd.removesuffix("pairjudge") + "pip" if cmd.endswith("pairjudge") else "pip"
+    console.print("[bold]next[/bold]")
+    if sample:
+        console.print(
+            "  The dead letters are the sample's malformed lines, there on purpose: each kept with its reason and "
+            "original bytes."
+        )
+    console.print(
+        f"  See it live and answer the review queue yourself (from the checkout, with the review extra: {pip} "
+        f"install -e '.[review,report]'):  {cmd} demo --serve",
+        markup=False,
+        soft_wrap=True,
+    )
+    console.print(
+        f"  Judge your own pairs, no Kafka needed:  {cmd} evaluate your-pairs.jsonl", markup=False, soft_wrap=True
+    )
+    console.print("  Read on: docs/getting-started/index.md", soft_wrap=True)
+    if not result.complete:
+        console.print("[red]  Some pairs have no outcome: see the worker's log beside the outcomes file.[/red]")

@@ -8,9 +8,11 @@ Where the file carries human labels, the judge is scored against them, beside si
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from pairjudge.schemas import TIE
 from pairjudge.schemas.outcomes import entry_for_row
 from pairjudge.streams.api.evaluator import DEFAULT_CONCURRENCY, Evaluator, FileRun
 from pairjudge.streams.api.results import PairResult
+from pairjudge.streams.cli.words import DECIDED_BY_WORDS, reason_words, shorten
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.judges.panel import JudgePanel
 
@@ -46,6 +49,7 @@ __all__ = [
     "print_baselines",
     "print_capped",
     "print_failures",
+    "print_pairs",
     "print_report",
     "random_baseline",
     "run_evaluate",
@@ -224,13 +228,54 @@ async def run_evaluate(
     concurrency: int = DEFAULT_CONCURRENCY,
     baselines: bool | None = None,
     fresh: bool = False,
+    quiet: bool = False,
 ) -> EvaluateReport:
-    """Judge every pair in ``path`` and print the report. ``baselines`` (default: on when the file has
-    human labels) adds the judge-versus-baselines table.
+    """Judge every pair in ``path`` and print the report: a line per pair (its winner and why; not with
+    ``quiet``), then the totals. ``baselines`` (default: on when the file has human labels) adds the
+    judge-versus-baselines table.
 
     Each pair's row is appended to ``out_path`` as it is decided; pairs it already holds are not judged
     again (``fresh``: start it over), and the report covers every pair of ``path``, earlier rows included.
     """
+    with _letters_said_per_pair():
+        return await _judge_and_print(
+            settings, path, out_path, console, judge, panel, concurrency, baselines=baselines, fresh=fresh, quiet=quiet
+        )
+
+
+#: The worker's pipeline logs each dead letter for operators; evaluate says the same in its own lines.
+_PIPELINE_LOG = "pairjudge.streams.worker.pipeline"
+
+
+def _is_letter_log(record: logging.LogRecord) -> bool:  # a logging filter: False drops the record
+    return not str(record.msg).startswith("dead-lettered ")
+
+
+@contextlib.contextmanager
+def _letters_said_per_pair() -> Iterator[None]:
+    """Keep the pipeline's "dead-lettered ... from None" log lines off the terminal while evaluate runs:
+    there is no topic to name, and each pair's line (or the failure list) already says why."""
+    logger = logging.getLogger(_PIPELINE_LOG)
+    logger.addFilter(_is_letter_log)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_is_letter_log)
+
+
+async def _judge_and_print(
+    settings: Settings,
+    path: Path,
+    out_path: Path | None,
+    console: Console,
+    judge: Judge | None,
+    panel: JudgePanel | None,
+    concurrency: int,
+    *,
+    baselines: bool | None,
+    fresh: bool,
+    quiet: bool,
+) -> EvaluateReport:
     async with Evaluator(settings, judge=judge, panel=panel) as evaluator:
         run = evaluator.compare_file(path, out=out_path, concurrency=concurrency, fresh=fresh)
         await run.prepare()
@@ -250,8 +295,10 @@ async def run_evaluate(
             async for _ in run:
                 progress.advance(task)
         report = EvaluateReport(results=run.results())
+        if not quiet:
+            print_pairs(console, report)
         print_report(console, report, evaluator.judge)
-    print_failures(console, report)
+    print_failures(console, report, shown=10 if quiet else 0)
     print_capped(console, report)
     if (baselines is None or baselines) and report.labelled:
         print_baselines(console, report)
@@ -270,18 +317,62 @@ def _print_resume(console: Console, run: FileRun) -> None:
         console.print(f"{run.out} also holds {run.foreign} row(s) for pairs not in this file: kept, not reported")
 
 
+#: Widths of the per-pair lines: a pair id longer than this is cut, and so is the why.
+PAIR_ID_CHARS, WHY_CHARS = 28, 90
+
+
+def pair_line(row: PairResult) -> tuple[str, str, str]:
+    """(pair id, winner in plain words, why) for one pair's line."""
+    if row.outcome == "verdict":
+        if row.winner == TIE:
+            winner = "tie"
+        elif row.winner_role and row.winner and row.winner != row.winner_role:
+            winner = f"{row.winner_role} ({row.winner})"
+        else:
+            winner = row.winner_role or row.winner or "?"
+        why = DECIDED_BY_WORDS.get(row.decided_by or "", row.decided_by or "")
+        if row.confidence is not None and row.decided_by in ("primary", "tiebreak"):
+            why += f" (confidence {row.confidence:.2f})"
+        return row.pair_id, winner, why
+    if row.outcome == "review":
+        return row.pair_id, "needs review", reason_words(row.reason)
+    if row.outcome == "tiebreak":
+        return row.pair_id, "tie-break", reason_words(row.reason)
+    what = "not judged" if row.outcome == "rejected" else "error"
+    why = row.detail or reason_words(row.reason)
+    return row.pair_id, what, f"{why} ({row.reason})" if row.detail and row.reason else why
+
+
+def print_pairs(console: Console, report: EvaluateReport) -> None:
+    """One line per pair, in the file's order: which output won, in plain words, and why (cut to fit a line;
+    ``--out`` holds every field)."""
+    if not report.results:
+        return
+    lines = [pair_line(r) for r in report.results]
+    id_width = min(PAIR_ID_CHARS, max(len(pid) for pid, _, _ in lines))
+    winner_width = max(len(w) for _, w, _ in lines)
+    for pair_id, winner, why in lines:
+        console.print(
+            f"{shorten(pair_id, id_width):<{id_width}}  {winner:<{winner_width}}  {shorten(why, WHY_CHARS)}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def print_failures(console: Console, report: EvaluateReport, shown: int = 10) -> None:
-    """Name the pairs that were not judged, by reason, so a non-zero exit is never a mystery."""
+    """Name the pairs that were not judged, by reason, so a non-zero exit is never a mystery (``shown``: how
+    many are listed one by one; 0 when the per-pair lines above already named them)."""
     failed = report.not_judged
     if not failed:
         return
     by_reason: dict[str, int] = {}
     for r in failed:
-        key = f"{r.outcome}: {r.reason}"
+        key = reason_words(r.reason) or r.outcome
         by_reason[key] = by_reason.get(key, 0) + 1
     console.print(f"[bold red]{len(failed)} pair(s) not judged[/] (each is in --out with its reason):")
     for key, count in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
-        console.print(f"  {key}: {count}")
+        console.print(f"  {count} {key}", markup=False, highlight=False)
     for r in failed[:shown]:
         console.print(f"  {r.pair_id}: {r.reason}" + (f" - {r.detail}" if r.detail else ""), markup=False)
 
@@ -318,7 +409,9 @@ def print_report(console: Console, report: EvaluateReport, judge: Judge) -> None
         key = f"{r.outcome} ({r.decided_by})" if r.decided_by else r.outcome
         outcomes[key] = outcomes.get(key, 0) + 1
     who = judge.identity
-    table = Table(title=f"pairjudge evaluate: {who.provider}/{who.model}" + (" (heuristic)" if who.heuristic else ""))
+    # The title on a line of its own: as a table title it would wrap to the narrow table's width.
+    console.print(f"[bold]totals[/bold] judge {who.provider}/{who.model}" + (" (heuristic)" if who.heuristic else ""))
+    table = Table()
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_row("pairs", str(len(report.results)))

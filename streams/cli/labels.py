@@ -46,6 +46,7 @@ def labels_import(
 
     from pairjudge.streams.audit.label_files import LabelFileError, LabelFormat, detect_format, parse_labels
     from pairjudge.streams.audit.label_import import publish, summarise
+    from pairjudge.streams.cli.inputs import require_json_lines
     from pairjudge.streams.kafka.admin import BrokerError
 
     out = Console()
@@ -55,6 +56,8 @@ def labels_import(
         raise typer.Exit(code=2)
     try:
         fmt = detect_format(file, formats[file_format] if file_format else None)
+        if fmt == "jsonl":
+            require_json_lines(file)
         data = file.read_bytes()
         parsed = parse_labels(data, fmt)
     except OSError as exc:
@@ -108,7 +111,10 @@ def canary_send(
     from rich.markup import escape
 
     from pairjudge.streams.audit.canary import CanaryFileError, load_canaries, send_rounds
+    from pairjudge.streams.cli.inputs import require_json_lines
 
+    if file.is_file():
+        require_json_lines(file)
     try:
         pairs = load_canaries(file)
     except (OSError, CanaryFileError) as exc:

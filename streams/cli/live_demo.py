@@ -42,6 +42,7 @@ from pydantic import SecretStr
 from pairjudge.agents.sampling import audit_fraction
 from pairjudge.streams.audit.label_files import parse_labels
 from pairjudge.streams.audit.label_import import publish as publish_labels
+from pairjudge.streams.cli.base import pairjudge_command
 from pairjudge.streams.cli.demo import DEMO_AUDIT, sample_labels, sample_pairs, start_worker, stop_process
 from pairjudge.streams.config.settings import Settings, environ_for
 from pairjudge.streams.kafka.admin import create_topics, wait_until_ready
@@ -261,16 +262,18 @@ def _print_ready(settings: Settings, users: list[DemoUser], ready_s: float, work
         f"  scoreboard:      {url}/scores",
         f"  operators page:  {url}/operators",
         f"  broker:          {bootstrap}",
-        f"  report:          pairjudge report --bootstrap {bootstrap} --out out/live-report.html",
+        f"  report:          {pairjudge_command()} report --bootstrap {bootstrap} --out out/live-report.html",
         "sign in with (the passwords are shown only this once):",
         f"  reviewer:        {by_role['reviewer'].name}  {by_role['reviewer'].password}",
         f"  operator:        {by_role['operator'].name}  {by_role['operator'].password}",
         "what to try first:",
-        "  1. Open the audit samples as the reviewer: press 1 (A), 2 (B) or 3 (tie), then Enter, for a few pairs.",
+        "  1. Open the audit samples as the reviewer: pick the better output (the page shows its keys), then Enter,",
+        "     for a few pairs.",
         "  2. Open the audit view: within seconds the series' labels, agreement and kappa change with yours.",
-        "  3. The scoreboard shows each experiment's human and judge bases and their gates; the operators page",
-        "     (as the operator) the live controls: set audit_share to 0.1 and watch the queue fill more slowly.",
-        "  4. Write the drift report (in another terminal, while the demo runs) with the report command above.",
+        "  3. The scoreboard shows, per experiment, whether the challenger can ship: by people's answers and by the",
+        "     judge's. The operators page (as the operator) changes settings live: set audit_share (the share of",
+        "     verdicts people check) to 0.1 and watch the queue fill more slowly.",
+        "  4. Write the drift report: paste the report command above into another terminal while the demo runs.",
         f"files: {work_dir} (logs, the queue's database; removed on exit)",
         "Ctrl-C stops everything.",
     ]

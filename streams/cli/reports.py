@@ -35,12 +35,16 @@ def report(
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        console.print("[red]error:[/red] the report needs matplotlib: pip install 'pairjudge[report]'")
+        console.print("[red]error:[/red] the report needs matplotlib: pip install 'pairjudge-stream[report]'")
         raise typer.Exit(code=2) from None
 
     from pairjudge.streams.audit.report import parse_audit_events, write_report
 
     if source is not None:
+        from pairjudge.streams.cli.inputs import require_json_lines
+
+        if source.is_file():
+            require_json_lines(source)
         try:
             lines: list[bytes] = source.read_bytes().splitlines()
         except OSError as exc:

@@ -54,7 +54,10 @@ def demo(
 
         raise typer.Exit(code=asyncio.run(run_live(settings_for(), rate=rate)))
     from pairjudge.streams.cli.demo import run_demo
+    from pairjudge.streams.cli.inputs import require_json_lines
 
+    if pairs is not None:
+        require_json_lines(pairs)
     result = asyncio.run(run_demo(settings_for(), bootstrap=bootstrap, out_path=out, pairs_path=pairs, timeout=timeout))
     raise typer.Exit(code=0 if result.complete else 1)
 
@@ -65,8 +68,10 @@ def send(
     bootstrap: Bootstrap = None,
 ) -> None:
     """Send pairs to the pairs topic, as they are: the worker dead-letters malformed ones."""
+    from pairjudge.streams.cli.inputs import require_json_lines
     from pairjudge.streams.kafka.producer import send_file
 
+    require_json_lines(file)
     sent = asyncio.run(send_file(settings_for(bootstrap), file, console=console))
     console.print(f"sent {sent} events to {settings_for(bootstrap).topics.name('pairs')}")
 
@@ -91,6 +96,7 @@ def evaluate(
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Pairs judged at once.", min=1)] = 8,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start --out over instead of resuming it.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the totals, not a line per pair.")] = False,
 ) -> None:
     """Judge a file with the same core and no Kafka; report agreement with any human labels.
 
@@ -98,8 +104,10 @@ def evaluate(
     from rich.markup import escape
 
     from pairjudge.streams.cli.evaluate import run_evaluate
+    from pairjudge.streams.cli.inputs import require_json_lines
     from pairjudge.streams.worker.spend import SpendCapUnsupported
 
+    require_json_lines(file)
     try:
         report = asyncio.run(
             run_evaluate(
@@ -110,6 +118,7 @@ def evaluate(
                 baselines=baselines,
                 concurrency=concurrency,
                 fresh=fresh,
+                quiet=quiet,
             )
         )
     except SpendCapUnsupported as exc:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pairjudge.streams.cli.demo import sample_labels
+from pairjudge.streams.cli.demo import sample_labels, sample_pairs
 from tests.fixtures.samples import sample_pair_ids
 
 pytestmark = [pytest.mark.slow]
@@ -48,7 +48,14 @@ def test_demo_decides_or_routes_every_sample_pair(tmp_path: Path) -> None:
     # The demo writes readable traces next to its outcomes.
     traces = (out.parent / "demo-traces.jsonl").read_text().splitlines()
     assert any(json.loads(line)["name"] == "pairjudge.primary" for line in traces)
-    assert "pairs decided or routed" in result.stdout
+    # Every line sent has an outcome, the line with no pair id (not JSON) included: as many dead letters as the
+    # README says the sample has malformed lines.
+    assert f"{len(sample_pairs())} of {len(sample_pairs())} lines sent have an outcome" in result.stdout
+    assert "dead letters 4" in result.stdout
+    assert "four of them malformed on purpose" in (Path(__file__).parents[2] / "README.md").read_text()
+    assert "line 16 (no pair id)" in result.stdout
+    # It ends on the next step, in commands that can be pasted.
+    assert "pairjudge demo --serve" in result.stdout.split("next")[-1]
     # The loop: the sample labels joined the automatic verdicts, and the audit counted each exactly once.
     audit = [json.loads(line) for line in (out.parent / "demo-audit.jsonl").read_text().splitlines()]
     snapshots = [a for a in audit if "window_end" in a]

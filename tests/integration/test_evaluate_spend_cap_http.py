@@ -73,4 +73,5 @@ def test_the_sample_action_sets_the_unsampled_pairs_aside_and_fails_the_command(
     outcomes = sorted((r["outcome"], r["reason"]) for r in rows.values())
     assert outcomes == [("error", "spend_capped")] * 3 + [("verdict", None)] * 2
     assert fake_judge_server.request_count == 4
-    assert "error: spend_capped: 3" in output
+    # Counted by reason, in words with the code after them.
+    assert "3 a spending cap was reached, so no judge was asked (spend_capped)" in " ".join(output.split())

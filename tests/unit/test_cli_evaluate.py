@@ -79,7 +79,13 @@ def test_evaluate_command_runs_the_offline_judge_over_the_sample_set(tmp_path: P
     assert outcomes["bad-oversized-output"] == "rejected"
     assert reasons["bad-oversized-output"] == "oversized_output"
     assert "4 pair(s) not judged" in result.output
-    assert "bad-oversized-output: oversized_output" in result.output
+    # A line per pair: the winner in plain words and why, the reason code after its sentence.
+    lines = {line.split()[0]: line for line in result.output.splitlines() if line.strip()}
+    assert "not judged" in lines["bad-oversized-output"]
+    assert "the limit is 20000 (oversized_output)" in lines["bad-oversized-output"]
+    assert "champion" in lines["email-card-delay"]
+    assert "the judge picked it in both orders" in lines["email-card-delay"]
+    assert "needs review" in lines["docs-pagination"]
     assert outcomes["email-card-delay"] == "verdict"
     assert "Cohen's kappa" in result.output
     assert "95% interval" in result.output

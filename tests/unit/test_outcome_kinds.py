@@ -97,7 +97,8 @@ WAS: dict[str, tuple[bool, bool, bool, bool, str, str, str]] = {
     # ends_story, settles_stage, judged, escalated, row, label, count_label
     "verdict": (True, True, True, False, "verdict", "verdict", "verdicts"),
     "tiebreak": (False, True, True, True, "tiebreak", "tie-break", "tie-breaks"),
-    "review": (True, True, True, True, "review", "review", "review"),
+    # The demo's word for a review was "review" until issue 39 asked for plain words: "needs review".
+    "review": (True, True, True, True, "review", "needs review", "review"),
     "rejected": (True, False, False, True, "rejected", "dead letter", "dead letters"),
     "failed": (True, False, False, True, "error", "dead letter", "dead letters"),
 }
@@ -142,6 +143,7 @@ def _event_of(entry: OutcomeEntry) -> object:
         winner=pair.candidates[0].candidate_id,
         confidence=0.9,
         decided_by="primary",
+        winner_role=None,
         tiebreak_reason=None,
     )
     assert outcome_kind(made) == entry.kind
