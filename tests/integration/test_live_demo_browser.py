@@ -229,7 +229,7 @@ async def test_the_live_demo_from_the_readme_to_ctrl_c(demo: Demo, browser: Brow
         await ops.click('button[type="submit"]')
         await ops.locator("nav a[href='/operators']").wait_for()
         await ops.goto(operators)
-        await ops.screenshot(path=str(ROOT / "docs" / "live-operators.png"))
+        await ops.screenshot(path=str(ROOT / "docs" / "live-operators.png"), full_page=True)
         await operator.close()
 
     # The report, as the demo's output says to write it, opened in the browser.
