@@ -216,48 +216,143 @@ class ControlSpec:
     on_form: bool = True
     #: What the key does, for the live settings reference, when no ``policy`` setting of its name says it.
     about: str = ""
+    #: For the operators' page, in plain words: the control's name, what it does, and the unit of its value (the
+    #: allowed range is the ``policy`` setting's own, read from its field).
+    label: str = ""
+    meaning: str = ""
+    unit: str = ""
 
 
 #: What a new pair over a spending cap meets (``agents.spend`` says what each does): the ``policy.spend_action``
 #: setting, the live key's choices and the policy's field all take this one list.
 SpendAction = Literal["review", "sample", "queue"]
 
-_NUMBER = ControlSpec()
 CONTROLS: Mapping[ControlKey, ControlSpec] = MappingProxyType(
     {
-        "tiebreak_enabled": ControlSpec("switch"),
-        "tiebreak_confidence_threshold": _NUMBER,
-        "primary_confidence_threshold": _NUMBER,
+        "tiebreak_enabled": ControlSpec(
+            "switch",
+            label="Second look by the tie-break judge",
+            meaning="When the judge is unsure or its two orders disagree, ask the tie-break judge before a person. "
+            "Off: those pairs go straight to review.",
+            unit="on or off",
+        ),
+        "tiebreak_confidence_threshold": ControlSpec(
+            label="Confidence the tie-break needs",
+            meaning="How sure the tie-break judge must be. Below it, it is asked once more for a forced choice; still"
+            " below, a person decides.",
+            unit="confidence",
+        ),
+        "primary_confidence_threshold": ControlSpec(
+            label="Confidence a verdict needs",
+            meaning="How sure the judge must be, on average over both orders, for its verdict to be published. Below "
+            "it, the pair gets a second look.",
+            unit="confidence",
+        ),
         # The active sampling shares (agents.sampling): the audit share of confident and of uncertain verdicts,
         # and the floor under every inclusion probability.
-        "audit_share": _NUMBER,
-        "audit_uncertain_share": _NUMBER,
-        "audit_floor": _NUMBER,
+        "audit_share": ControlSpec(
+            label="Confident verdicts checked by people",
+            meaning="The share of confident verdicts also sent to people as audit samples, to measure how often the "
+            "judge agrees with them. 0 turns auditing off.",
+            unit="share of pairs (0.05 is 5%)",
+        ),
+        "audit_uncertain_share": ControlSpec(
+            label="Uncertain verdicts checked by people",
+            meaning="The same for uncertain verdicts: decided at the tie-break, by a split jury, or only just above "
+            "the confidence needed.",
+            unit="share of pairs (0.05 is 5%)",
+        ),
+        "audit_floor": ControlSpec(
+            label="Smallest chance of being checked",
+            meaning="While auditing is on, no verdict's chance of going to people falls below this, whatever the "
+            "label budget does. It keeps the estimates steady.",
+            unit="probability",
+        ),
         "kappa_guard_tripped": ControlSpec(
             "switch",
             on_form=False,
+            label="Automatic decisions paused",
+            meaning="On: every pair goes to a person. Set by the drift audit when the judge agrees too little with "
+            "people.",
+            unit="on or off",
             about="Seed 001's kappa guard: true pauses automatic decisions on every worker (every pair goes to "
             'review "kappa_guard"). Set by the drift audit when kappa against humans falls below its floor, or by '
             "``pairjudge control pause``; only a person sets it back (``pairjudge control resume --by NAME``).",
         ),
         # The risk levels' thresholds (RISK_THRESHOLDS below).
-        "review_below_confidence": _NUMBER,
-        "low_primary_confidence_threshold": _NUMBER,
-        "low_tiebreak_confidence_threshold": _NUMBER,
-        "low_review_below_confidence": _NUMBER,
-        "high_primary_confidence_threshold": _NUMBER,
-        "high_tiebreak_confidence_threshold": _NUMBER,
-        "high_review_below_confidence": _NUMBER,
+        "review_below_confidence": ControlSpec(
+            label="Straight to a person below (normal risk)",
+            meaning="A pair of normal risk that would get a second look with a confidence below this goes to a person"
+            " instead. 0: never.",
+            unit="confidence",
+        ),
+        "low_primary_confidence_threshold": ControlSpec(
+            label="Confidence a verdict needs (low risk)",
+            meaning='As "Confidence a verdict needs", for pairs marked low risk.',
+            unit="confidence",
+        ),
+        "low_tiebreak_confidence_threshold": ControlSpec(
+            label="Confidence the tie-break needs (low risk)",
+            meaning='As "Confidence the tie-break needs", for pairs marked low risk.',
+            unit="confidence",
+        ),
+        "low_review_below_confidence": ControlSpec(
+            label="Straight to a person below (low risk)",
+            meaning='As "Straight to a person below", for pairs marked low risk. 0: never.',
+            unit="confidence",
+        ),
+        "high_primary_confidence_threshold": ControlSpec(
+            label="Confidence a verdict needs (high risk)",
+            meaning='As "Confidence a verdict needs", for pairs marked high risk; never looser than for normal risk.',
+            unit="confidence",
+        ),
+        "high_tiebreak_confidence_threshold": ControlSpec(
+            label="Confidence the tie-break needs (high risk)",
+            meaning='As "Confidence the tie-break needs", for pairs marked high risk; never looser than for normal '
+            "risk.",
+            unit="confidence",
+        ),
+        "high_review_below_confidence": ControlSpec(
+            label="Straight to a person below (high risk)",
+            meaning="A pair marked high risk with a confidence below this goes to a person without a second look. 0: "
+            "never.",
+            unit="confidence",
+        ),
         # The spending caps (agents.spend): US dollars per UTC clock hour for all pairs and for each experiment
         # (0: no cap), what a pair over a cap meets, and the share "sample" still judges.
-        "spend_hourly_cap_usd": _NUMBER,
-        "spend_experiment_hourly_cap_usd": _NUMBER,
-        "spend_action": ControlSpec("choice", choices=get_args(SpendAction)),
-        "spend_sample_share": _NUMBER,
+        "spend_hourly_cap_usd": ControlSpec(
+            label="Spending cap per hour, all pairs",
+            meaning="What all workers together may spend on judge calls in one clock hour (UTC). Past it, new pairs "
+            "meet the action below. 0: no cap.",
+            unit="US dollars per hour",
+        ),
+        "spend_experiment_hourly_cap_usd": ControlSpec(
+            label="Spending cap per hour, each experiment",
+            meaning="The same cap for each experiment's pairs on their own. 0: no cap.",
+            unit="US dollars per hour",
+        ),
+        "spend_action": ControlSpec(
+            "choice",
+            choices=get_args(SpendAction),
+            label="What happens past a spending cap",
+            meaning="review: a person decides, with no judge call; sample: only a share of the pairs is judged; "
+            "queue: pairs wait until the hour turns. No pair is dropped.",
+            unit="an action",
+        ),
+        "spend_sample_share": ControlSpec(
+            label="Share still judged past a cap",
+            meaning="With the sample action: the share of pairs past a cap that the judge still decides (chosen by "
+            "pair id).",
+            unit="share of pairs (0.05 is 5%)",
+        ),
         # The shadow stage's experiments (streams.shadow): paused ones, and shares changed live, by experiment id.
         # Set with ``pairjudge control set``, not on the form (a list of ids is not a form field).
-        "shadow_paused": ControlSpec("text", on_form=False),
-        "shadow_shares": ControlSpec("text", on_form=False),
+        "shadow_paused": ControlSpec(
+            "text", on_form=False, label="Paused shadow experiments", unit="experiment ids, comma-separated"
+        ),
+        "shadow_shares": ControlSpec(
+            "text", on_form=False, label="Shadow experiments' shares", unit="id=share pairs, comma-separated"
+        ),
     }
 )
 #: The control keys whose value is a switch rather than a number.

@@ -33,6 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -200,23 +201,12 @@ def latest_per_window(snapshots: Iterable[AuditSnapshot]) -> dict[str, list[Audi
 
 # --- the page ---------------------------------------------------------------------------------------
 
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; border-top: 1px solid #ccc; padding-top: 1em; }
-table { border-collapse: collapse; font-size: 0.9em; } td, th { border: 1px solid #ddd; padding: 0.2em 0.5em; }
-.plots { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; margin-top: 1em; }
-.plots figure { margin: 0; } .plots svg { max-width: 100%; height: auto; }
-.plots figure.empty { width: 18em; border: 1px dashed #bbb; padding: 0.6em 0.8em; color: #555; font-size: 0.85em; }
-.plots figure.empty figcaption { font-weight: 600; color: #222; margin-bottom: 0.4em; }
-.alert { color: #a00; } .none { color: #555; } table.windows td:first-child { white-space: nowrap; }
-.scoreboard-none { margin-top: 2em; border-top: 1px solid #ccc; padding-top: 1em; }
-.bases { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; margin: 1em 0; }
-.basis { border: 1px solid #ccc; border-top: 4px solid #2f6fde; padding: 0.4em 0.8em; }
-.basis-human { border-top-color: #c2410c; } .basis h3 { font-size: 1em; margin: 0.2em 0; }
-.basis .meaning, .basis .missing { color: #555; font-size: 0.85em; } .basis .headline strong { font-size: 1.6em; }
-.basis th { text-align: left; font-weight: normal; color: #555; } table.splits td { text-align: right; }
-table.splits td:first-child { text-align: left; } .splits { margin: 0.6em 0; }
-"""
+
+def stylesheet() -> str:
+    """The review pages' stylesheet (streams/review/static/review.css), embedded so the report is one standalone
+    file that looks like the pages. Read as package data, not imported: the review service sits above the audit
+    in the layers, and this is its file, not its code."""
+    return (resources.files("pairjudge.streams") / "review" / "static" / "review.css").read_text(encoding="utf-8")
 
 
 def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
@@ -343,9 +333,12 @@ def render_report(events: AuditEvents, *, title: str = "pairjudge drift audit") 
     body = "".join(sections) or "<p>No audit snapshot found.</p>"
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1><p>{len(by_series)} series, {len(events.snapshots)} snapshots, "
-        f"{len(events.alerts)} alerts.</p>{skipped}{body}</body></html>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        "<meta name='color-scheme' content='light dark'>"
+        f"<title>{html.escape(title)}</title><style>{stylesheet()}</style></head><body class='report'>"
+        "<header class='top'><span class='brand'>pairjudge report</span></header><main>"
+        f"<h1>{html.escape(title)}</h1><p class='stats'>{len(by_series)} series, {len(events.snapshots)} snapshots, "
+        f"{len(events.alerts)} alerts.</p>{skipped}{body}</main></body></html>"
     )
 
 

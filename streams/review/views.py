@@ -34,6 +34,7 @@ from pairjudge.schemas.kinds import CHOICE_KEYS
 from pairjudge.schemas.kinds import CONTROLS as CONTROL_SPECS
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.config.oversight import AuditSettings
+from pairjudge.streams.review.controls import control_rows
 from pairjudge.streams.review.kafka import AuditFeed, ScoresFeed
 from pairjudge.streams.review.store import Filters, Item
 from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
@@ -166,6 +167,7 @@ def controls_context(configured: object, live: object | None, overrides: Mapping
         "configured": {k: getattr(configured, k) for k in CONTROLS},
         "live": {k: getattr(live, k) for k in CONTROLS} if live is not None else None,
         "set_by": {k: f"{u.updated_by} at {u.updated_at:%Y-%m-%d %H:%M:%S} UTC" for k, u in overrides.items()},
+        "control_rows": control_rows(configured, live, overrides),
     }
 
 

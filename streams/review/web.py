@@ -152,7 +152,8 @@ def _deny(app: ReviewApp, request: Request, status: int, message: str) -> Respon
     if _wants_json(request):
         return JSONResponse({"error": message}, status_code=status)
     if status == 401:
-        return _login_page(app, request, message, status=401)
+        # Not signed in (yet): information, not an error.
+        return _login_page(app, request, notice=message, status=401)
     context = {"status": status, "message": message, "user": _user(app, request), "csrf": csrf_token(request)}
     return app.templates.TemplateResponse(request, "error.html", context, status_code=status)
 
@@ -181,9 +182,14 @@ def guarded(
 # --- login -------------------------------------------------------------------------------------
 
 
-def _login_page(app: ReviewApp, request: Request, error: str | None = None, status: int = 200) -> Response:
+def _login_page(
+    app: ReviewApp, request: Request, error: str | None = None, status: int = 200, *, notice: str | None = None
+) -> Response:
     return app.templates.TemplateResponse(
-        request, "login.html", {"csrf": csrf_token(request), "error": error, "user": None}, status_code=status
+        request,
+        "login.html",
+        {"csrf": csrf_token(request), "error": error, "notice": notice, "user": None},
+        status_code=status,
     )
 
 

@@ -6,8 +6,8 @@ nothing of the demo is left running or listening.
 The report is written by ``pairjudge report --bootstrap <the demo's broker>`` (the command the demo
 prints) while the demo runs, and opened as a file.
 
-With ``PAIRJUDGE_UPDATE_SCREENSHOTS=1`` the test also writes the docs' screenshots of the queue, the audit view
-and the scoreboard (docs/live-*.png).
+With ``PAIRJUDGE_UPDATE_SCREENSHOTS=1`` the test also writes the docs' screenshots of the queue, the audit view,
+the scoreboard, the operators' page and the report (docs/live-*.png).
 """
 
 from __future__ import annotations
@@ -219,6 +219,18 @@ async def test_the_live_demo_from_the_readme_to_ctrl_c(demo: Demo, browser: Brow
     assert await page.locator("section.board .gate .decision").count() >= 2
     if UPDATE_SCREENSHOTS:
         await page.screenshot(path=str(ROOT / "docs" / "live-scoreboard.png"))
+        # The operators' page, as the demo's operator (in a context of its own).
+        operator = await browser.new_context(viewport={"width": 1280, "height": 900})
+        ops = await operator.new_page()
+        await ops.goto(f"{base}/login")
+        op_name, op_password = credentials(fields, "operator")
+        await ops.fill('input[name="name"]', op_name)
+        await ops.fill('input[name="password"]', op_password)
+        await ops.click('button[type="submit"]')
+        await ops.locator("nav a[href='/operators']").wait_for()
+        await ops.goto(operators)
+        await ops.screenshot(path=str(ROOT / "docs" / "live-operators.png"), full_page=True)
+        await operator.close()
 
     # The report, as the demo's output says to write it, opened in the browser.
     pairjudge = shutil.which("pairjudge", path=str(Path(sys.executable).parent))
@@ -234,6 +246,8 @@ async def test_the_live_demo_from_the_readme_to_ctrl_c(demo: Demo, browser: Brow
     )
     assert written.returncode == 0, written.stdout + written.stderr
     await page.goto(report.as_uri())
+    if UPDATE_SCREENSHOTS:
+        await page.screenshot(path=str(ROOT / "docs" / "live-report.png"))
     assert "snapshots" in written.stdout
     assert await page.locator("h1").count() >= 1
     assert await page.locator("svg").count() >= 1

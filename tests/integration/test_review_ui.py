@@ -100,6 +100,11 @@ async def test_review_three_items_by_keyboard_and_the_labels_reach_the_topic(
             assert "0.91" not in html
             if n == 0 and UPDATE_SCREENSHOTS:
                 await page.screenshot(path=str(ROOT / "docs" / "review-ui.png"), full_page=False)
+            # The key hints offer 3 (tie) only where the rubric has a tie; elsewhere 3 does nothing.
+            allows_tie = await article.get_attribute("data-allow-tie") == "yes"
+            assert ("tie" in await article.locator(".keys").inner_text()) == allows_tie
+            await page.keyboard.press("3")
+            assert await page.locator('input[name="choice"]:checked').count() == int(allows_tie)
             shown = "#output-a" if key == "1" else "#output-b"
             chosen[pair_id] = await page.locator(shown).inner_text()
             displayed.extend(
@@ -196,13 +201,34 @@ async def test_an_operator_resumes_after_the_kappa_guard_and_is_recorded(
 ) -> None:
     prefix = f"ops-{uuid.uuid4().hex[:8]}"
     settings = review_settings(kafka_bootstrap, prefix, tmp_path)
+    from pairjudge.streams.control.live import publish_control
+
     async with serving(settings) as server:
         page = await browser.new_page()
         await _sign_in(page, server.url, "olga")
         await page.goto(f"{server.url}/operators")
+        # Running: the page says so, and offers no resume button beside it.
+        await page.locator("#automation .badge").wait_for()
+        for _ in range(100):
+            if "Running" in await page.locator("#automation").inner_text():
+                break
+            await asyncio.sleep(0.1)
+            await page.goto(f"{server.url}/operators")
+        assert await page.locator("#resume").count() == 0
+        # The drift audit trips the guard: the page shows it paused, with the button to resume.
+        await publish_control(settings, "kappa_guard_tripped", True, "drift audit")
+        for _ in range(100):
+            await page.goto(f"{server.url}/operators")
+            if await page.locator("#resume").count():
+                break
+            await asyncio.sleep(0.1)
+        assert "Paused" in await page.locator("#automation").inner_text()
+        if UPDATE_SCREENSHOTS:
+            await page.screenshot(path=str(ROOT / "docs" / "operators.png"), full_page=True)
         await page.click("#resume")
         await page.locator(".notice").wait_for()
-        assert "running" in await page.locator("#automation").inner_text()
+        assert "Running" in await page.locator("#automation").inner_text()
+        assert await page.locator("#resume").count() == 0
         await page.fill('form:has(input[value="audit_share"]) input[name="value"]', "0.1")
         await page.click('form:has(input[value="audit_share"]) button')
         await page.locator(".notice").wait_for()
@@ -210,10 +236,11 @@ async def test_an_operator_resumes_after_the_kappa_guard_and_is_recorded(
         live = await page.locator("#control-audit_share .live").inner_text()
         assert "0.1" in live
         assert "olga (review UI)" in live
-        raw = await read_topic(settings, "control", 2)
+        raw = await read_topic(settings, "control", 3)
     updates = [ControlUpdate.model_validate(json.loads(v)) for v in raw]
-    assert {(u.key, u.value) for u in updates} == {("kappa_guard_tripped", False), ("audit_share", 0.1)}
-    assert all(u.updated_by.startswith("olga (review UI)") for u in updates)
+    assert (updates[0].key, updates[0].value) == ("kappa_guard_tripped", True)
+    by_olga = [u for u in updates if u.updated_by.startswith("olga (review UI)")]
+    assert {(u.key, u.value) for u in by_olga} == {("kappa_guard_tripped", False), ("audit_share", 0.1)}
 
 
 def _score_snapshots(experiment: str) -> list[bytes]:
@@ -263,6 +290,19 @@ async def test_the_scoreboard_page_shows_the_human_basis_beside_the_judge_basis(
             await asyncio.sleep(0.2)
         await board.wait_for()
         human, judge = board.locator("#human-basis"), board.locator("#judge-basis")
+        # The summary first: each basis's headline and gate are shown; the statistics are folded.
+        assert await human.locator(".headline-rate").is_visible()
+        assert await human.locator(".gate .decision").is_visible()
+        assert not await human.locator("dl.figures").is_visible()
+        assert not await board.locator("table.splits").first.is_visible()
+        if UPDATE_SCREENSHOTS:
+            box = await board.bounding_box()
+            assert box is not None
+            clip = {"x": 0.0, "y": 0.0, "width": 1280.0, "height": box["y"] + box["height"] + 12}
+            await page.screenshot(path=str(ROOT / "docs" / "scoreboard.png"), full_page=True, clip=clip)  # type: ignore[arg-type]
+        # Open them, as a reader would.
+        for summary in await page.locator("details > summary").all():
+            await summary.click()
         # Both bases are visible, side by side, the human basis first (left).
         assert await human.is_visible()
         assert await judge.is_visible()
@@ -311,9 +351,3 @@ async def test_the_scoreboard_page_shows_the_human_basis_beside_the_judge_basis(
         assert "&lt;b&gt;challenger-v2&lt;/b&gt;" in html
         assert "<b>" not in html
         assert dialogs == []
-        if UPDATE_SCREENSHOTS:
-            # The page's head and the first board (the old one below it is not for the docs).
-            box = await board.bounding_box()
-            assert box is not None
-            clip = {"x": 0.0, "y": 0.0, "width": 1280.0, "height": box["y"] + box["height"] + 12}
-            await page.screenshot(path=str(ROOT / "docs" / "scoreboard.png"), full_page=True, clip=clip)  # type: ignore[arg-type]

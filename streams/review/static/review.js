@@ -48,6 +48,13 @@ function choose(value) {
   if (input) { input.checked = true; input.focus(); }
 }
 
+// Only a rubric that offers a tie (the item's data-allow-tie) takes 3; elsewhere the key does nothing, as the
+// page's key hints say.
+function tieAllowed() {
+  const item = document.querySelector("article.item");
+  return item !== null && item.dataset.allowTie === "yes";
+}
+
 document.addEventListener("keydown", (event) => {
   const form = document.querySelector("form.label");
   if (!form || event.altKey || event.metaKey) { return; }
@@ -60,7 +67,7 @@ document.addEventListener("keydown", (event) => {
   if (typing || event.ctrlKey) { return; }
   if (event.key === "1") { choose("left"); }
   else if (event.key === "2") { choose("right"); }
-  else if (event.key === "3") { choose("tie"); }
+  else if (event.key === "3" && tieAllowed()) { choose("tie"); }
   else if (event.key === "s") { const skip = document.querySelector("form.skip"); if (skip) { skip.requestSubmit(); } }
 });
 
