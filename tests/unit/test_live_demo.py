@@ -139,17 +139,26 @@ def test_the_audit_view_shows_each_series_and_the_total_labels() -> None:
     from pairjudge.streams.review.auth import User
     from pairjudge.streams.review.views import audit_context, templates
 
-    latest = {"a<b>": _snapshot("a<b>", 4, 0.75, 0.5), "b": _snapshot("b", 0, None, None)}
+    latest = {
+        "a<b>": _snapshot("a<b>", 4, 0.75, 1.0),
+        "b": _snapshot("b", 0, None, None),
+        "c": _snapshot("c", 60, 0.75, 0.5),
+    }
     feed = SimpleNamespace(latest=latest)
     settings = SimpleNamespace(min_labels=50, kappa_min=0.7)
     context = audit_context(feed, None, settings)  # type: ignore[arg-type]
-    assert context["total_labels"] == 4
-    assert context["total_decided"] == 2
+    assert context["total_labels"] == 64
+    assert context["total_decided"] == 3
     page = templates().env.get_template("audit.html").render(user=User("ana", "reviewer", "x"), csrf="t", **context)
-    assert '<strong id="audit-labels">4</strong>' in page
-    assert "75%" in page
-    assert "0.50 (0.30..0.70)" in page
+    assert '<strong id="audit-labels">64</strong>' in page
+    assert "3 of 4 labels (75%)" in page
+    # From the kappa guard's minimum of labels, kappa with its interval and the labels it rests on ...
+    assert "0.50 (0.30 to 0.70), from 60 labels" in page
+    # ... and below it, no estimate (a kappa of 1.00 from 4 labels would only look exact).
+    assert "not enough labels yet: 4 of the 50 needed" in page
+    assert "1.00" not in page
     assert "a&lt;b&gt;" in page
     assert "<b>" not in page
     assert 'data-refresh="/audit/live"' in page
     assert 'href="/audit"' in page
+
