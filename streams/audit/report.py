@@ -5,10 +5,11 @@ JSONL export (the demo writes ``out/demo-audit.jsonl``). Output: one HTML file, 
 inline SVG, no script and no external resource, so it opens anywhere and can be mailed.
 
 Per series (judge and version, template, rubric, experiment), over its windows: Cohen's kappa with
-its interval against the seed 001 line at 0.7, beside the human ceiling (the kappa of reviewers against
+its interval against the kappa guard's line at 0.7 (from the guard's minimum of labels on; fewer are
+shown as "not enough labels yet"), beside the human ceiling (the kappa of reviewers against
 each other on audit pairs labelled twice: a judge cannot be expected to agree with people more than
 people agree with each other) and the floor the kappa guard applied, in the mode it ran in; the
-tie-break rate against seed 002's 20% line, with the flip rate; the calibration curve (reliability
+tie-break rate against the tie-break alert's 20% line, with the flip rate; the calibration curve (reliability
 bins summed over the windows); how often the longer output wins for the judge and for the humans;
 the auto-decision threshold in force and its coverage; the dimensions ranked by how often the judge's
 two orders, or the judge and the humans, disagree on them, and the style-guide rules cited in those pairs
@@ -43,11 +44,15 @@ from pairjudge.schemas.audit import Alert, AuditSnapshot
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.audit.report_ambiguity import ambiguity_section
 from pairjudge.streams.audit.report_charts import plots_html, window_label
+from pairjudge.streams.config.oversight import AuditSettings
 from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
-from pairjudge.streams.scores.view import BasisPanel, BoardView, board_view
+from pairjudge.streams.scores.plain import GLOSSARY, anchor, kappa, plural, series_name
+from pairjudge.streams.scores.view import BasisPanel, BoardView, board_view, min_labels_of
 from pairjudge.streams.security.files import write_private_text
 
 NO_ALERTS = "no alerts raised"
+#: The kappa guard's minimum of labels (``audit.min_labels``): a kappa from fewer is shown as not enough labels.
+DEFAULT_MIN_LABELS: int = AuditSettings().min_labels
 #: Why a report has no scoreboard section: none in its input.
 NO_SCOREBOARD = (
     "No champion-challenger scoreboard in this input: the worker publishes one on pairjudge.scores per "
@@ -111,9 +116,9 @@ def _panel(p: BasisPanel) -> str:
 def _splits_table(v: BoardView) -> str:
     e = html.escape
     head = (
-        "<table class='splits'><tr><th rowspan='2'></th><th colspan='4'>human basis</th>"
-        "<th colspan='2'>judge basis</th></tr><tr><th>rate (tie ½)</th><th>anytime-valid interval</th>"
-        "<th>labels</th><th>judge, same question</th><th>win rate (Wilson 95%)</th><th>wins–losses–ties</th></tr>"
+        "<table class='splits'><tr><th rowspan='2'></th><th colspan='4'>measured against people</th>"
+        "<th colspan='2'>measured against the judge</th></tr><tr><th>win rate (tie ½)</th><th>95% interval</th>"
+        "<th>labels</th><th>the judge, same pairs</th><th>win rate (95% interval)</th><th>wins–losses–ties</th></tr>"
     )
     rows = "".join(
         "<tr>"
@@ -135,7 +140,7 @@ def _splits_table(v: BoardView) -> str:
     strata = ""
     if v.strata:
         strata = (
-            "<p>Human basis by sampling stratum:</p><table class='splits'><tr><th>stratum</th><th>pairs</th>"
+            "<p>Measured against people, by sampling group:</p><table class='splits'><tr><th>group</th><th>pairs</th>"
             "<th>labels</th><th>rate</th><th>weight on the judge (λ)</th><th>spread of person − judge</th>"
             "<th>recommended audit share</th></tr>"
         )
@@ -154,12 +159,13 @@ def scoreboard_section(snap: ScoreSnapshot) -> str:
     (``streams.scores.charts``)."""
     v = board_view(snap)
     charts = (
-        win_rate_chart(snap.history)
+        win_rate_chart(snap.history, min_labels_of(snap))
         + evidence_chart(snap.history, snap.gate.threshold)
         + strengths_chart(snap.strengths)
     )
     return (
         f"<h2>Champion and challenger: experiment {html.escape(snap.experiment)}</h2>"
+        f"<p class='as-of'>{html.escape(v.as_of)}</p>"
         f"<div class='bases'>{_panel(v.human)}{_panel(v.judge)}</div>{_splits_table(v)}{spend_table(snap)}"
         f"<div class='plots'>{charts}</div>"
     )
@@ -223,14 +229,20 @@ def _guard_cell(w: AuditSnapshot) -> str:
     return f"{w.guard_mode} {floor}"
 
 
-def guard_summary(windows: Sequence[AuditSnapshot]) -> str:
-    """One paragraph: the judge-human kappa of the latest window beside the human ceiling, and the guard."""
+def kappa_cell(w: AuditSnapshot, min_labels: int = DEFAULT_MIN_LABELS) -> str:
+    """A window's kappa as every page shows it (``plain.kappa``)."""
+    return kappa(w.cohen_kappa, w.kappa_low, w.kappa_high, w.human_labels, min_labels)
+
+
+def guard_summary(windows: Sequence[AuditSnapshot], min_labels: int = DEFAULT_MIN_LABELS) -> str:
+    """One paragraph: the judge's agreement with people in the latest window beside people's agreement with
+    each other, and the guard."""
     latest = windows[-1]
     ceiling = (
-        f"human-human kappa {_fmt(latest.human_kappa)} and agreement {_fmt(latest.human_agreement, '{:.0%}')} "
-        f"over {latest.human_pairs} doubly labelled audit pair(s)"
+        f"people agreeing with each other: kappa {_fmt(latest.human_kappa)}, agreement "
+        f"{_fmt(latest.human_agreement, '{:.0%}')}, over {plural(latest.human_pairs, 'pair')} two reviewers labelled"
         if latest.human_pairs
-        else "no audit pair labelled by two reviewers yet"
+        else "no pair labelled by two reviewers yet"
     )
     if latest.guard_mode is None:
         guard = "guard mode not recorded in these snapshots"
@@ -239,18 +251,16 @@ def guard_summary(windows: Sequence[AuditSnapshot]) -> str:
     else:
         guard = f"kappa guard: absolute, floor {_fmt(latest.guard_kappa_min, '{:g}')}"
     beside = f"beside the {ceiling}" if latest.human_pairs else f"({ceiling})"
-    text = f"Latest window: judge-human kappa {_fmt(latest.cohen_kappa)} {beside}; {guard}."
+    text = f"Latest window: judge agreement with people (kappa) {kappa_cell(latest, min_labels)} {beside}; {guard}."
     if latest.guard_note:
         text += f" {latest.guard_note}."
     return f"<p class='guard'>{html.escape(text)}</p>"
 
 
-def _summary_table(windows: Sequence[AuditSnapshot]) -> str:
+def _summary_table(windows: Sequence[AuditSnapshot], min_labels: int = DEFAULT_MIN_LABELS) -> str:
     rows = []
     for w in windows:
-        kappa = _fmt(w.cohen_kappa)
-        if w.kappa_low is not None and w.kappa_high is not None:
-            kappa += f" ({w.kappa_low:.2f}..{w.kappa_high:.2f})"
+        kappa = kappa_cell(w, min_labels)
         threshold = w.threshold
         rows.append(
             "<tr>"
@@ -285,19 +295,30 @@ def _summary_table(windows: Sequence[AuditSnapshot]) -> str:
             "flips",
             "labels",
             "agreement",
-            "kappa (95% CI)",
-            "human pairs",
-            "human-human agreement",
-            "human-human kappa (ceiling)",
+            "kappa (95% interval)",
+            "pairs two reviewers labelled",
+            "people agreeing with each other",
+            "their kappa (the ceiling)",
             "kappa guard",
-            "ECE",
-            "threshold",
+            "calibration error (ECE)",
+            "auto-decision threshold",
         )
     )
     return f"<table class='windows'><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def render_report(events: AuditEvents, *, title: str = "pairjudge drift audit") -> str:
+def glossary_section() -> str:
+    """What the report's words mean (the same terms as the review service's /glossary and docs/glossary.md)."""
+    e = html.escape
+    terms = "".join(f"<dt id='{e(anchor(t))}'>{e(t)}</dt><dd>{e(m)}</dd>" for t, m in GLOSSARY.items())
+    return f"<details class='glossary'><summary>What the words in this report mean</summary><dl>{terms}</dl></details>"
+
+
+def render_report(
+    events: AuditEvents, *, title: str = "pairjudge drift audit", min_labels: int = DEFAULT_MIN_LABELS
+) -> str:
+    """The report's page; ``min_labels`` is the kappa guard's minimum (``audit.min_labels``), below which a
+    window's kappa is shown as not enough labels."""
     by_series = latest_per_window(events.snapshots)
     alerts_by_series: dict[str, list[Alert]] = defaultdict(list)
     for alert in events.alerts:
@@ -305,21 +326,18 @@ def render_report(events: AuditEvents, *, title: str = "pairjudge drift audit") 
     sections = []
     for series, windows in by_series.items():
         info = windows[-1].series_info
-        heading = (
-            f"{info.judge_provider}:{info.judge_model} {info.judge_version} | template {info.prompt_template_hash} "
-            f"| {info.rubric} | experiment {info.experiment_id or '-'}"
-            if info
-            else series
-        )
+        heading = series_name(info, series)
         alerts = "".join(
             f"<li class='alert'>{html.escape(a.raised_at.astimezone(UTC).strftime('%Y-%m-%d %H:%M UTC'))} "
             f"{html.escape(a.kind)}: {html.escape(a.message)}</li>"
             for a in alerts_by_series.get(series, [])
         )
         sections.append(
-            f"<h2>{html.escape(heading)}</h2>{guard_summary(windows)}{_summary_table(windows)}"
+            f"<h2>{html.escape(heading)}</h2><details class='series-key'><summary>series key</summary>"
+            f"<code>{html.escape(series)}</code></details>"
+            f"{guard_summary(windows, min_labels)}{_summary_table(windows, min_labels)}"
             + (f"<ul>{alerts}</ul>" if alerts else f"<p class='none'>{NO_ALERTS}</p>")
-            + f"<div class='plots'>{plots_html(windows)}</div>"
+            + f"<div class='plots'>{plots_html(windows, min_labels)}</div>"
             + ambiguity_section(windows)
         )
     latest: dict[str, ScoreSnapshot] = {}
@@ -338,10 +356,12 @@ def render_report(events: AuditEvents, *, title: str = "pairjudge drift audit") 
         f"<title>{html.escape(title)}</title><style>{stylesheet()}</style></head><body class='report'>"
         "<header class='top'><span class='brand'>pairjudge report</span></header><main>"
         f"<h1>{html.escape(title)}</h1><p class='stats'>{len(by_series)} series, {len(events.snapshots)} snapshots, "
-        f"{len(events.alerts)} alerts.</p>{skipped}{body}</main></body></html>"
+        f"{len(events.alerts)} alerts.</p>{skipped}{body}{glossary_section()}</main></body></html>"
     )
 
 
-def write_report(events: AuditEvents, out: Path, *, title: str = "pairjudge drift audit") -> Path:
+def write_report(
+    events: AuditEvents, out: Path, *, title: str = "pairjudge drift audit", min_labels: int = DEFAULT_MIN_LABELS
+) -> Path:
     # Owner-only (0o600, a created parent 0o700), like every file that describes pairs.
-    return write_private_text(out, render_report(events, title=title), what="report")
+    return write_private_text(out, render_report(events, title=title, min_labels=min_labels), what="report")

@@ -16,7 +16,7 @@ from pairjudge.schemas.audit import AmbiguitySnapshot, AuditSnapshot, DimensionA
 #: Why a series has no ambiguity section.
 NO_AMBIGUITY = (
     "No per-dimension facts in these snapshots: they come from judges whose replies score dimensions or "
-    "criteria in both orders (seed 000's four, a head-to-head or pairwise rubric's criteria)."
+    "criteria in both orders (tone and style's four, a head-to-head or pairwise rubric's criteria)."
 )
 
 
@@ -32,9 +32,10 @@ def series_ambiguity(windows: Sequence[AuditSnapshot]) -> AmbiguitySnapshot | No
 
 
 def _rate(rate: float | None, low: float | None, high: float | None, k: int, n: int) -> str:
-    if rate is None or low is None or high is None:
-        return "n/a (0 pairs)"
-    return f"{rate:.0%} ({low:.0%}..{high:.0%}) · {k}/{n}"
+    """The count first, so a rate from two pairs reads as two pairs: "2 of 2 pairs: 100% (34% to 100%)"."""
+    if rate is None or low is None or high is None or n == 0:
+        return "no pairs yet"
+    return f"{k:,} of {n:,} {'pair' if n == 1 else 'pairs'}: {rate:.0%} ({low:.0%} to {high:.0%})"
 
 
 def _dimension_row(d: DimensionAmbiguity) -> str:
@@ -57,7 +58,8 @@ def ambiguity_section(windows: Sequence[AuditSnapshot]) -> str:
         "<h3>Ambiguous dimensions and rules</h3><p class='meaning'>Order disagreement: pairs whose two orders "
         "named different winners for the dimension, of the pairs both orders scored it. Human disagreement: "
         "labelled pairs where the orders agreed on a candidate for the dimension and the person chose the other "
-        f"one (ties left out). Rates with Wilson {level} intervals and counts, over every window of the series; "
+        f"one (ties left out). Counts over every window of the series (so they may exceed one window's labels), "
+        f"rates with {level} intervals; "
         "pairs assumed independent with one common rate.</p>"
     )
     if found.dimensions:

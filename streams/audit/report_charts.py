@@ -30,7 +30,7 @@ NO_LABELS = (
 )
 #: Up to this many windows, each gets its own tick labelled with its time; above, a date locator picks them.
 FEW_WINDOWS = 4
-#: The seed 001 kappa guard and the seed 002 tie-break alert, drawn as lines.
+#: The kappa guard's floor and the tie-break alert's line, drawn as lines.
 KAPPA_LINE = 0.7
 TIEBREAK_LINE = 0.2
 #: Figure sizes in inches: a time chart with a few windows, one with a single window, and their height.
@@ -207,18 +207,25 @@ def _labelled(windows: Sequence[AuditSnapshot]) -> int:
     return sum(w.human_labels for w in windows)
 
 
-def kappa_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
-    title = "Cohen's kappa against humans (95% CI) and the human ceiling"
-    points = [w for w in windows if w.cohen_kappa is not None]
+#: The kappa guard's default minimum of labels (``audit.min_labels``): no kappa is drawn from fewer.
+KAPPA_MIN_LABELS = 50
+
+
+def kappa_chart(windows: Sequence[AuditSnapshot], min_labels: int = KAPPA_MIN_LABELS) -> str | Empty:
+    title = "Judge agreement with people (kappa, 95% interval) and people agreeing with each other"
+    points = [w for w in windows if w.cohen_kappa is not None and w.human_labels >= min_labels]
     ceiling = [w for w in windows if w.human_kappa is not None]
     if not points and not ceiling:
         labels = _labelled(windows)
         if not labels:
             return Empty(title, NO_LABELS)
+        if max(w.human_labels for w in windows) < min_labels:
+            most = max(w.human_labels for w in windows)
+            return Empty(title, f"not enough labels yet: {most:,} of the {min_labels:,} needed in a window")
         agreement = [w.agreement for w in windows if w.agreement is not None]
         return Empty(
             title,
-            f"kappa undefined so far: on its {labels} labelled verdict(s) the judge and the humans always chose "
+            f"kappa cannot be measured yet: on its {labels:,} labelled verdicts the judge and people always chose "
             "the same side, so there is no variation for kappa to measure"
             + (f" (agreement {min(agreement):.0%})" if agreement else ""),
         )
@@ -228,7 +235,9 @@ def kappa_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
         ys = [w.cohen_kappa or 0.0 for w in points]
         low = [y - (w.kappa_low if w.kappa_low is not None else y) for w, y in zip(points, ys, strict=True)]
         high = [(w.kappa_high if w.kappa_high is not None else y) - y for w, y in zip(points, ys, strict=True)]
-        axes.errorbar(xs, ys, yerr=[low, high], fmt="o-", capsize=3, color="C0", label="judge-human kappa (95% CI)")
+        axes.errorbar(
+            xs, ys, yerr=[low, high], fmt="o-", capsize=3, color="C0", label="judge agreement with people (kappa)"
+        )
         _values(axes, xs, ys, "{:.2f}", "C0")
     if ceiling:
         axes.plot(
@@ -236,7 +245,7 @@ def kappa_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
             [w.human_kappa for w in ceiling],
             "^:",
             color="darkgreen",
-            label="human-human kappa (ceiling)",
+            label="people agreeing with each other (ceiling)",
         )
     relative = [w for w in windows if w.guard_mode == "relative" and w.guard_kappa_min is not None]
     if relative:
@@ -246,9 +255,9 @@ def kappa_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
             "_-.",
             markersize=12,
             color="darkorange",
-            label="relative guard floor",
+            label="the kappa guard's floor (relative)",
         )
-    axes.axhline(KAPPA_LINE, color="crimson", linestyle="--", linewidth=1, label="seed 001 guard: 0.7")
+    axes.axhline(KAPPA_LINE, color="crimson", linestyle="--", linewidth=1, label="the kappa guard's line: 0.7")
     axes.set_ylim(-0.2, 1.05)
     axes.set_ylabel("kappa", fontsize=8)
     axes.legend(fontsize=7, loc="lower left")
@@ -270,14 +279,14 @@ def rates_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
             xs, ys = [x for x, _ in points], [y for _, y in points]
             axes.plot(xs, ys, style, color=colour, label=label)
             _values(axes, xs, ys, "{:.0%}", colour)
-    axes.axhline(TIEBREAK_LINE, color="crimson", linestyle="--", linewidth=1, label="seed 002 alert: 20%")
+    axes.axhline(TIEBREAK_LINE, color="crimson", linestyle="--", linewidth=1, label="the tie-break alert's line: 20%")
     _percent(axes)
     axes.legend(fontsize=7, loc="upper left")
     return _svg(figure)
 
 
 def calibration_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
-    title = "Calibration: agreement with humans by confidence"
+    title = "Calibration: agreement with people by the judge's confidence"
     counts: dict[float, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # count, sum conf, sum agree
     for window in windows:
         for b in window.reliability:
@@ -297,7 +306,7 @@ def calibration_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
     axes.set_xlim(0, 1)
     axes.set_ylim(0, 1.05)
     axes.set_xlabel("mean confidence in the bin (labels per bin marked)", fontsize=8)
-    axes.set_ylabel("agreement with humans", fontsize=8)
+    axes.set_ylabel("agreement with people", fontsize=8)
     axes.legend(fontsize=7, loc="upper left")
     return _svg(figure)
 
@@ -312,7 +321,7 @@ def length_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
     figure, axes = _time_figure(title, windows)
     for attr, style, colour, label, offset in (
         ("judge_longer_win_rate", "o-", "C0", "judge", 9),
-        ("human_longer_win_rate", "s--", "C1", "humans", 5),
+        ("human_longer_win_rate", "s--", "C1", "people", 5),
     ):
         points = [(centre(w), getattr(w, attr)) for w in rated if getattr(w, attr) is not None]
         xs, ys = [x for x, _ in points], [y for _, y in points]
@@ -347,11 +356,11 @@ def threshold_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
 CHARTS = (kappa_chart, rates_chart, calibration_chart, length_chart, threshold_chart)
 
 
-def plots_html(windows: Sequence[AuditSnapshot]) -> str:
+def plots_html(windows: Sequence[AuditSnapshot], min_labels: int = KAPPA_MIN_LABELS) -> str:
     """The series' plots, each an inline SVG or, in its place, why it has nothing to draw."""
     out = []
     for chart in CHARTS:
-        drawn = chart(windows)
+        drawn = kappa_chart(windows, min_labels) if chart is kappa_chart else chart(windows)
         out.append(drawn.html() if isinstance(drawn, Empty) else f"<figure>{drawn}</figure>")
     return "".join(out)
 

@@ -1,9 +1,9 @@
 """``pairjudge demo --serve``: the whole loop, live, on embedded defaults, until Ctrl-C.
 
 Tansu on a free loopback port, one worker and the review service (each a subprocess in its own process
-group), and a trickle of the sample pairs under fresh pair ids. A demo reviewer and a demo operator get
-generated passwords, printed once; their scrypt hashes, the session secret and the review queue's SQLite
-database live in a private temporary directory that is removed on exit.
+group), and a trickle of the sample pairs under fresh pair ids, each drawn afresh (:func:`vary`). A demo
+reviewer and a demo operator get generated passwords, printed once; their scrypt hashes, the session secret
+and the review queue's SQLite database live in a private temporary directory that is removed on exit.
 
 The demo's policy audits half of the judge's verdicts (``DEMO_POLICY``), so the queue fills. The
 sample's human labels are published (as ``pairjudge labels import`` would) for the head start's pairs
@@ -99,8 +99,44 @@ def original_pair_id(live_id: str) -> str:
     return match.group(1) if match else live_id
 
 
-def rename(raw: bytes, round_no: int) -> bytes | None:
-    """A sample line (pair or label) under its round's id; None for a line without a readable id."""
+#: The share of each round's pairs whose two outputs change sides (:func:`vary`).
+SWAP_SHARE = 0.5
+_ROLES = {"champion": "challenger", "challenger": "champion"}
+
+
+def swapped(live_id: str, draw: str) -> bool:
+    """Whether this pair's outputs change sides in this run: a hash of the id and the run's ``draw``, so a
+    pair and its label always agree; no draw (``""``) swaps nothing."""
+    return bool(draw) and audit_fraction(live_id, f"swap:{draw}") < SWAP_SHARE
+
+
+def vary(data: dict[str, object], draw: str) -> dict[str, object]:
+    """A sample pair (or its label) drawn afresh: for about half the pairs of a round the champion's output
+    is the challenger's and the other way round (their ids and sources change sides with them; a label's
+    winner follows its output).
+
+    Why: the sample set has a dozen pairs, and sent round after round unchanged the same side wins the same
+    pairs forever, so the gates' evidence grows without bound as no real traffic would. Drawn this way the
+    two models are equally good, as far as the judge and the sample's labels can tell, so the evidence
+    wanders and settles the way it does on traffic where neither model is better."""
+    live_id = data.get("pair_id")
+    if not isinstance(live_id, str) or not swapped(live_id, draw):
+        return data
+    candidates = data.get("candidates")
+    if isinstance(candidates, list) and len(candidates) == 2 and all(isinstance(c, dict) for c in candidates):
+        first, second = candidates
+        for key in ("candidate_id", "source"):
+            if key in first and key in second:
+                first[key], second[key] = second[key], first[key]
+    winner = data.get("winner")
+    if isinstance(winner, str) and winner in _ROLES:
+        data["winner"] = _ROLES[winner]
+    return data
+
+
+def rename(raw: bytes, round_no: int, draw: str = "") -> bytes | None:
+    """A sample line (pair or label) under its round's id, drawn afresh for ``draw`` (:func:`vary`); None
+    for a line without a readable id."""
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
@@ -108,13 +144,13 @@ def rename(raw: bytes, round_no: int) -> bytes | None:
     if not isinstance(data, dict) or not isinstance(data.get("pair_id"), str):
         return None
     data["pair_id"] = live_pair_id(data["pair_id"], round_no)
-    return json.dumps(data).encode()
+    return json.dumps(vary(data, draw)).encode()
 
 
-def round_events(pairs: Iterable[bytes], round_no: int) -> list[bytes]:
+def round_events(pairs: Iterable[bytes], round_no: int, draw: str = "") -> list[bytes]:
     """One round of the sample set under fresh ids (lines without an id are left out: the batch demo shows
-    the dead letters)."""
-    return [line for line in (rename(raw, round_no) for raw in pairs) if line is not None]
+    the dead letters), drawn afresh for ``draw``."""
+    return [line for line in (rename(raw, round_no, draw) for raw in pairs) if line is not None]
 
 
 def drawn_for_audit(pair_id: str, share: float = DEMO_AUDIT_SHARE, seed: str = "") -> bool:
@@ -123,13 +159,15 @@ def drawn_for_audit(pair_id: str, share: float = DEMO_AUDIT_SHARE, seed: str = "
     return audit_fraction(pair_id, seed) < share
 
 
-def head_start_labels(labels: Iterable[bytes], rounds: int, share: float = DEMO_AUDIT_SHARE, seed: str = "") -> bytes:
+def head_start_labels(
+    labels: Iterable[bytes], rounds: int, share: float = DEMO_AUDIT_SHARE, seed: str = "", draw: str = ""
+) -> bytes:
     """The sample's labels for the head start's pairs that the audit does not draw (JSONL): the drawn ones
     are left for the reviewer, so each of their labels counts (a second label for a pair would not)."""
     out = []
     for round_no in range(rounds):
         for raw in labels:
-            line = rename(raw, round_no)
+            line = rename(raw, round_no, draw)
             if line is not None and not drawn_for_audit(json.loads(line)["pair_id"], share, seed):
                 out.append(line)
     return b"\n".join(out)
@@ -195,15 +233,16 @@ async def wait_for_page(url: str, children: Iterable[subprocess.Popen[bytes]], t
             await asyncio.sleep(0.2)
 
 
-async def trickle(settings: Settings, pairs: list[bytes], first_round: int, rate: float) -> None:
-    """Send the sample set round after round under fresh ids, ``rate`` pairs a second, until cancelled."""
+async def trickle(settings: Settings, pairs: list[bytes], first_round: int, rate: float, draw: str = "") -> None:
+    """Send the sample set round after round under fresh ids, drawn afresh (:func:`vary`), ``rate`` pairs a
+    second, until cancelled."""
     topic = settings.topics.name("pairs")
     producer = AIOKafkaProducer(**client_config(settings.kafka).kwargs(acks="all", linger_ms=5))
     await producer.start()
     try:
         round_no = first_round
         while True:
-            for raw in round_events(pairs, round_no):
+            for raw in round_events(pairs, round_no, draw):
                 await producer.send_and_wait(topic, value=raw, key=key_of(raw))
                 await asyncio.sleep(1.0 / rate)
             round_no += 1
@@ -306,11 +345,11 @@ async def run_live(settings: Settings, *, rate: float = DEFAULT_RATE, head_start
         children.append(start_worker(settings, work_dir / "worker.log"))
         children.append(start_review(settings, work_dir / "review.log"))
         # The head start: a few rounds at once, and the sample's labels for the pairs the audit leaves out.
-        pairs = sample_pairs()
-        await send_events(settings, [e for n in range(head_start) for e in round_events(pairs, n)])
-        head = parse_labels(head_start_labels(sample_labels(), head_start), "jsonl")
+        pairs, draw = sample_pairs(), secrets.token_hex(4)  # each run draws its own sides
+        await send_events(settings, [e for n in range(head_start) for e in round_events(pairs, n, draw)])
+        head = parse_labels(head_start_labels(sample_labels(), head_start, draw=draw), "jsonl")
         await publish_labels(settings, head, source="sample_labels.jsonl")
-        feeder = asyncio.create_task(trickle(settings, pairs, head_start, rate), name="live-demo-trickle")
+        feeder = asyncio.create_task(trickle(settings, pairs, head_start, rate, draw), name="live-demo-trickle")
         url = f"http://{settings.review.host}:{settings.review.port}/"
         waiting = asyncio.create_task(wait_for_page(url, children))
         stopping = asyncio.create_task(stop.wait())

@@ -38,7 +38,17 @@ from pairjudge.streams.review.controls import control_rows
 from pairjudge.streams.review.kafka import AuditFeed, ScoresFeed
 from pairjudge.streams.review.store import Filters, Item
 from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
-from pairjudge.streams.scores.view import board_view
+from pairjudge.streams.scores.plain import (
+    GLOSSARY,
+    GLOSSARY_URL,
+    anchor,
+    kappa,
+    pct,
+    plural,
+    reason_text,
+    series_name,
+)
+from pairjudge.streams.scores.view import board_view, min_labels_of
 
 #: Rubric kinds whose reviewers may call a tie (seed 000, tone and style, always names a winner).
 TIE_KINDS = frozenset({"head_to_head", "pairwise"})
@@ -134,6 +144,7 @@ def item_context(item: Item | None) -> dict[str, Any]:
             "id": item.id,
             "pair_id": item.pair_id,
             "reason": item.reason,
+            "reason_text": reason_text(item.reason),
             "audit": item.audit,
             "experiment": item.experiment,
             "task": pair.task.question,
@@ -185,7 +196,14 @@ def _fmt(value: float | None, pattern: str = "{:.2f}") -> str:
     return "n/a" if value is None else pattern.format(value)
 
 
-def series_rows(feed: AuditFeed | None) -> list[dict[str, str]]:
+def agreement_text(share: float | None, labels: int) -> str:
+    """Agreement as the count it is: "10 of 12 labels (83%)"."""
+    if share is None or labels == 0:
+        return "no labels yet"
+    return f"{round(share * labels):,} of {plural(labels, 'label')} ({pct(share, 0)})"
+
+
+def series_rows(feed: AuditFeed | None, min_labels: int = 50) -> list[dict[str, str]]:
     """Per series, its latest window: the judge's kappa against people beside the human ceiling (people
     against each other on audit pairs labelled twice), and the guard's floor as the audit applied it."""
     latest = feed.latest if feed is not None else {}
@@ -200,9 +218,10 @@ def series_rows(feed: AuditFeed | None) -> list[dict[str, str]]:
         rows.append(
             {
                 "series": key,
+                "name": series_name(snap.series_info, key),
                 "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
                 "labels": str(snap.human_labels),
-                "kappa": _fmt(snap.cohen_kappa),
+                "kappa": kappa(snap.cohen_kappa, None, None, snap.human_labels, min_labels),
                 "human_pairs": str(snap.human_pairs),
                 "human_agreement": _fmt(snap.human_agreement, "{:.0%}"),
                 "human_kappa": _fmt(snap.human_kappa),
@@ -215,24 +234,25 @@ def series_rows(feed: AuditFeed | None) -> list[dict[str, str]]:
 
 def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: AuditSettings) -> dict[str, Any]:
     """The audit view's figures: each series' latest window as the drift audit published it (pairs, the
-    labels on the judge's verdicts, agreement and kappa), and each experiment's two gates."""
+    labels on the judge's verdicts, agreement and kappa), and each experiment's two gates.
+
+    Every figure says when it was computed: the series' snapshots and the scoreboards are published apart,
+    so two of them read at one moment may count different labels; each row carries its own time."""
     latest = feed.latest if feed is not None else {}
     rows = []
     for key, snap in sorted(latest.items()):
-        info = snap.series_info
-        kappa = _fmt(snap.cohen_kappa)
-        if snap.cohen_kappa is not None and snap.kappa_low is not None and snap.kappa_high is not None:
-            kappa += f" ({snap.kappa_low:.2f}..{snap.kappa_high:.2f})"
         rows.append(
             {
                 "series": key,
-                "name": f"{info.judge_model} | {info.rubric} | {info.experiment_id or '-'}" if info else key,
+                "name": series_name(snap.series_info, key),
                 "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
                 "pairs": str(snap.pairs),
                 "labels": str(snap.human_labels),
                 "human_decided": str(snap.human_decided),
-                "agreement": _fmt(snap.agreement, "{:.0%}"),
-                "kappa": kappa,
+                "agreement": agreement_text(snap.agreement, snap.human_labels),
+                "kappa": kappa(
+                    snap.cohen_kappa, snap.kappa_low, snap.kappa_high, snap.human_labels, settings.min_labels
+                ),
                 "tiebreak_rate": _fmt(snap.tiebreak_rate, "{:.0%}"),
                 "published": f"{snap.published_at:%H:%M:%S} UTC",
             }
@@ -247,6 +267,7 @@ def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: A
                 "judge": view.judge.gate.text if view.judge.gate is not None else "n/a",
                 "human_rate": view.human.headline,
                 "judge_rate": view.judge.headline,
+                "as_of": view.as_of,
             }
         )
     return {
@@ -257,6 +278,7 @@ def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: A
         "gates": gates,
         "min_labels": settings.min_labels,
         "kappa_min": settings.kappa_min,
+        "glossary": GLOSSARY_URL,
     }
 
 
@@ -268,9 +290,14 @@ def score_boards(latest: Mapping[str, ScoreSnapshot]) -> list[dict[str, Any]]:
         {
             "snap": snap,
             "view": board_view(snap),
-            "win_rate": Markup(win_rate_chart(snap.history)),  # noqa: S704
+            "win_rate": Markup(win_rate_chart(snap.history, min_labels_of(snap))),  # noqa: S704
             "evidence": Markup(evidence_chart(snap.history, snap.gate.threshold)),  # noqa: S704
             "strengths": Markup(strengths_chart(snap.strengths)),  # noqa: S704
         }
         for _, snap in sorted(latest.items())
     ]
+
+
+def glossary_context() -> dict[str, Any]:
+    """The glossary page: each term the pages use, its anchor and what it means (``streams.scores.plain``)."""
+    return {"terms": [(anchor(term), term, meaning) for term, meaning in GLOSSARY.items()]}

@@ -51,6 +51,7 @@ from pairjudge.streams.review.views import (
     controls_context,
     filter_query,
     filters_of,
+    glossary_context,
     guard_context,
     item_context,
     score_boards,
@@ -312,7 +313,7 @@ async def operators_page(app: ReviewApp, request: Request, user: User, message: 
         "message": message,
         "stats": await app.store.stats(),
         "guard": guard_context(app.settings.audit),
-        "series": series_rows(app.audit),
+        "series": series_rows(app.audit, app.settings.audit.min_labels),
     }
     return app.templates.TemplateResponse(request, "operators.html", context)
 
@@ -365,6 +366,12 @@ async def scores_page(app: ReviewApp, request: Request, user: User) -> Response:
     return app.templates.TemplateResponse(request, "scores.html", context)
 
 
+async def glossary_page(app: ReviewApp, request: Request, user: User) -> Response:
+    """What the words on the pages mean (the same terms as docs/glossary.md)."""
+    context = {"user": user, "csrf": csrf_token(request), **glossary_context()}
+    return app.templates.TemplateResponse(request, "glossary.html", context)
+
+
 async def _seen(app: ReviewApp, key: str, value: float | bool | str, timeout_s: float = 5.0) -> None:
     """Wait (briefly) until the control follower has read the update, so the page shows it as live."""
     if app.policy is None:
@@ -411,6 +418,7 @@ def build_app(review: ReviewApp, session_secret: str) -> Starlette:
         Route("/items/{item_id:int}/skip", guarded(review, "reviewer", skip_item, write=True), methods=["POST"]),
         Route("/scores", guarded(review, "reviewer", scores_page), methods=["GET"]),
         Route("/audit", guarded(review, "reviewer", audit_page), methods=["GET"]),
+        Route("/glossary", guarded(review, "reviewer", glossary_page), methods=["GET"]),
         Route("/audit/live", guarded(review, "reviewer", audit_live), methods=["GET"]),
         Route("/operators", guarded(review, "operator", operators_page), methods=["GET"]),
         Route("/operators/control", guarded(review, "operator", set_control, write=True), methods=["POST"]),

@@ -7,11 +7,11 @@ module formats. That is why the web layer may mark the result safe for its templ
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from html import escape
 
 from pairjudge.schemas.scores import HistoryPoint, StrengthSnapshot
+from pairjudge.streams.scores.plain import progress
 
 W, H = 560, 220
 LEFT, RIGHT, TOP, BOTTOM = 48, 12, 22, 30
@@ -93,13 +93,18 @@ def _legend(items: Sequence[tuple[str, str, str]]) -> str:
     return out
 
 
-def win_rate_chart(history: Sequence[HistoryPoint]) -> str:
+def win_rate_chart(history: Sequence[HistoryPoint], min_labels: int = 30) -> str:
     """The challenger's win rate over the pairs counted, on both bases: the judge's share of decisive
     verdicts with its Wilson 95% band, and the human basis's rate with its anytime-valid band (the one
-    the human gate reads), against the 50% line. Older points without the human basis draw the judge's only."""
+    the human gate reads), against the 50% line, from ``min_labels`` labels on (an interval from fewer only
+    looks exact). Older points without the human basis draw the judge's only."""
     judge = [(p.pairs, p.win_rate, p.low, p.high) for p in history]
     judge_pts = [(n, r, lo, hi) for n, r, lo, hi in judge if r is not None and lo is not None and hi is not None]
-    human = [(p.pairs, p.human_rate, p.human_low, p.human_high) for p in history]
+    human = [
+        (p.pairs, p.human_rate, p.human_low, p.human_high)
+        for p in history
+        if p.human_labels is not None and p.human_labels >= min_labels
+    ]
     human_pts = [(n, r, lo, hi) for n, r, lo, hi in human if r is not None and lo is not None and hi is not None]
     ticks = [(_y(v, 0, 1), f"{v:.0%}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
     if not judge_pts and not human_pts:
@@ -116,12 +121,12 @@ def win_rate_chart(history: Sequence[HistoryPoint]) -> str:
     body = ""
     if human_pts:
         body += _series(human_pts, x_lo, x_hi, "human-", (HUMAN_COLOUR, HUMAN_BAND))
-        legend.append(("human-", HUMAN_COLOUR, "human basis (anytime 95%)"))
+        legend.append(("human-", HUMAN_COLOUR, "measured against people (95%)"))
     elif any(p.human_labels is not None for p in history):
-        legend.append(("human-", HUMAN_BAND, "human basis: too few labels yet"))
+        legend.append(("human-", HUMAN_BAND, "against people: not enough labels yet"))
     if judge_pts:
         body += _series(judge_pts, x_lo, x_hi, "", (JUDGE_COLOUR, JUDGE_BAND))
-        legend.append(("", JUDGE_COLOUR, "judge basis (Wilson 95%)"))
+        legend.append(("", JUDGE_COLOUR, "measured against the judge (95%)"))
     body += f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{half:.1f}" y2="{half:.1f}" class="even" {DASHED}/>'
     body += _x_labels(x_lo, x_hi)
     return _frame("Challenger win rate", ticks, "pairs counted", body + _legend(legend))
@@ -138,46 +143,40 @@ def _x_labels(x_lo: int, x_hi: int) -> str:
 
 
 def evidence_chart(history: Sequence[HistoryPoint], threshold: float) -> str:
-    """log e-values for promotion and rejection against the boundary log(1/alpha)."""
+    """How far the judge's gate has come towards promoting and towards rejecting, 0-100% of the way to a
+    decision (``plain.progress``: the log e-value over log(1/alpha)), never a raw e-value."""
     points = [p for p in history if p.log_e_promote is not None or p.log_e_reject is not None]
-    boundary = math.log(threshold)
-    values = [v for p in points for v in (p.log_e_promote, p.log_e_reject) if v is not None and math.isfinite(v)]
-    y_lo = min([-2.0, *values])
-    y_hi = max([boundary * 1.5, *values])
-    y_lo, y_hi = max(y_lo, -10.0), min(y_hi, 40.0)
-    ticks = [(_y(v, y_lo, y_hi), f"{v:.0f}") for v in (y_lo, 0.0, boundary, y_hi)]
+    ticks = [(_y(v, 0, 1), f"{v:.0%}") for v in (0.0, 0.5, 1.0)]
+    title = "The judge's gate: how far towards a decision"
     if not points:
-        return _frame("Gate evidence (none yet)", ticks, "pairs counted", _why("no decisive pair counted yet"))
+        return _frame(title + " (no evidence yet)", ticks, "pairs counted", _why("no decisive pair counted yet"))
     x_lo, x_hi = min(p.pairs for p in points), max(p.pairs for p in points)
 
     def line(attr: str, css: str) -> str:
-        pts = [
-            (p.pairs, getattr(p, attr))
-            for p in points
-            if getattr(p, attr) is not None and math.isfinite(getattr(p, attr))
-        ]
-        coords = " ".join(f"{_x(x, x_lo, x_hi):.1f},{_y(max(y_lo, min(y_hi, y)), y_lo, y_hi):.1f}" for x, y in pts)
+        pts = [(p.pairs, progress(getattr(p, attr), threshold)) for p in points if getattr(p, attr) is not None]
         colour = PROMOTE_COLOUR if css == "promote" else REJECT_COLOUR
         if not pts:
             return ""
+        coords = " ".join(f"{_x(x, x_lo, x_hi):.1f},{_y(y, 0, 1):.1f}" for x, y in pts)
         out = f'<polyline points="{coords}" class="{css}" fill="none" stroke="{colour}" stroke-width="2"/>'
         if len(pts) == 1:  # one point: a polyline of one vertex would not show
             x, y = pts[0]
-            cy = _y(max(y_lo, min(y_hi, y)), y_lo, y_hi)
-            out += f'<circle cx="{_x(x, x_lo, x_hi):.1f}" cy="{cy:.1f}" r="4" class="{css}-dot" fill="{colour}"/>'
+            out += (
+                f'<circle cx="{_x(x, x_lo, x_hi):.1f}" cy="{_y(y, 0, 1):.1f}" r="4" class="{css}-dot" fill="{colour}"/>'
+            )
         return out
 
-    b = _y(boundary, y_lo, y_hi)
+    b = _y(1.0, 0, 1)
     body = (
         f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{b:.1f}" y2="{b:.1f}" class="boundary" {DASHED}/>'
-        f'<text x="{W - RIGHT}" y="{b - 4:.1f}" text-anchor="end">decides at log(1/alpha) = {boundary:.2f}</text>'
+        f'<text x="{W - RIGHT}" y="{b + 14:.1f}" text-anchor="end">decides at 100%</text>'
         + line("log_e_promote", "promote")
         + line("log_e_reject", "reject")
-        + f'<text x="{LEFT + 4}" y="{TOP + 12}" class="promote-label" fill="{PROMOTE_COLOUR}">promote</text>'
-        f'<text x="{LEFT + 64}" y="{TOP + 12}" class="reject-label" fill="{REJECT_COLOUR}">reject</text>'
+        + f'<text x="{LEFT + 4}" y="{TOP + 12}" class="promote-label" fill="{PROMOTE_COLOUR}">towards promoting</text>'
+        f'<text x="{LEFT + 124}" y="{TOP + 12}" class="reject-label" fill="{REJECT_COLOUR}">towards rejecting</text>'
         + _x_labels(x_lo, x_hi)
     )
-    return _frame("Judge basis gate evidence: log e-value to promote, to reject", ticks, "pairs counted", body)
+    return _frame(title, ticks, "pairs counted", body)
 
 
 def strengths_chart(strengths: Sequence[StrengthSnapshot]) -> str:

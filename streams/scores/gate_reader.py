@@ -24,6 +24,8 @@ from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.signing import signer_from_settings
 from pairjudge.streams.kafka.codecs import decode
 from pairjudge.streams.kafka.readers import from_start
+from pairjudge.streams.scores.plain import not_enough
+from pairjudge.streams.scores.view import human_gate_view, judge_gate_view
 from pairjudge.streams.security.kafka_clients import client_config
 
 EXIT_CODES = {"promote": 0, "reject": 1, "continue": 2}
@@ -68,7 +70,9 @@ def human_text(experiment: str, g: HumanGateSnapshot, update: GateUpdate) -> str
     lines = [
         f"gate for {experiment}, {HUMAN_BASIS}: {g.decision.upper()} (at {update.decided_at:%Y-%m-%d %H:%M:%S} UTC)"
     ]
-    if g.rate is not None and g.low is not None and g.high is not None:
+    if g.labels < g.min_labels:  # an interval from fewer labels only looks exact
+        lines.append(f"  no interval yet: {not_enough(g.labels, g.min_labels)}")
+    elif g.rate is not None and g.low is not None and g.high is not None:
         lines.append(
             f"  challenger win rate as people would judge it {g.rate:.3f}, {1 - g.alpha:.0%} anytime-valid interval"
             f" [{g.low:.3f}, {g.high:.3f}] (valid under continuous monitoring)"
@@ -80,7 +84,7 @@ def human_text(experiment: str, g: HumanGateSnapshot, update: GateUpdate) -> str
         f"  promotes above 0.5, rejects below {0.5 + g.min_effect:g} (alpha {g.alpha:g}, minimum effect"
         f" {g.min_effect:g}, at least {g.min_labels} labels)"
     )
-    lines.append(f"  {g.decision}: {g.reason}")
+    lines.append(f"  {human_gate_view(g).text}")  # in the pages' words (streams.scores.plain)
     if g.decision == "continue" and update.gate.decision != "continue":
         lines.append(f"  (the judge basis says {update.gate.decision}: the judge's opinion, not people's)")
     return "\n".join(lines)
@@ -106,7 +110,6 @@ async def _judge_status(settings: Settings, experiment: str) -> tuple[int, str]:
     text = (
         f"gate for {experiment}, {JUDGE_BASIS}: {g.decision.upper()} (at {update.decided_at:%Y-%m-%d %H:%M:%S} UTC)\n"
         f"  challenger wins {g.wins}, losses {g.losses} (decisive pairs; ties left out)\n"
-        f"  evidence for promotion {g.e_promote:.3g}, for rejection {g.e_reject:.3g}; either decides at {g.threshold:g}"
-        f" (alpha {g.alpha:g}, minimum effect {g.min_effect:g}, valid under continuous monitoring)"
+        f"  {judge_gate_view(g).detail}"
     )
     return EXIT_CODES[g.decision], text

@@ -1,16 +1,19 @@
-"""What a scoreboard shows, as formatted text: the human basis and the judge basis side by side.
+"""What a scoreboard shows, as formatted text: measured against people beside measured against the judge.
 
 One view for both places a user reads a scoreboard: the review service's ``/scores`` page (a Jinja
 template, autoescaped) and the scoreboard section of ``pairjudge report`` (HTML built by hand, every text
-through ``html.escape``). This module only formats numbers and picks words; it emits no markup, so the
-escaping stays with whoever renders it.
+through ``html.escape``). This module only formats numbers and picks words (through ``streams.scores.plain``,
+whose rules every page keeps: no raw e-value, no scientific notation, no estimate below its minimum of
+labels); it emits no markup, so the escaping stays with whoever renders it.
 
-The human basis comes first: it is what people would decide and the default basis of ``pairjudge gate``.
-Snapshots published before it existed (``human_basis``/``human_gate`` None) show the judge basis and say so.
+The human basis ("measured against people") comes first: it is what people would decide and the default
+basis of ``pairjudge gate``. Snapshots published before it existed (``human_basis``/``human_gate`` None)
+show the judge basis and say so.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pairjudge.schemas.scores import (
@@ -20,30 +23,34 @@ from pairjudge.schemas.scores import (
     ScoreSnapshot,
     TallySnapshot,
 )
+from pairjudge.streams.scores.plain import (
+    DASH,
+    enough,
+    interval,
+    labels_forecast,
+    not_enough,
+    pct,
+    plural,
+    progress,
+    progress_text,
+)
 
+HUMAN_TITLE = "Measured against people"
+JUDGE_TITLE = "Measured against the judge"
 HUMAN_MEANING = (
-    "The challenger's win rate as people would judge it (a tie counts half), estimated from every final "
-    "outcome and the human labels of the audit sample; it stays valid when the judge disagrees with people "
-    "(a poor judge only makes it need more labels)."
+    "The challenger's win rate as people would judge it (a tie counts half), estimated from every pair and "
+    "the labels of the random checks; it stays right when the judge disagrees with people (a poor judge only "
+    "makes it need more labels)."
 )
 JUDGE_MEANING = (
-    "The challenger's share of the judge's decisive automatic verdicts: the judge's opinion, not people's "
+    "The challenger's share of the judge's own decisive verdicts: the judge's opinion, not people's "
     "(a judge that prefers the challenger's style promotes it whatever people think)."
 )
-NO_HUMAN_BASIS = "Not in this snapshot: it was published before the human basis existed. Only the judge basis is shown."
-DASH = "–"
-
-
-def pct(value: float | None) -> str:
-    """0.6234 -> "62.3%"; None -> "–"."""
-    return DASH if value is None else f"{100 * value:.1f}%"
-
-
-def span(low: float | None, high: float | None) -> str:
-    """An interval in percent: "55.1–69.0%"; "–" when either end is missing."""
-    if low is None or high is None:
-        return DASH
-    return f"{100 * low:.1f}{DASH}{100 * high:.1f}%"
+NO_HUMAN_BASIS = (
+    "Not in this snapshot: it was published before this measure existed. Only the judge's measure is shown."
+)
+#: The human basis's minimum of labels when a snapshot carries no gate to say it (ScoreSettings.human_min_labels).
+DEFAULT_MIN_LABELS = 30
 
 
 def level(alpha: float) -> str:
@@ -52,7 +59,12 @@ def level(alpha: float) -> str:
 
 
 def count(n: int, one: str, many: str | None = None) -> str:
-    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+    return plural(n, one, many)
+
+
+def span(low: float | None, high: float | None) -> str:
+    """An interval in percent: "55.1% to 69.0%"; "–" when either end is missing."""
+    return interval(low, high)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,124 +137,157 @@ class BoardView:
     strata: tuple[StratumRow, ...]
     #: Whether the snapshot carries the human basis at all (the table's human columns are "–" otherwise).
     has_human: bool
+    #: When the snapshot was computed and the labels it counts: "as of 19:42:10 UTC, 12 labels", so pages
+    #: read at different moments say which moment each shows.
+    as_of: str = ""
+
+
+def min_labels_of(snap: ScoreSnapshot) -> int:
+    return snap.human_gate.min_labels if snap.human_gate is not None else DEFAULT_MIN_LABELS
 
 
 def human_gate_view(g: HumanGateSnapshot) -> GateView:
+    """The gate's decision in words built from its numbers (not its internal reason text): below the minimum
+    of labels it says how many there are; a forecast past any realistic count says no decision is in sight."""
+    if g.decision == "promote":
+        reason = "people prefer the challenger"
+    elif g.decision == "reject":
+        reason = "people do not prefer the challenger by the minimum margin"
+    elif not enough(g.labels, g.min_labels):
+        reason = not_enough(g.labels, g.min_labels)
+    else:
+        reason = labels_forecast(g.labels_needed)
     return GateView(
         decision=g.decision,
-        reason=g.reason,
+        reason=reason,
         detail=(
-            f"Reads the anytime-valid interval: promotes when it lies above 50%, rejects when it lies below "
-            f"{pct(0.5 + g.min_effect)}; decides nothing below {count(g.min_labels, 'label')} "
-            f"(alpha {g.alpha:g}, minimum effect {g.min_effect:g}). It never falls back to the judge. "
+            f"Promotes when the interval lies above 50%, rejects when it lies below {pct(0.5 + g.min_effect)}; "
+            f"decides nothing below {count(g.min_labels, 'label')}. A wrong promotion happens at most "
+            f"{pct(g.alpha, 0)} of the time, however often this page is read. It never falls back to the judge. "
             + (
-                "Missing labels are read at their worst (assumes nothing about why they are missing)."
+                "Labels that have not come are read at their worst (it assumes nothing about why they are missing)."
                 if g.missing_labels == "worst_case"
-                else "Missing labels are taken as missing at random."
+                else "Labels that have not come are taken as missing at random."
             )
         ),
     )
 
 
 def judge_gate_view(g: GateSnapshot) -> GateView:
+    """The judge's gate with its evidence as a share of the way to a decision, never as a raw e-value."""
+    to_promote = progress(_log(g.e_promote), g.threshold)
+    to_reject = progress(_log(g.e_reject), g.threshold)
     if g.refused:
-        why = f"refused: {g.refused}"
+        why = f"will not decide: {g.refused}"
     elif g.decision == "promote":
-        why = f"the evidence for promotion ({g.e_promote:.3g}) reached {g.threshold:g}"
+        why = "the judge's verdicts give enough evidence that the challenger is better"
     elif g.decision == "reject":
-        why = f"the evidence for rejection ({g.e_reject:.3g}) reached {g.threshold:g}"
+        why = "the judge's verdicts give enough evidence that the challenger is not better by the minimum margin"
+    elif to_promote >= to_reject:
+        why = f"towards promoting: {progress_text(to_promote)}"
     else:
-        why = f"neither e-value has reached {g.threshold:g} yet"
+        why = f"towards rejecting: {progress_text(to_reject)}"
     return GateView(
         decision=g.decision,
         reason=why,
         detail=(
-            f"E-processes on the judge's wins and losses: evidence for promotion {g.e_promote:.3g}, for "
-            f"rejection {g.e_reject:.3g}; either decides at {g.threshold:g} "
-            f"(alpha {g.alpha:g}, minimum effect {g.min_effect:g}). The judge's opinion, not people's."
+            f"Weighs the judge's wins and losses as they come. Towards promoting: {progress_text(to_promote)}; "
+            f"towards rejecting: {progress_text(to_reject)} (a wrong call at most {pct(g.alpha, 0)} of the time, "
+            f"minimum margin {pct(g.min_effect, 0)}). "
+            "The judge's opinion, not people's."
         ),
     )
 
 
+def _log(e: float) -> float | None:
+    return math.log(e) if e > 0 and math.isfinite(e) else (math.inf if e == math.inf else None)
+
+
 def human_panel(snap: ScoreSnapshot) -> BasisPanel:
-    title = "Human basis: what people would decide"
     b, g = snap.human_basis, snap.human_gate
     gate = human_gate_view(g) if g is not None else None
     if b is None:
-        return BasisPanel("human", title, HUMAN_MEANING, DASH, "", (), gate, NO_HUMAN_BASIS)
+        return BasisPanel("human", HUMAN_TITLE, HUMAN_MEANING, DASH, "", (), gate, NO_HUMAN_BASIS)
+    needed = min_labels_of(snap)
+    labels = Figure("labels it rests on", f"{count(b.labels, 'label')} from people, over {count(b.pairs, 'pair')}")
+    waiting = Figure(
+        "labels still to come",
+        f"{count(b.pending, 'random check')} waiting, {count(b.expired, 'random check')} never labelled",
+    )
+    if not enough(b.labels, needed) or b.rate is None:
+        note = not_enough(b.labels, needed)
+        return BasisPanel("human", HUMAN_TITLE, HUMAN_MEANING, DASH, note, (labels, waiting), gate)
     figures = [
-        Figure(f"anytime-valid {level(b.alpha)} interval (the gate reads it)", span(b.anytime_low, b.anytime_high)),
-        Figure(f"fixed-n {level(b.alpha)} interval (right at one look only)", span(b.low, b.high)),
-        Figure("labels it rests on", f"{count(b.labels, 'human label')} over {count(b.pairs, 'pair')}"),
-        Figure("pending", count(b.pending, "sample") + " awaiting a label"),
-        Figure("expired", count(b.expired, "sample") + " whose label never came"),
         Figure(
-            "assuming nothing about missing labels",
-            span(b.worst_low, b.worst_high) + " (anytime; each missing label at its worst)",
+            f"{level(b.alpha)} interval, right whenever it is read (the gate reads it)",
+            span(b.anytime_low, b.anytime_high),
         ),
-        Figure("the judge on the same question", pct(b.judge_rate) + " (ties half, review pairs included)"),
-        Figure(
-            "pairs in strata with too few labels",
-            DASH if b.unlabelled_share is None else f"{100 * b.unlabelled_share:.0f}% (taken at their whole range)",
-        ),
+        Figure(f"{level(b.alpha)} interval for a single look", span(b.low, b.high)),
+        labels,
+        waiting,
+        Figure("assuming the worst of labels still to come", span(b.worst_low, b.worst_high)),
+        Figure("the judge on the same pairs", pct(b.judge_rate) + " (ties half)"),
     ]
-    if snap.unweighted_labels:
+    if b.unlabelled_share:
         figures.append(
-            Figure("left out", count(snap.unweighted_labels, "label") + " not drawn by the recorded sampling design")
+            Figure(
+                "pairs in groups with too few labels", f"{100 * b.unlabelled_share:.0f}% (counted at their whole range)"
+            )
         )
-    note = "tie counts half" if b.rate is not None else "not enough labels to estimate yet"
-    return BasisPanel("human", title, HUMAN_MEANING, pct(b.rate), note, tuple(figures), gate)
+    if snap.unweighted_labels:
+        figures.append(Figure("left out", count(snap.unweighted_labels, "label") + " not drawn by the random checks"))
+    return BasisPanel("human", HUMAN_TITLE, HUMAN_MEANING, pct(b.rate), "tie counts half", tuple(figures), gate)
 
 
 def judge_panel(snap: ScoreSnapshot) -> BasisPanel:
     t, p = snap.overall, snap.human
     figures = [
-        Figure("Wilson 95% interval", span(t.low, t.high)),
+        Figure("95% interval", span(t.low, t.high)),
         Figure(
             "decisive verdicts",
             f"{count(t.wins, 'win')}, {count(t.losses, 'loss', 'losses')} ({count(t.ties, 'tie')} left out)",
         ),
         Figure(
-            "length-controlled win rate",
-            f"{pct(snap.length_controlled_win_rate)} (log-odds per unit of log length ratio "
-            f"{snap.length_coefficient or 0:.2f})"
+            "win rate after allowing for reply length",
+            pct(snap.length_controlled_win_rate)
             if snap.length_controlled_win_rate is not None
             else "not enough decisive pairs yet",
         ),
-        Figure("escalations decided by people (apart)", f"{p.wins}{DASH}{p.losses}{DASH}{p.ties} (wins, losses, ties)"),
+        Figure(
+            "pairs people decided instead of the judge (apart)",
+            f"{count(p.wins, 'win')}, {count(p.losses, 'loss', 'losses')}, {count(p.ties, 'tie')}",
+        ),
     ]
-    note = "of decisive automatic verdicts" if t.win_rate is not None else "no decisive verdicts yet"
+    note = "of the judge's decisive verdicts" if t.win_rate is not None else "no decisive verdicts yet"
     return BasisPanel(
-        "judge",
-        "Judge basis: the judge's opinion, not people's",
-        JUDGE_MEANING,
-        pct(t.win_rate),
-        note,
-        tuple(figures),
-        judge_gate_view(snap.gate),
+        "judge", JUDGE_TITLE, JUDGE_MEANING, pct(t.win_rate), note, tuple(figures), judge_gate_view(snap.gate)
     )
 
 
-def _split_row(name: str, t: TallySnapshot | None, h: HumanBasisSnapshot | None) -> SplitRow:
+def _split_row(name: str, t: TallySnapshot | None, h: HumanBasisSnapshot | None, needed: int) -> SplitRow:
+    shown = h is not None and enough(h.labels, needed) and h.rate is not None
     return SplitRow(
         name=name,
-        human_rate=pct(h.rate) if h else DASH,
-        human_anytime=span(h.anytime_low, h.anytime_high) if h else DASH,
+        human_rate=pct(h.rate) if h and shown else DASH,
+        human_anytime=(span(h.anytime_low, h.anytime_high) if shown else not_enough(h.labels, needed)) if h else DASH,
         human_labels=f"{h.labels:,}" if h else DASH,
         human_judge=pct(h.judge_rate) if h else DASH,
         judge_rate=(f"{pct(t.win_rate)} ({span(t.low, t.high)})" if t.win_rate is not None else DASH) if t else DASH,
-        judge_counts=f"{t.wins}{DASH}{t.losses}{DASH}{t.ties}" if t else DASH,
+        judge_counts=f"{t.wins:,}{DASH}{t.losses:,}{DASH}{t.ties:,}" if t else DASH,
     )
 
 
-def _splits(kind: str, tallies: dict[str, TallySnapshot], human: dict[str, HumanBasisSnapshot]) -> list[SplitRow]:
-    return [_split_row(f"{kind} {k}", tallies.get(k), human.get(k)) for k in sorted({*tallies, *human})]
+def _splits(
+    kind: str, tallies: dict[str, TallySnapshot], human: dict[str, HumanBasisSnapshot], needed: int
+) -> list[SplitRow]:
+    return [_split_row(f"{kind} {k}", tallies.get(k), human.get(k), needed) for k in sorted({*tallies, *human})]
 
 
 def board_view(snap: ScoreSnapshot) -> BoardView:
-    splits = [_split_row("all pairs", snap.overall, snap.human_basis)]
-    splits += _splits("rubric", snap.by_rubric, snap.human_basis_by_rubric)
-    splits += _splits("traffic", snap.by_traffic, snap.human_basis_by_traffic)
+    needed = min_labels_of(snap)
+    splits = [_split_row("all pairs", snap.overall, snap.human_basis, needed)]
+    splits += _splits("rubric", snap.by_rubric, snap.human_basis_by_rubric, needed)
+    splits += _splits("traffic", snap.by_traffic, snap.human_basis_by_traffic, needed)
     strata = tuple(
         StratumRow(
             s.stratum,
@@ -255,6 +300,7 @@ def board_view(snap: ScoreSnapshot) -> BoardView:
         )
         for s in (snap.human_basis.strata if snap.human_basis else ())
     )
+    labels = snap.human_basis.labels if snap.human_basis is not None else 0
     return BoardView(
         experiment=snap.experiment,
         human=human_panel(snap),
@@ -262,4 +308,5 @@ def board_view(snap: ScoreSnapshot) -> BoardView:
         splits=tuple(splits),
         strata=strata,
         has_human=snap.human_basis is not None,
+        as_of=f"as of {snap.updated_at:%H:%M:%S} UTC, {count(labels, 'label')} from people",
     )

@@ -146,4 +146,4 @@ async def test_the_snapshot_and_the_report_name_the_ambiguous_dimension_and_rule
     assert section.index("stylistic_consistency") < section.index("tone_match")
     assert f"{gid}:2" in section
     assert section.index(f"{gid}:2") < section.index(f"{gid}:3")
-    assert "6/10" in section  # stylistic consistency's order disagreement, with its count
+    assert "6 of 10 pairs" in section  # stylistic consistency's order disagreement, with its count

@@ -39,11 +39,11 @@ UPDATE_SCREENSHOTS = os.environ.get("PAIRJUDGE_UPDATE_SCREENSHOTS") == "1"
 class Demo:
     """The demo process and every line it printed (read on a thread, so the pipe never fills)."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, *args: str) -> None:
         pairjudge = shutil.which("pairjudge", path=str(Path(sys.executable).parent))
         assert pairjudge, "the pairjudge console script is not installed"
         self.proc = subprocess.Popen(
-            [pairjudge, "demo", "--serve"],
+            [pairjudge, "demo", "--serve", *args],
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

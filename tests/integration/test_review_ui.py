@@ -313,15 +313,15 @@ async def test_the_scoreboard_page_shows_the_human_basis_beside_the_judge_basis(
         assert abs(human_box["y"] - judge_box["y"]) < 2
         human_text = " ".join((await human.inner_text()).split())
         judge_text = " ".join((await judge.inner_text()).split())
-        assert "Human basis: what people would decide" in human_text
-        assert "anytime-valid 95% interval" in human_text
-        assert "fixed-n 95% interval" in human_text
-        assert "awaiting a label" in human_text
-        assert "whose label never came" in human_text
-        assert "the judge on the same question" in human_text
+        assert "Measured against people" in human_text
+        assert "95% interval, right whenever it is read" in human_text
+        assert "95% interval for a single look" in human_text
+        assert "random checks waiting" in human_text
+        assert "never labelled" in human_text
+        assert "the judge on the same pairs" in human_text
         assert await human.locator(".gate .decision").inner_text() == "CONTINUE"
-        assert "more human labels expected to be needed" in await human.locator(".gate .reason").inner_text()
-        assert "Judge basis: the judge's opinion, not people's" in judge_text
+        assert "more labels expected to be needed" in await human.locator(".gate .reason").inner_text()
+        assert "Measured against the judge" in judge_text
         assert await judge.locator(".gate .decision").inner_text() == "PROMOTE"
         rate = await human.locator(".headline-rate").inner_text()
         assert rate.endswith("%")
@@ -334,13 +334,13 @@ async def test_the_scoreboard_page_shows_the_human_basis_beside_the_judge_basis(
         assert await board.locator("svg.chart polyline.rate").count() == 1
         assert await board.locator("svg.chart polyline.human-rate").count() == 1
         legend = await board.locator("svg.chart text.legend").all_text_contents()
-        assert legend == ["judge basis (Wilson 95%)", "human basis (anytime 95%)"]
+        assert legend == ["measured against the judge (95%)", "measured against people (95%)"]
         assert await board.locator("svg.chart line.boundary").count() == 1
         assert await board.locator("svg.chart circle.point").count() == 2
         # An old snapshot renders: the judge basis, and a word on the human basis it does not carry; its
         # name is text, not markup.
         await old.wait_for()
-        assert "published before the human basis existed" in await old.locator("#human-basis").inner_text()
+        assert "published before this measure existed" in await old.locator("#human-basis").inner_text()
         assert await old.locator("#judge-basis .gate .decision").inner_text() in ("PROMOTE", "CONTINUE")
         assert await old.locator("h2 code").inner_text() == old_name
         # A model name is text, not markup, in the chart too.

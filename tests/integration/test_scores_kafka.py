@@ -145,7 +145,7 @@ async def test_verdicts_move_the_scoreboard_and_the_gate_and_a_resent_pair_count
     # Auditing is off here: no labels, so the human basis continues and never falls back to the judge.
     assert human.returncode == 2, human.stdout + human.stderr
     assert "human basis" in human.stdout
-    assert "no human labels yet" in human.stdout
+    assert "not enough labels yet: 0 of the 30 needed" in human.stdout
     assert paused.returncode == 2, paused.stdout + paused.stderr
     assert "refused" in paused.stdout
 

@@ -139,17 +139,62 @@ def test_the_audit_view_shows_each_series_and_the_total_labels() -> None:
     from pairjudge.streams.review.auth import User
     from pairjudge.streams.review.views import audit_context, templates
 
-    latest = {"a<b>": _snapshot("a<b>", 4, 0.75, 0.5), "b": _snapshot("b", 0, None, None)}
+    latest = {
+        "a<b>": _snapshot("a<b>", 4, 0.75, 1.0),
+        "b": _snapshot("b", 0, None, None),
+        "c": _snapshot("c", 60, 0.75, 0.5),
+    }
     feed = SimpleNamespace(latest=latest)
     settings = SimpleNamespace(min_labels=50, kappa_min=0.7)
     context = audit_context(feed, None, settings)  # type: ignore[arg-type]
-    assert context["total_labels"] == 4
-    assert context["total_decided"] == 2
+    assert context["total_labels"] == 64
+    assert context["total_decided"] == 3
     page = templates().env.get_template("audit.html").render(user=User("ana", "reviewer", "x"), csrf="t", **context)
-    assert '<strong id="audit-labels">4</strong>' in page
-    assert "75%" in page
-    assert "0.50 (0.30..0.70)" in page
+    assert '<strong id="audit-labels">64</strong>' in page
+    assert "3 of 4 labels (75%)" in page
+    # From the kappa guard's minimum of labels, kappa with its interval and the labels it rests on ...
+    assert "0.50 (0.30 to 0.70), from 60 labels" in page
+    # ... and below it, no estimate (a kappa of 1.00 from 4 labels would only look exact).
+    assert "not enough labels yet: 4 of the 50 needed" in page
+    assert "1.00" not in page
     assert "a&lt;b&gt;" in page
     assert "<b>" not in page
     assert 'data-refresh="/audit/live"' in page
     assert 'href="/audit"' in page
+
+
+def test_each_run_draws_the_sides_afresh_and_a_label_follows_its_output() -> None:
+    """The live demo swaps the two outputs of about half the pairs of a round, so the same side does not win
+    the same pairs round after round (evidence that grows without bound); a pair's label follows its output."""
+    from pairjudge.streams.cli.live_demo import swapped
+
+    pairs = {json.loads(raw)["pair_id"]: raw for raw in sample_pairs() if rename(raw, 0) is not None}
+    labels = {json.loads(raw)["pair_id"]: raw for raw in sample_labels()}
+    draw = "run-1"
+    flips = 0
+    for round_no in range(20):
+        for pair_id, raw in pairs.items():
+            live = json.loads(rename(raw, round_no, draw) or b"")
+            original = json.loads(raw)
+            changed = swapped(live["pair_id"], draw)
+            flips += changed
+            roles = [c["source"]["role"] for c in live["candidates"]]
+            outputs = {c["candidate_id"]: c["output"] for c in live["candidates"]}
+            before = {c["candidate_id"]: c["output"] for c in original["candidates"]}
+            if changed:
+                assert roles == ["challenger", "champion"]
+                assert outputs == {"champion": before["challenger"], "challenger": before["champion"]}
+            else:
+                assert live["candidates"] == original["candidates"]
+            if pair_id in labels:
+                label = json.loads(rename(labels[pair_id], round_no, draw) or b"")
+                won = json.loads(labels[pair_id])["winner"]
+                if won in ("champion", "challenger"):
+                    # The same text wins, under whichever id it now has.
+                    assert outputs[label["winner"]] == before[won]
+    total = 20 * len(pairs)
+    assert 0.35 * total < flips < 0.65 * total
+    # Without a draw nothing changes sides (the batch demo and older callers).
+    assert all(
+        json.loads(rename(raw, 0) or b"")["candidates"] == json.loads(raw)["candidates"] for raw in pairs.values()
+    )

@@ -70,7 +70,12 @@ def test_one_section_per_series_with_every_plot_inline_and_nothing_external() ->
     alert = Alert(
         kind="kappa_below_threshold", series=drifting.key, message=f"kappa fell {HOSTILE}", value=0.3, threshold=0.7
     )
-    page = render_report(parse_audit_events([s.model_dump_json() for s in snapshots] + [alert.model_dump_json()]))
+    events = parse_audit_events([s.model_dump_json() for s in snapshots] + [alert.model_dump_json()])
+    # At the kappa guard's default minimum (50 labels a window) these windows (30 and 45 labels) show no kappa.
+    page = render_report(events)
+    assert page.count("<svg") == 8
+    assert "not enough labels yet: 30 of the 50 needed" in page
+    page = render_report(events, min_labels=30)
     assert page.count("<h2>") == 2
     assert page.count("<svg") == 10  # five plots per series
     assert "<script" not in page  # the hostile experiment name and message are escaped
@@ -81,7 +86,7 @@ def test_one_section_per_series_with_every_plot_inline_and_nothing_external() ->
     assert first.cohen_kappa is not None
     assert first.kappa_low is not None
     assert first.kappa_high is not None
-    assert f"{first.cohen_kappa:.2f} ({first.kappa_low:.2f}..{first.kappa_high:.2f})" in page
+    assert f"{first.cohen_kappa:.2f} ({first.kappa_low:.2f} to {first.kappa_high:.2f}), from 30 labels" in page
 
 
 def test_a_window_counts_once_its_final_snapshot_over_running_ones() -> None:
@@ -104,7 +109,7 @@ def test_lines_that_are_neither_snapshots_nor_alerts_are_counted_not_fatal() -> 
 
 def test_the_report_command_writes_the_file(tmp_path: Path) -> None:
     export = tmp_path / "audit.jsonl"
-    export.write_text("\n".join(window(series("x"), h, 30, 10).model_dump_json() for h in range(2)) + "\n")
+    export.write_text("\n".join(window(series("x"), h, 45, 10).model_dump_json() for h in range(2)) + "\n")
     out = tmp_path / "r" / "report.html"
     result = CliRunner().invoke(app, ["report", "--from", str(export), "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -166,8 +171,15 @@ def test_the_report_shows_the_judge_beside_the_human_ceiling_and_the_guard_mode(
         final=True, bounds=GuardBounds(guard_mode="relative", min_human_pairs=30)
     )
     page = render_report(parse_audit_events([early.model_dump_json(), snap.model_dump_json()]))
-    assert "human-human kappa (ceiling)" in page
-    assert "judge-human kappa 1.00 beside the human-human kappa 0.80 and agreement 90% over 40" in page
+    assert "their kappa (the ceiling)" in page
+    assert (
+        "judge agreement with people (kappa) not enough labels yet: 40 of the 50 needed beside the people agreeing"
+        " with each other: kappa 0.80, agreement 90%, over 40 pairs two reviewers labelled"
+    ) in page
+    assert (
+        "judge agreement with people (kappa) 1.00 (its interval cannot be measured), from 40 labels beside"
+        in render_report(parse_audit_events([early.model_dump_json(), snap.model_dump_json()]), min_labels=40)
+    )
     assert "kappa guard: relative to the human ceiling, floor 0.720" in page
     assert "relative, fell back to 0.70" in page  # the empty window before: too few human pairs
     assert "<td>relative 0.72</td>" in page

@@ -69,7 +69,7 @@ def test_window_labels_read_as_times() -> None:
 
 
 def test_a_single_window_is_one_point_over_its_own_span_labelled_with_its_time() -> None:
-    (only,) = [window(series("one"), 0, 30, 10)]
+    (only,) = [window(series("one"), 0, 45, 10)]
     axis = time_axis([only])
     assert (axis.low, axis.high) == (only.window_start, only.window_end)  # not a five-year axis
     assert axis.ticks == (centre(only),)
@@ -99,7 +99,7 @@ def test_a_few_windows_get_an_axis_spanning_exactly_them_one_tick_each() -> None
 
 
 def test_many_windows_get_date_ticks_chosen_from_the_span() -> None:
-    windows = [window(series("many"), h, 30, 10) for h in range(12)]
+    windows = [window(series("many"), h, 45, 10) for h in range(12)]
     axis = time_axis(windows)
     assert (axis.low, axis.high) == (windows[0].window_start, windows[-1].window_end)
     assert axis.ticks == ()  # a date locator places them
@@ -124,7 +124,10 @@ def test_empty_sections_say_why_they_are_empty() -> None:
     one_label = window(series("one label"), 0, 1, 0)  # agreement, but kappa is undefined on one label
     drawn = kappa_chart([one_label])
     assert isinstance(drawn, Empty)
-    assert drawn.why.startswith("kappa undefined so far: on its 1 labelled verdict(s)")
+    assert drawn.why == "not enough labels yet: 1 of the 50 needed in a window"
+    drawn = kappa_chart([one_label], min_labels=1)
+    assert isinstance(drawn, Empty)
+    assert drawn.why.startswith("kappa cannot be measured yet: on its 1 labelled verdicts")
 
 
 def test_event_text_in_a_plot_is_escaped_and_not_read_as_markup_or_maths() -> None:

@@ -287,7 +287,8 @@ def test_too_few_labels_continue_with_the_labels_still_needed() -> None:
     update = GateUpdate(experiment="exp-1", gate=snap.gate, human=gate, decided_at=NOW)
     text = human_text("exp-1", gate, update)
     assert EXIT_CODES[gate.decision] == 2
-    assert f"continue: {gate.labels_needed} more human labels expected to be needed" in text
+    assert f"continue: not enough labels yet: {gate.labels} of the 30 needed" in text
+    assert f"no interval yet: not enough labels yet: {gate.labels} of the 30 needed" in text
     assert f"human labels used {gate.labels}, pending 0, expired 0" in text
     assert "human basis" in text
 

@@ -55,27 +55,26 @@ def test_the_view_formats_both_bases_and_puts_the_human_basis_first() -> None:
     assert h.rate is not None
     v = board_view(snap)
     assert v.human.headline == f"{100 * h.rate:.1f}%"
+    assert h.labels >= g.min_labels
     figures = {f.label: f.value for f in v.human.figures}
-    assert figures["anytime-valid 95% interval (the gate reads it)"] == (
-        f"{100 * (h.anytime_low or 0):.1f}–{100 * (h.anytime_high or 0):.1f}%"
+    assert figures["95% interval, right whenever it is read (the gate reads it)"] == (
+        f"{100 * (h.anytime_low or 0):.1f}% to {100 * (h.anytime_high or 0):.1f}%"
     )
-    assert (
-        figures["fixed-n 95% interval (right at one look only)"]
-        == f"{100 * (h.low or 0):.1f}–{100 * (h.high or 0):.1f}%"
+    assert figures["95% interval for a single look"] == f"{100 * (h.low or 0):.1f}% to {100 * (h.high or 0):.1f}%"
+    assert figures["labels it rests on"] == f"{h.labels:,} labels from people, over {h.pairs:,} pairs"
+    assert figures["labels still to come"] == (
+        f"{h.pending} random checks waiting, {h.expired} random checks never labelled"
     )
-    assert figures["labels it rests on"] == f"{h.labels:,} human labels over {h.pairs:,} pairs"
-    assert figures["pending"] == f"{h.pending} samples awaiting a label"
-    assert figures["expired"] == f"{h.expired} samples whose label never came"
-    assert figures["the judge on the same question"].startswith(f"{100 * (h.judge_rate or 0):.1f}%")
-    assert figures["pairs in strata with too few labels"].startswith("0%")
+    assert figures["the judge on the same pairs"].startswith(f"{100 * (h.judge_rate or 0):.1f}%")
     assert v.human.gate is not None
-    assert v.human.gate.text == f"continue: {g.reason}"
-    assert re.fullmatch(r"continue: [\d,]+ more human labels expected to be needed", v.human.gate.text)
+    assert g.labels_needed is not None
+    assert v.human.gate.text == f"continue: about {g.labels_needed:,} more labels expected to be needed"
     assert v.judge.gate is not None
-    assert v.judge.gate.text.startswith("promote: the evidence for promotion")
+    assert v.judge.gate.text == ("promote: the judge's verdicts give enough evidence that the challenger is better")
     assert v.judge.headline == f"{100 * (snap.overall.win_rate or 0):.1f}%"
     names = [r.name for r in v.splits]
     assert names == ["all pairs", "rubric head_to_head", "rubric tone_style", "traffic live", "traffic shadow"]
+    assert v.as_of == f"as of {snap.updated_at:%H:%M:%S} UTC, {h.labels:,} labels from people"
     assert all(r.human_rate.endswith("%") and r.judge_rate.endswith("%)") for r in v.splits)
     assert [s.stratum for s in v.strata] == ["confident", "review", "uncertain"]
 
@@ -84,21 +83,25 @@ def test_the_page_shows_both_bases_side_by_side_with_the_human_basis_first() -> 
     page = _page(_biased())
     text = _text(page)
     assert page.index('id="human-basis"') < page.index('id="judge-basis"')
-    assert "Human basis: what people would decide" in text
-    assert "Judge basis: the judge's opinion, not people's" in text
-    assert "default basis of pairjudge gate" in text
+    assert "Measured against people" in text
+    assert "Measured against the judge" in text
+    assert "what pairjudge gate decides on by default" in text
     assert "a tie counts half" in text
-    assert re.search(r"Gate: CONTINUE · [\d,]+ more human labels expected to be needed", text)
-    assert "Gate: PROMOTE · the evidence for promotion" in text
-    assert re.search(r"anytime-valid 95% interval \(the gate reads it\) \d+\.\d–\d+\.\d%", text)
-    assert re.search(r"pending \d+ samples awaiting a label", text)
+    assert re.search(r"Gate: CONTINUE · about [\d,]+ more labels expected to be needed", text)
+    assert "Gate: PROMOTE · the judge's verdicts give enough evidence" in text
+    assert re.search(r"right whenever it is read \(the gate reads it\) \d+\.\d% to \d+\.\d%", text)
+    assert re.search(r"labels still to come \d+ random checks waiting", text)
+    assert 'href="/glossary#measured-against-people"' in page
+    # No raw e-value, nothing in scientific notation.
+    assert not re.search(r"\d[eE][+-]?\d", text)
+    assert "e-value" not in text
     assert "rubric tone_style" in text
     assert "traffic shadow" in text
     # The chart draws both bases, with a legend.
     assert page.count('class="human-rate"') == 1
     assert page.count('class="rate"') == 1
-    assert "human basis (anytime 95%)" in page
-    assert "judge basis (Wilson 95%)" in page
+    assert "measured against people (95%)" in page
+    assert "measured against the judge (95%)" in page
     assert "<script>" not in page.split("</head>")[1]
 
 
@@ -119,14 +122,14 @@ def test_an_old_snapshot_without_the_human_basis_renders_the_judge_basis_and_say
     assert v.human.missing == NO_HUMAN_BASIS
     assert v.splits[0].human_rate == "–"
     text = _text(_page(old))
-    assert "published before the human basis existed" in text
+    assert "published before this measure existed" in text
     assert "Gate: not in this snapshot." in text
     assert "Gate: PROMOTE" in text
     chart = win_rate_chart(old.history)
     assert 'class="human-rate"' not in chart
-    assert "human basis" not in chart
+    assert "against people" not in chart
     section = _text(scoreboard_section(old))
-    assert "published before the human basis existed" in section
+    assert "published before this measure existed" in section
     assert "Gate: PROMOTE" in section
 
 
@@ -135,10 +138,10 @@ def test_a_new_experiment_without_labels_says_what_the_human_gate_needs() -> Non
     v = board_view(snap)
     assert snap.human_gate is not None
     assert v.human.headline == "–"
-    assert v.human.headline_note == "not enough labels to estimate yet"
+    assert v.human.headline_note == f"not enough labels yet: 0 of the {snap.human_gate.min_labels} needed"
     assert v.human.gate is not None
-    assert "no human labels yet" in v.human.gate.text
-    assert "human basis: too few labels yet" in win_rate_chart(snap.history)
+    assert v.human.gate.text == f"continue: not enough labels yet: 0 of the {snap.human_gate.min_labels} needed"
+    assert "against people: not enough labels yet" in win_rate_chart(snap.history)
     _page(snap)  # renders
 
 
@@ -148,11 +151,11 @@ def test_the_report_shows_both_bases_side_by_side() -> None:
     text = _text(page)
     assert page.count("Champion and challenger: experiment exp-report") == 1
     assert page.index("basis-human") < page.index("basis-judge")
-    assert re.search(r"Gate: CONTINUE · [\d,]+ more human labels expected to be needed", text)
+    assert re.search(r"Gate: CONTINUE · (about [\d,]+ more labels expected|not enough labels yet)", text)
     assert "Gate: PROMOTE" in text
-    assert "the judge on the same question" in text
-    assert "anytime-valid interval" in text
-    assert "win rate (Wilson 95%)" in text
+    assert "the judge, same pairs" in text
+    assert "95% interval" in text
+    assert "win rate (95% interval)" in text
     assert 'class="human-rate"' in page
     assert "<script" not in page
 
