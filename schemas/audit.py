@@ -9,7 +9,7 @@ series; the series agent sums them into tumbling windows and publishes ``AuditSn
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
@@ -368,6 +368,23 @@ AlertKind = Literal[
     #: New pairs met a spending cap (agents.spend); the series is ``spend:all`` or ``spend:<experiment>``.
     "spend_cap",
 ]
+
+
+#: What each alert kind means, in the words its readers use (pages, reports, chat); the kind stays the machine name.
+ALERT_TITLES: dict[str, str] = {
+    "kappa_below_threshold": "the judge agrees too little with people",
+    "tiebreak_rate_high": "too many pairs need the tie-break",
+    "flip_rate_high": "the judge often changes its mind when the replies are swapped",
+    "invalid_reply_rate_high": "too many of the judge's replies could not be read",
+    "ece_high": "the judge's confidence does not match how often it is right",
+    "judge_model_mismatch": "the judge's service answers with a different model than configured",
+    "canary_accuracy_low": "the judge gets too many known-answer pairs wrong",
+    "judge_unavailable": "the judge could not be reached",
+    "judge_rejected": "the judge's service refused requests",
+    "internal_error": "pairjudge hit an internal error",
+    "spend_cap": "a spending limit was reached",
+}
+assert set(ALERT_TITLES) == set(get_args(AlertKind)), "every alert kind needs a plain title"
 
 
 class Alert(Event):

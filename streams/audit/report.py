@@ -40,7 +40,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pairjudge.schemas.audit import Alert, AuditSnapshot
+from pairjudge.schemas.audit import ALERT_TITLES, Alert, AuditSnapshot
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.audit.report_ambiguity import ambiguity_section
 from pairjudge.streams.audit.report_charts import plots_html, window_label
@@ -329,7 +329,8 @@ def render_report(
         heading = series_name(info, series)
         alerts = "".join(
             f"<li class='alert'>{html.escape(a.raised_at.astimezone(UTC).strftime('%Y-%m-%d %H:%M UTC'))} "
-            f"{html.escape(a.kind)}: {html.escape(a.message)}</li>"
+            f"<span title='{html.escape(a.kind)}'>{html.escape(ALERT_TITLES.get(a.kind, a.kind))}</span>: "
+            f"{html.escape(a.message)}</li>"
             for a in alerts_by_series.get(series, [])
         )
         sections.append(

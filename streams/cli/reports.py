@@ -58,7 +58,8 @@ def report(
         records += asyncio.run(read_topic(settings, "scores", timeout=10))
         lines = [value for _, value in records if value]
     events = parse_audit_events(lines)
-    write_report(events, out)
+    # Kappa drawn and shown from the audit's own minimum of labels, as the pages do.
+    write_report(events, out, min_labels=settings_for(bootstrap).audit.min_labels)
     Console().print(f"wrote {out}: {len(events.snapshots)} snapshots, {len(events.alerts)} alerts")
 
 

@@ -23,7 +23,7 @@ import httpx
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from pairjudge.schemas.audit import Alert
+from pairjudge.schemas.audit import ALERT_TITLES, Alert
 from pairjudge.streams.security.cleartext import check_cleartext
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,8 @@ def webhook_body(alert: Alert) -> dict[str, Any]:
         "threshold": f"{alert.threshold:g}",
     }
     return {
-        "text": f"[pairjudge] {severity}: {alert.kind} on {alert.series}: {alert.message}",
+        "text": f"[pairjudge] {severity}: {ALERT_TITLES.get(alert.kind, alert.kind)} ({alert.kind}) on {alert.series}: "
+        f"{alert.message}",
         "version": "4",
         "status": "firing",
         "receiver": "pairjudge",

@@ -42,7 +42,10 @@ async def test_a_failing_receiver_is_retried_until_it_takes_the_alert(fake_judge
     body = requests[-1].json()
     assert requests[-1].path == SECRET_PATH
     # Slack-style receivers read ``text``; Alertmanager-style ones read ``alerts``.
-    assert body["text"].startswith("[pairjudge] critical: kappa_below_threshold on offline:m|h|tone_style|-")
+    assert body["text"].startswith(
+        "[pairjudge] critical: the judge agrees too little with people (kappa_below_threshold) "
+        "on offline:m|h|tone_style|-"
+    )
     assert (body["version"], body["status"]) == ("4", "firing")
     (item,) = body["alerts"]
     assert item["labels"] == {
