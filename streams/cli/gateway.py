@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
@@ -21,7 +20,7 @@ def gateway(
     """Proxy an OpenAI-compatible (or Anthropic) model server and capture a share of its calls for the shadow stage.
 
     Apps point their SDK's base URL here; their calls and the server's replies pass through unchanged."""
-    from pairjudge.streams.gateway import GatewaySettingsError, serve
+    from pairjudge.streams.gateway import GatewaySettingsError, serve_forever
 
     settings = settings_for(bootstrap)
     changes: dict[str, object] = {}
@@ -35,7 +34,7 @@ def gateway(
         console.print(
             f"gateway on http://{settings.gateway.host}:{settings.gateway.port}/ -> {settings.gateway.upstream}"
         )
-        asyncio.run(serve(settings))
+        serve_forever(settings)
     except GatewaySettingsError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

@@ -1,10 +1,12 @@
 """The gateway's aiohttp application: the proxy on every path but its own three (``/healthz``, ``/readyz``,
-``/metrics``), its client session to the champion, its capture sink; and ``serve``, for ``pairjudge gateway``."""
+``/metrics``), its client session to the champion, its capture sink; and ``serve`` (``serve_forever`` on uvloop), for
+``pairjudge gateway``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import re
 import signal
@@ -207,6 +209,10 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with running(settings) as runner:
+        # What start-up made (modules, settings, the app) lives as long as the process: out of the collector's
+        # reach, a full collection walks only what the calls made since, a pause of well under a millisecond
+        # instead of the ~100 ms a walk over the start-up heap stalls every call in flight for.
+        gc.freeze()
         log.warning(
             "gateway on http://%s:%s/ in front of %s",
             settings.gateway.host,
@@ -216,3 +222,15 @@ async def serve(settings: Settings) -> None:
         await stop.wait()
         # Not ready from now on, while the calls in flight finish (``shutdown_timeout``) and the captures flush.
         runner.app[STATE].stopping = True
+
+
+def serve_forever(settings: Settings) -> None:
+    """``serve`` on uvloop's event loop where it is installed (a dependency on Linux and macOS), else asyncio's.
+    A proxy pays its event loop on every call twice over (the client's side and the champion's): on uvloop the
+    gateway spends about a fifth less CPU a call (bench/README.md, the gateway section)."""
+    try:
+        import uvloop
+    except ImportError:  # Windows, where uvloop does not run
+        asyncio.run(serve(settings))
+        return
+    uvloop.run(serve(settings))
