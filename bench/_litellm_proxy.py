@@ -14,6 +14,8 @@ and judge calls. The row therefore measures the proxy with the hook and without 
 in a detached task, off the request path, and would add upstream calls and CPU, not latency to first byte.
 
 ``pairjudge_callback=True`` adds pairjudge's LiteLLM callback (``PAIRJUDGE_*`` settings from ``env``).
+``extra_models``: more model names served from the same upstream (the gateway bench's ``bench-fast``).
+``cpus``: the CPUs the proxy may run on (``taskset -c``; its threads and children inherit them).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +82,8 @@ def litellm_proxy_url(
     pairjudge_callback: bool = False,
     env: Mapping[str, str] | None = None,
     startup_timeout_s: float = 120.0,
+    extra_models: Sequence[str] = (),
+    cpus: str | None = None,
 ) -> Iterator[RunningProxy]:
     """A LiteLLM proxy serving ``MODEL`` from the OpenAI-compatible ``upstream_base_url`` (ending in ``/v1``)."""
     venv = litellm_venv()
@@ -96,9 +100,10 @@ def litellm_proxy_url(
     config = {
         "model_list": [
             {
-                "model_name": MODEL,
-                "litellm_params": {"model": "openai/bench", "api_base": upstream_base_url, "api_key": upstream_key},
+                "model_name": name,
+                "litellm_params": {"model": f"openai/{name}", "api_base": upstream_base_url, "api_key": upstream_key},
             }
+            for name in (MODEL, *extra_models)
         ],
         "litellm_settings": {"callbacks": callbacks, "num_retries": 0},
         "general_settings": {"master_key": MASTER_KEY},
@@ -114,7 +119,8 @@ def litellm_proxy_url(
         "LITELLM_TELEMETRY": "False",
         **(env or {}),
     }
-    command = [str(cli), "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port)]
+    pinned = ["taskset", "-c", cpus] if cpus else []
+    command = [*pinned, str(cli), "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port)]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [*command, "--num_workers", "1"],
