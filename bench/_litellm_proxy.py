@@ -15,7 +15,6 @@ in a detached task, off the request path, and would add upstream calls and CPU, 
 
 ``pairjudge_callback=True`` adds pairjudge's LiteLLM callback (``PAIRJUDGE_*`` settings from ``env``).
 ``extra_models``: more model names served from the same upstream (the gateway bench's ``bench-fast``).
-``cpus``: the CPUs the proxy may run on (``taskset -c``; its threads and children inherit them).
 """
 
 from __future__ import annotations
@@ -83,7 +82,6 @@ def litellm_proxy_url(
     env: Mapping[str, str] | None = None,
     startup_timeout_s: float = 120.0,
     extra_models: Sequence[str] = (),
-    cpus: str | None = None,
 ) -> Iterator[RunningProxy]:
     """A LiteLLM proxy serving ``MODEL`` from the OpenAI-compatible ``upstream_base_url`` (ending in ``/v1``)."""
     venv = litellm_venv()
@@ -119,8 +117,7 @@ def litellm_proxy_url(
         "LITELLM_TELEMETRY": "False",
         **(env or {}),
     }
-    pinned = ["taskset", "-c", cpus] if cpus else []
-    command = [*pinned, str(cli), "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port)]
+    command = [str(cli), "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port)]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [*command, "--num_workers", "1"],

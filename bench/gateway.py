@@ -2,20 +2,22 @@
 
 Four processes on 127.0.0.1: the champion (``bench._gateway_upstream``: a fixed ``--latency-ms`` before the
 first byte, then ``--chunks`` streamed chunks ``--chunk-ms`` apart; answered at once for the model ``bench-fast``),
-the gateway (``pairjudge gateway``) and a LiteLLM proxy (``bench._litellm_proxy``: LiteLLM 1.110.2 with its
-``ShadowEvalLogger`` registered, access log off), both started pinned to ``--cpu`` with ``taskset``, and this load
-generator (aiohttp on uvloop, raw HTTP: no SDK time in the figures). Kafka is a closed port unless ``--bootstrap``
-names one: the gateway fails open, and the capture path still runs to its drop.
+the gateway (``pairjudge gateway``), a LiteLLM proxy (``bench._litellm_proxy``: LiteLLM 1.110.2 with its
+``ShadowEvalLogger`` registered, access log off), and this load generator (aiohttp on uvloop, raw HTTP: no SDK
+time in the figures). Kafka is a closed port unless ``--bootstrap`` names one: the gateway fails open, and the
+capture path still runs to its drop.
 
 1. **Requests a second on one core** (first, to find the rate LiteLLM sustains): ``--concurrency`` connections,
-   closed loop, unstreamed, no upstream latency; the targets take turns (``--rounds``) so that all see the same
-   machine. Per target: requests a second, and the CPU seconds (``/proc``, the process and its children) of the
+   closed loop, unstreamed, no upstream latency, each proxy pinned to ``--cpu`` (every thread of its process and
+   its children) for its turns and free again after them; the targets take turns (``--rounds``) so that all see
+   the same machine. Per target: requests a second, and the CPU seconds (``/proc``, the process and its children) of the
    process in the middle per request: the proxy's, or for the direct row the champion's own.
 2. **Added latency at a fixed rate**: ``--rate`` requests a second, half unstreamed, half streamed, to direct and
    one proxy interleaved, in blocks that alternate between the two proxies (so neither proxy's CPU lands on the
-   other's figures, and both see the same machine). Time to the first body byte and to the last; the added
-   latency is the proxy's percentile minus that of the direct calls of the same blocks. LiteLLM is measured at
-   ``--rate`` if it sustains it, else at half of what it sustained in part 1 (or ``--litellm-rate``).
+   other's figures, and both see the same machine), no process pinned. Time to the first body byte and to the
+   last; the added latency is the proxy's percentile minus that of the direct calls of the same blocks. LiteLLM
+   is measured at ``--rate`` if it sustains it, else at a quarter of what it sustained in part 1 (or
+   ``--litellm-rate``).
 3. **RSS with Kafka down**: the gateway's, each second over the whole run, ``--rss-seconds`` more of load at
    ``--rate`` at the end (``--ten-minutes`` for the issue's ten); then the capture sink's counts from ``/readyz``.
 
@@ -80,6 +82,26 @@ def cpu_seconds(pid: int) -> float:
             fields = f.read().rsplit(")", 1)[1].split()
             total += int(fields[11]) + int(fields[12])
     return total / _TICKS
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of ``pid`` and of its descendants on ``cpus`` (threads started later inherit it)."""
+    for one_pid in _descendants(pid):
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{one_pid}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(task), cpus)
+
+
+def same_autogroup_nice(pid: int) -> None:
+    """``pid``'s autogroup (its session's, Linux) at this process's autogroup's nice. The LiteLLM proxy runs in a
+    session of its own; with autogroups, CPU is shared between sessions first, so without this it would not get
+    the same share of the machine as the gateway (in this process's session) when the bench's session is raised."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/autogroup") as f:
+            nice = f.read().split("nice")[1].strip()
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(nice)
 
 
 def rss_mb(pid: int) -> float:
@@ -222,10 +244,15 @@ async def measure_throughput(
     """Closed loop, the targets taking turns, ``args.rounds`` turns each."""
     out = {name: Throughput() for name in targets}
     turn = args.seconds / args.rounds
+    one_core, every_core = {int(args.cpu)}, os.sched_getaffinity(0)
     for _ in range(args.rounds):
         for name, target in targets.items():
+            if name != "direct":
+                pin(target.pid, one_core)
             cpu0, t0 = cpu_seconds(target.pid), time.perf_counter()
             timings = await closed_loop(http, target, args.concurrency, turn)
+            if name != "direct":
+                pin(target.pid, every_core)
             row = out[name]
             row.seconds += time.perf_counter() - t0
             row.cpu += cpu_seconds(target.pid) - cpu0
@@ -352,8 +379,9 @@ def throughput_table(rows: Mapping[str, Throughput], concurrency: int, cpu_list:
 def litellm_rate(args: argparse.Namespace, sustained: float) -> float:
     if args.litellm_rate:
         return float(args.litellm_rate)
-    # Half of what it sustained unstreamed: its streamed calls cost it more, and a queue would measure the queue.
-    return float(min(args.rate, max(10.0, (sustained / 2) // 10 * 10)))
+    # A quarter of what it sustained unstreamed: a streamed call costs it more than twice an unstreamed one, and
+    # near its core's limit the figures would be its queue's.
+    return float(min(args.rate, max(5.0, (sustained / 4) // 5 * 5)))
 
 
 async def sink_counts(url: str) -> str:
@@ -364,13 +392,12 @@ async def sink_counts(url: str) -> str:
 
 async def run(args: argparse.Namespace) -> int:
     """All three parts' tables; returns the calls through the gateway that failed."""
-    console = Console()
+    console = Console(width=150)
     up_port, gw_port = free_port(), free_port()
     bootstrap = args.bootstrap or f"127.0.0.1:{free_port()}"
     env = {**os.environ, "PAIRJUDGE_KAFKA__BOOTSTRAP_SERVERS": bootstrap, "PAIRJUDGE_GATEWAY__SHARE": "1.0"}
-    pinned = ["taskset", "-c", args.cpu]
     upstream = [sys.executable, "-m", "bench._gateway_upstream", str(up_port)]
-    gateway = [*pinned, sys.executable, "-m", "pairjudge.streams.cli", "gateway"]
+    gateway = [sys.executable, "-m", "pairjudge.streams.cli", "gateway"]
     rss: list[float] = []
     with contextlib.ExitStack() as stack:
         up = stack.enter_context(process([*upstream, str(args.latency_ms), str(args.chunks), str(args.chunk_ms)]))
@@ -392,11 +419,11 @@ async def run(args: argparse.Namespace) -> int:
                     f"http://127.0.0.1:{up_port}/v1",
                     workdir,
                     extra_models=("bench-fast",),
-                    cpus=args.cpu,
                     # Its access log off, as the gateway has none (LiteLLM's production advice: LITELLM_LOG=ERROR).
                     env={"LITELLM_LOG": "ERROR"},
                 )
             )
+            same_autogroup_nice(lp.pid)
             auth = {**JSON, "Authorization": f"Bearer {lp.master_key}"}
             targets["litellm"] = Target(f"{lp.url}/v1/chat/completions", auth, lp.pid)
 
@@ -475,7 +502,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunks", type=int, default=20, help="streamed chunks after the first")
     parser.add_argument("--chunk-ms", type=int, default=5, help="time between two streamed chunks")
     parser.add_argument("--concurrency", type=int, default=32, help="connections of the closed-loop part")
-    parser.add_argument("--cpu", default="0", help="the CPU the proxies are pinned to (taskset -c)")
+    parser.add_argument("--cpu", default="0", help="the CPU a proxy is pinned to in the closed loop")
     parser.add_argument("--rss-seconds", type=float, default=0.0, help="more load at the end for the memory figure")
     parser.add_argument("--ten-minutes", action="store_true", help="--rss-seconds 600")
     parser.add_argument("--no-litellm", action="store_true", help="without the LiteLLM row")
