@@ -5,7 +5,7 @@
 Unstreamed: the whole completion after ``LATENCY_MS``. Streamed: the first chunk after ``LATENCY_MS``, then
 ``CHUNKS`` more ``CHUNK_MS`` apart, then ``[DONE]``. A request for a model whose name ends in ``-fast`` is answered
 at once, with no latency and no pause between chunks (the bench's closed loop, through the same proxies). Run in a
-process of its own, on uvloop, so it does not share the gateway's or the load generator's event loop.
+process of its own, so it does not share the gateway's or the load generator's event loop.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import json
 import sys
 from typing import Final
 
-import uvloop
 from aiohttp import web
 
 #: The suffix of a model name answered without latency.
@@ -69,7 +68,7 @@ def main() -> None:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", answer)
-    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, loop=uvloop.new_event_loop())
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 
 
 if __name__ == "__main__":

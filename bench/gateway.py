@@ -3,7 +3,7 @@
 Four processes on 127.0.0.1: the champion (``bench._gateway_upstream``: a fixed ``--latency-ms`` before the
 first byte, then ``--chunks`` streamed chunks ``--chunk-ms`` apart; answered at once for the model ``bench-fast``),
 the gateway (``pairjudge gateway``), a LiteLLM proxy (``bench._litellm_proxy``: LiteLLM 1.110.2 with its
-``ShadowEvalLogger`` registered, access log off), and this load generator (aiohttp on uvloop, raw HTTP: no SDK
+``ShadowEvalLogger`` registered, access log off), and this load generator (aiohttp, raw HTTP: no SDK
 time in the figures). Kafka is a closed port unless ``--bootstrap`` names one: the gateway fails open, and the
 capture path still runs to its drop.
 
@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-import uvloop
 from rich.console import Console
 from rich.table import Table
 
@@ -419,7 +418,7 @@ async def run(args: argparse.Namespace) -> int:
                     f"http://127.0.0.1:{up_port}/v1",
                     workdir,
                     extra_models=("bench-fast",),
-                    # Its access log off, as the gateway has none (LiteLLM's production advice: LITELLM_LOG=ERROR).
+                    # Its access log (uvicorn's, at INFO) off, as the gateway has none.
                     env={"LITELLM_LOG": "ERROR"},
                 )
             )
@@ -515,7 +514,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Exit 1 when a call through the gateway failed (the goal: none)."""
-    if uvloop.run(run(parse_args(argv))):
+    if asyncio.run(run(parse_args(argv))):
         raise SystemExit(1)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import typer
@@ -20,7 +21,7 @@ def gateway(
     """Proxy an OpenAI-compatible (or Anthropic) model server and capture a share of its calls for the shadow stage.
 
     Apps point their SDK's base URL here; their calls and the server's replies pass through unchanged."""
-    from pairjudge.streams.gateway import GatewaySettingsError, serve_forever
+    from pairjudge.streams.gateway import GatewaySettingsError, serve
 
     settings = settings_for(bootstrap)
     changes: dict[str, object] = {}
@@ -34,7 +35,7 @@ def gateway(
         console.print(
             f"gateway on http://{settings.gateway.host}:{settings.gateway.port}/ -> {settings.gateway.upstream}"
         )
-        serve_forever(settings)
+        asyncio.run(serve(settings))
     except GatewaySettingsError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

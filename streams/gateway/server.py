@@ -1,6 +1,5 @@
 """The gateway's aiohttp application: the proxy on every path but its own three (``/healthz``, ``/readyz``,
-``/metrics``), its client session to the champion, its capture sink; and ``serve`` (``serve_forever`` on uvloop), for
-``pairjudge gateway``."""
+``/metrics``), its client session to the champion, its capture sink; and ``serve``, for ``pairjudge gateway``."""
 
 from __future__ import annotations
 
@@ -222,15 +221,3 @@ async def serve(settings: Settings) -> None:
         await stop.wait()
         # Not ready from now on, while the calls in flight finish (``shutdown_timeout``) and the captures flush.
         runner.app[STATE].stopping = True
-
-
-def serve_forever(settings: Settings) -> None:
-    """``serve`` on uvloop's event loop where it is installed (a dependency on Linux and macOS), else asyncio's.
-    A proxy pays its event loop on every call twice over (the client's side and the champion's): on uvloop the
-    gateway spends about a fifth less CPU a call (bench/README.md, the gateway section)."""
-    try:
-        import uvloop
-    except ImportError:  # Windows, where uvloop does not run
-        asyncio.run(serve(settings))
-        return
-    uvloop.run(serve(settings))
