@@ -3,8 +3,9 @@
     python -m bench._gateway_upstream PORT LATENCY_MS CHUNKS CHUNK_MS
 
 Unstreamed: the whole completion after ``LATENCY_MS``. Streamed: the first chunk after ``LATENCY_MS``, then
-``CHUNKS`` more ``CHUNK_MS`` apart, then ``[DONE]``. Run in a process of its own, so it does not share the
-gateway's or the load generator's event loop.
+``CHUNKS`` more ``CHUNK_MS`` apart, then ``[DONE]``. A request for a model whose name ends in ``-fast`` is answered
+at once, with no latency and no pause between chunks (the bench's closed loop, through the same proxies). Run in a
+process of its own, so it does not share the gateway's or the load generator's event loop.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from typing import Final
 
 from aiohttp import web
+
+#: The suffix of a model name answered without latency.
+FAST: Final = "-fast"
 
 
 def _chunk(text: str) -> bytes:
@@ -45,7 +50,8 @@ def main() -> None:
 
     async def answer(request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        if latency_ms:
+        fast = str(body.get("model", "")).endswith(FAST)
+        if latency_ms and not fast:
             await asyncio.sleep(latency_ms / 1000)
         if not body.get("stream"):
             return web.Response(body=whole, content_type="application/json")
@@ -53,7 +59,7 @@ def main() -> None:
         await out.prepare(request)
         await out.write(piece)
         for _ in range(chunks):
-            if chunk_ms:
+            if chunk_ms and not fast:
                 await asyncio.sleep(chunk_ms / 1000)
             await out.write(piece)
         await out.write(b"data: [DONE]\n\n")

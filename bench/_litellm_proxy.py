@@ -14,6 +14,7 @@ and judge calls. The row therefore measures the proxy with the hook and without 
 in a detached task, off the request path, and would add upstream calls and CPU, not latency to first byte.
 
 ``pairjudge_callback=True`` adds pairjudge's LiteLLM callback (``PAIRJUDGE_*`` settings from ``env``).
+``extra_models``: more model names served from the same upstream (the gateway bench's ``bench-fast``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +81,7 @@ def litellm_proxy_url(
     pairjudge_callback: bool = False,
     env: Mapping[str, str] | None = None,
     startup_timeout_s: float = 120.0,
+    extra_models: Sequence[str] = (),
 ) -> Iterator[RunningProxy]:
     """A LiteLLM proxy serving ``MODEL`` from the OpenAI-compatible ``upstream_base_url`` (ending in ``/v1``)."""
     venv = litellm_venv()
@@ -96,9 +98,10 @@ def litellm_proxy_url(
     config = {
         "model_list": [
             {
-                "model_name": MODEL,
-                "litellm_params": {"model": "openai/bench", "api_base": upstream_base_url, "api_key": upstream_key},
+                "model_name": name,
+                "litellm_params": {"model": f"openai/{name}", "api_base": upstream_base_url, "api_key": upstream_key},
             }
+            for name in (MODEL, *extra_models)
         ],
         "litellm_settings": {"callbacks": callbacks, "num_retries": 0},
         "general_settings": {"master_key": MASTER_KEY},

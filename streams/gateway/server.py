@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import re
 import signal
@@ -207,6 +208,10 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with running(settings) as runner:
+        # What start-up made (modules, settings, the app) lives as long as the process: out of the collector's
+        # reach, a full collection walks only what the calls made since, a pause of well under a millisecond
+        # instead of the ~100 ms a walk over the start-up heap stalls every call in flight for.
+        gc.freeze()
         log.warning(
             "gateway on http://%s:%s/ in front of %s",
             settings.gateway.host,
