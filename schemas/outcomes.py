@@ -136,7 +136,7 @@ OUTCOMES: Final[Mapping[OutcomeKind, OutcomeEntry]] = MappingProxyType(
             escalated=True,
             row="review",
             label="needs review",
-            count_label="review",
+            count_label="needs review",
             when=(
                 "a person must decide; `reason` says why (an ordering stays invalid, the tie-break cannot settle it, "
                 "an output tries to steer the judge, the kappa guard holds, an audit sample, ...)"

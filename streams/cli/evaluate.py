@@ -403,10 +403,31 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+#: Who settled a pair, in the words of the totals (``DecidedBy``).
+_DECIDED_BY_WORDS: dict[str, str] = {
+    "primary": "by the judge, both orders agreeing",
+    "tiebreak": "by the tie-break",
+    "human": "by a person",
+    "rule": "by a rule, without asking the judge",
+}
+#: Below this many human labels, kappa is a number with no interval worth showing (the drift audit's minimum).
+KAPPA_MIN_LABELS = 50
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _count_words(row: PairResult) -> str:
+    entry = entry_for_row(row.outcome)
+    what = entry.count_label if entry is not None else row.outcome
+    return f"{what} {_DECIDED_BY_WORDS.get(row.decided_by, row.decided_by)}" if row.decided_by else what
+
+
 def print_report(console: Console, report: EvaluateReport, judge: Judge) -> None:
     outcomes: dict[str, int] = {}
     for r in report.results:
-        key = f"{r.outcome} ({r.decided_by})" if r.decided_by else r.outcome
+        key = _count_words(r)
         outcomes[key] = outcomes.get(key, 0) + 1
     who = judge.identity
     # The title on a line of its own: as a table title it would wrap to the narrow table's width.
@@ -417,13 +438,23 @@ def print_report(console: Console, report: EvaluateReport, judge: Judge) -> None
     table.add_row("pairs", str(len(report.results)))
     for key in sorted(outcomes):
         table.add_row(f"  {key}", str(outcomes[key]))
-    table.add_row("position-flip rate", _fmt(report.flip_rate))
-    table.add_row("position-A win rate", _fmt(report.position_a_rate))
-    table.add_row("human-labelled pairs", str(len(report.labelled)))
-    table.add_row("agreement with humans", _fmt(report.agreement))
-    table.add_row("Cohen's kappa", _fmt(report.kappa))
+    table.add_row("changed its pick when the two were swapped", _pct(report.flip_rate))
+    table.add_row("picked whichever came first", _pct(report.position_a_rate))
+    labelled = len(report.labelled)
+    table.add_row("human-labelled pairs", str(labelled))
+    table.add_row("agreement with people", _pct(report.agreement))
     est = report.kappa_estimate
-    table.add_row("  95% interval", "n/a" if est is None else f"{est.low:.3f} to {est.high:.3f}")
+    table.add_row("Cohen's kappa (agreement beyond chance)", _fmt(report.kappa))
+    if est is None:
+        shown = "n/a"
+    elif labelled < KAPPA_MIN_LABELS:
+        # An interval from a handful of labels (often 1.00 to 1.00) reads as certainty it is not.
+        shown = f"not enough labels yet: {labelled} of the {KAPPA_MIN_LABELS} needed"
+    elif est.high - est.low < 0.005:
+        shown = "cannot be measured (every resample the same)"
+    else:
+        shown = f"{est.low:.3f} to {est.high:.3f}"
+    table.add_row("  its 95% interval", shown)
     console.print(table)
 
 

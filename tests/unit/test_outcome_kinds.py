@@ -97,8 +97,8 @@ WAS: dict[str, tuple[bool, bool, bool, bool, str, str, str]] = {
     # ends_story, settles_stage, judged, escalated, row, label, count_label
     "verdict": (True, True, True, False, "verdict", "verdict", "verdicts"),
     "tiebreak": (False, True, True, True, "tiebreak", "tie-break", "tie-breaks"),
-    # The demo's word for a review was "review" until issue 39 asked for plain words: "needs review".
-    "review": (True, True, True, True, "review", "needs review", "review"),
+    # The demo's words for a review were "review" until issue 39 asked for plain words: "needs review".
+    "review": (True, True, True, True, "review", "needs review", "needs review"),
     "rejected": (True, False, False, True, "rejected", "dead letter", "dead letters"),
     "failed": (True, False, False, True, "error", "dead letter", "dead letters"),
 }
