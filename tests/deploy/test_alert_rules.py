@@ -39,7 +39,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from pairjudge.schemas.audit import AlertKind
+from pairjudge.schemas.audit import ALERT_TITLES, AlertKind
 from pairjudge.streams.kafka.collector import collect_outcomes
 from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.workers import kafka_run, produce_raw, read_log, running_worker
@@ -188,6 +188,17 @@ def test_every_alert_has_a_severity_summary_description_and_runbook(alert: str) 
     assert set(annotations) == {"summary", "description", "runbook_url"}, annotations
     assert all(isinstance(v, str) and v.strip() for v in annotations.values()), annotations
     assert annotations["runbook_url"] == RUNBOOK_URL.format(anchor=alert.lower())
+
+
+def test_the_audit_alert_says_each_kind_in_plain_words() -> None:
+    """PairjudgeAuditAlert's summary names the kind it fired for by its plain title (the pages' and reports'
+    words, ``ALERT_TITLES``), the machine name after it; a kind added without a title there falls back to the name."""
+    rule = _alerts(_rules_doc())["PairjudgeAuditAlert"]
+    summary = rule["annotations"]["summary"]
+    excluded = set(re.search(r'pairjudge_alert!~"([^"]+)"', rule["expr"]).group(1).split("|"))  # type: ignore[union-attr]
+    for kind in set(get_args(AlertKind)) - excluded:
+        assert f'eq $labels.pairjudge_alert "{kind}" }}}}{ALERT_TITLES[kind]}{{{{' in summary, kind
+    assert "{{ else }}{{ $labels.pairjudge_alert }}{{ end }} ({{ $labels.pairjudge_alert }})" in summary
 
 
 def test_every_runbook_url_is_a_section_of_the_alerts_page() -> None:
