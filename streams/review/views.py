@@ -219,7 +219,7 @@ def series_rows(feed: AuditFeed | None, min_labels: int = 50) -> list[dict[str, 
             {
                 "series": key,
                 "name": series_name(snap.series_info, key),
-                "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
+                "window": f"{snap.window_start:%d %b %H:%M} UTC" + ("" if snap.final else ", open"),
                 "labels": str(snap.human_labels),
                 "kappa": kappa(snap.cohen_kappa, None, None, snap.human_labels, min_labels),
                 "human_pairs": str(snap.human_pairs),
@@ -245,7 +245,7 @@ def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: A
             {
                 "series": key,
                 "name": series_name(snap.series_info, key),
-                "window": f"{snap.window_start:%Y-%m-%d %H:%M} UTC" + ("" if snap.final else " (open)"),
+                "window": f"{snap.window_start:%d %b %H:%M} UTC" + ("" if snap.final else ", open"),
                 "pairs": str(snap.pairs),
                 "labels": str(snap.human_labels),
                 "human_decided": str(snap.human_decided),
