@@ -119,8 +119,9 @@ async def test_a_second_opinion_goes_to_another_reviewer_and_the_operators_see_t
     assert "1 done" in page
     assert "<strong>relative</strong>" in page
     assert "0.9 × the kappa of people against each other" in page
-    assert '<td class="kappa">0.61</td>' in page
-    assert '<td class="human-kappa">0.66</td>' in page
+    # The judge's kappa with the labels it rests on (120, above the audit's minimum of 50), beside the ceiling.
+    assert '<td class="kappa num">0.61, from 120 labels</td>' in page
+    assert '<td class="human-kappa num">0.66</td>' in page
     assert "relative: floor 0.590" in page
     assert "&lt;b&gt;exp&lt;/b&gt;" in page  # the series key is escaped
     assert "<b>exp</b>" not in page
