@@ -41,6 +41,8 @@ SHADOW_EVAL_MODULE = (
     "from litellm.integrations.shadow_eval_logger import ShadowEvalLogger\n\nlogger = ShadowEvalLogger()\n"
 )
 SHADOW_EVAL_CALLBACK = "bench_shadow_eval.logger"
+#: The proxy's output, in its work directory.
+LOG_NAME = "litellm.log"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,16 +108,35 @@ def litellm_proxy_url(
         "litellm_settings": {"callbacks": callbacks, "num_retries": 0},
         "general_settings": {"master_key": MASTER_KEY},
     }
+    with running_litellm(config, env or {}, workdir, cli=cli, startup_timeout_s=startup_timeout_s) as (url, pid):
+        yield RunningProxy(url, pid, MASTER_KEY, MODEL, workdir / LOG_NAME)
+
+
+@contextlib.contextmanager
+def running_litellm(
+    config: Mapping[str, object],
+    env: Mapping[str, str],
+    workdir: Path,
+    *,
+    cli: Path,
+    startup_timeout_s: float = 120.0,
+) -> Iterator[tuple[str, int]]:
+    """Start ``cli --config`` (LiteLLM's proxy) with ``config`` on a free port of 127.0.0.1, one worker, ``env``
+    added to this process's, and this checkout importable; yield its URL and pid once it answers its liveliness
+    check; stop its whole process group on exit. Its output goes to ``workdir / LOG_NAME``. RuntimeError (naming
+    the log) when it exits or does not answer within ``startup_timeout_s``. Shared by the bench and the tests."""
+    workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "litellm.yaml"
     config_path.write_text(json.dumps(config))  # JSON is YAML
     port = _free_port()
-    log_path = workdir / "litellm.log"
+    log_path = workdir / LOG_NAME
     full_env = {
         **os.environ,
         "PYTHONPATH": str(CHECKOUT),
+        # No download of the model price map at start, no usage telemetry: everything stays on this machine.
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_TELEMETRY": "False",
-        **(env or {}),
+        **env,
     }
     command = [str(cli), "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port)]
     with log_path.open("wb") as log:
@@ -136,8 +157,10 @@ def litellm_proxy_url(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the LiteLLM proxy did not start in {startup_timeout_s:.0f} s; its log: {log_path}")
             time.sleep(0.3)
-        yield RunningProxy(url, proc.pid, MASTER_KEY, MODEL, log_path)
+        yield url, proc.pid
     finally:
+        # SIGINT: uvicorn shuts down, then re-raises the signal, which Python turns into an exit that runs the
+        # atexit hooks (the callback's last flush and count). SIGTERM, re-raised, would end the process at once.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -148,4 +171,4 @@ def litellm_proxy_url(
             proc.wait(timeout=5)
 
 
-__all__ = ["MASTER_KEY", "MODEL", "RunningProxy", "litellm_proxy_url", "litellm_venv"]
+__all__ = ["LOG_NAME", "MASTER_KEY", "MODEL", "RunningProxy", "litellm_proxy_url", "litellm_venv", "running_litellm"]
