@@ -35,6 +35,7 @@ from pairjudge.schemas.outcomes import entry_for_row
 from pairjudge.streams.api.evaluator import DEFAULT_CONCURRENCY, Evaluator, FileRun
 from pairjudge.streams.api.results import PairResult
 from pairjudge.streams.cli.words import DECIDED_BY_WORDS, reason_words, shorten
+from pairjudge.streams.config.oversight import AuditSettings
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.judges.panel import JudgePanel
 
@@ -411,7 +412,7 @@ _DECIDED_BY_WORDS: dict[str, str] = {
     "rule": "by a rule, without asking the judge",
 }
 #: Below this many human labels, kappa is a number with no interval worth showing (the drift audit's minimum).
-KAPPA_MIN_LABELS = 50
+KAPPA_MIN_LABELS = AuditSettings().min_labels
 
 
 def _pct(value: float | None) -> str:

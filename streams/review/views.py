@@ -203,7 +203,11 @@ def agreement_text(share: float | None, labels: int) -> str:
     return f"{round(share * labels):,} of {plural(labels, 'label')} ({pct(share, 0)})"
 
 
-def series_rows(feed: AuditFeed | None, min_labels: int = 50) -> list[dict[str, str]]:
+#: The audit's minimum of labels for a kappa, when the caller passes none.
+_MIN_LABELS = AuditSettings().min_labels
+
+
+def series_rows(feed: AuditFeed | None, min_labels: int = _MIN_LABELS) -> list[dict[str, str]]:
     """Per series, its latest window: the judge's kappa against people beside the human ceiling (people
     against each other on audit pairs labelled twice), and the guard's floor as the audit applied it."""
     latest = feed.latest if feed is not None else {}
