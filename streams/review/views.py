@@ -48,6 +48,7 @@ from pairjudge.streams.scores.plain import (
     reason_text,
     series_name,
 )
+from pairjudge.streams.scores.read_model import snapshot_gate
 from pairjudge.streams.scores.view import board_view, min_labels_of
 
 #: Rubric kinds whose reviewers may call a tie (seed 000, tone and style, always names a winner).
@@ -260,11 +261,15 @@ def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: A
     gates = []
     for _, board in sorted((scores.latest if scores is not None else {}).items()):
         view = board_view(board)
+        # The gates' decisions and reasons as the read API and `pairjudge gate` give them (one function).
+        human, judge = (snapshot_gate(board, board.experiment, basis, None) for basis in ("human", "judge"))
         gates.append(
             {
                 "experiment": board.experiment,
-                "human": view.human.gate.text if view.human.gate is not None else view.human.missing or "n/a",
-                "judge": view.judge.gate.text if view.judge.gate is not None else "n/a",
+                "human": f"{human.decision}: {human.reason}"
+                if board.human_gate is not None
+                else view.human.missing or "n/a",
+                "judge": f"{judge.decision}: {judge.reason}",
                 "human_rate": view.human.headline,
                 "judge_rate": view.judge.headline,
                 "as_of": view.as_of,
