@@ -4,117 +4,30 @@ with the pages and ``pairjudge gate``."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import httpx
 import jsonschema
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
-from pairjudge.schemas.audit import AuditSnapshot
 from pairjudge.schemas.read_api import GateAnswer, Scoreboard
-from pairjudge.schemas.scores import GateUpdate, ScoreSnapshot
+from pairjudge.schemas.scores import GateUpdate
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.kafka.codecs import encode
-from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ScoresFeed
+from pairjudge.streams.review.kafka import ScoresFeed
 from pairjudge.streams.review.openapi import PATHS, openapi_document
-from pairjudge.streams.review.store import ReviewStore
 from pairjudge.streams.review.tokens import TokenFile, new_token, parse_tokens, token_digest
 from pairjudge.streams.review.views import audit_context
-from pairjudge.streams.review.web import build_app, new_review_app
 from pairjudge.streams.scores.read_model import gate_answer
-from tests.fixtures.review import free_port
-from tests.fixtures.scoreboard import biased_judge_snapshots
+from tests.fixtures.read_api import EXPERIMENT, serving_api, snapshots
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED_IN = ROOT / "docs" / "reference" / "openapi.json"
-EXPERIMENT = "exp/api 1"  # a slash and a space: the paths must encode it
-
-
-@cache
-def _snapshots() -> tuple[ScoreSnapshot, ...]:
-    return tuple(biased_judge_snapshots(EXPERIMENT, steps=12))
-
-
-def _audit_snapshot() -> AuditSnapshot:
-    at = datetime(2026, 12, 1, 9, tzinfo=UTC)
-    return AuditSnapshot(
-        series="exp/api 1|tone_style|abc",
-        window_start=at,
-        window_end=at.replace(hour=10),
-        pairs=400,
-        verdicts=380,
-        flips=12,
-        tiebreaks=10,
-        reviews=8,
-        invalid_replies=0,
-        position_a_wins=190,
-        human_labels=60,
-        agreement=0.8,
-        cohen_kappa=0.55,
-        kappa_low=0.4,
-        kappa_high=0.7,
-        kappa_confidence=0.95,
-        guard_mode="absolute",
-        guard_kappa_min=0.4,
-    )
-
-
-class Api:
-    def __init__(self, url: str, tokens: Path, scores: ScoresFeed) -> None:
-        self.url, self.tokens, self.scores = url, tokens, scores
-        self.read, _ = self.mint("argo", ("read",))
-        self.write_only, _ = self.mint("other", ("write",))
-
-    def mint(self, name: str, roles: tuple[str, ...]) -> tuple[str, str]:
-        token, line = new_token(name, roles)
-        with self.tokens.open("a") as f:
-            f.write(line + "\n")
-        return token, line
-
-    def client(self, token: str | None = None) -> httpx.AsyncClient:
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
-
-
-@contextlib.asynccontextmanager
-async def _serving(tmp_path: Path) -> AsyncIterator[Api]:
-    tokens = tmp_path / "tokens"
-    tokens.write_text("# the read API's tokens\n")
-    settings = Settings.model_validate(
-        {"review": {"database_url": f"sqlite+aiosqlite:///{tmp_path}/r.db", "api_tokens_file": str(tokens)}}
-    )
-    scores, audit = ScoresFeed(settings), AuditFeed(settings)
-    for snap in _snapshots():
-        assert scores.take(encode(snap))
-    assert audit.take(encode(_audit_snapshot()))
-    store = ReviewStore(settings.review.resolved_database_url())
-    review = new_review_app(settings, store, LabelSink(settings), None, scores, audit)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(review, "s" * 48), host="127.0.0.1", port=port, log_level="warning")
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
-    try:
-        yield Api(f"http://127.0.0.1:{port}", tokens, scores)
-    finally:
-        server.should_exit = True
-        await task
-        await store.close()
 
 
 def _path(kind: str) -> str:
@@ -133,7 +46,7 @@ def _validate(body: Any, model: str) -> None:
 
 
 async def test_no_token_is_401_an_unknown_one_401_and_one_without_the_read_role_403(tmp_path: Path) -> None:
-    async with _serving(tmp_path) as api:
+    async with serving_api(tmp_path) as api:
         for kind in ("experiments", "scoreboard", "gate", "audit"):
             async with api.client() as anonymous:
                 r = await anonymous.get(_path(kind))
@@ -154,7 +67,7 @@ async def test_no_token_is_401_an_unknown_one_401_and_one_without_the_read_role_
 
 
 async def test_a_token_removed_from_the_file_is_refused_at_once(tmp_path: Path) -> None:
-    async with _serving(tmp_path) as api:
+    async with serving_api(tmp_path) as api:
         token, line = api.mint("ci", ("read",))
         async with api.client(token) as ci:
             assert (await ci.get(_path("gate"))).status_code == 200
@@ -167,7 +80,7 @@ async def test_a_token_removed_from_the_file_is_refused_at_once(tmp_path: Path) 
 
 async def test_tokens_are_kept_as_hashes_and_never_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    async with _serving(tmp_path) as api:
+    async with serving_api(tmp_path) as api:
         async with api.client(api.read) as reader:
             await reader.get(_path("gate"))
         async with api.client(api.write_only) as other:
@@ -216,7 +129,7 @@ def test_the_token_command_prints_the_token_and_its_hash_line(tmp_path: Path) ->
 
 
 async def test_an_unchanged_answer_is_304_with_its_etag_and_a_short_max_age(tmp_path: Path) -> None:
-    async with _serving(tmp_path) as api, api.client(api.read) as reader:
+    async with serving_api(tmp_path) as api, api.client(api.read) as reader:
         first = await reader.get(_path("gate"))
         etag = first.headers["etag"]
         assert first.headers["cache-control"] == "private, max-age=5"
@@ -226,7 +139,7 @@ async def test_an_unchanged_answer_is_304_with_its_etag_and_a_short_max_age(tmp_
         assert again.headers["etag"] == etag
         assert (await reader.get(_path("gate"), headers={"if-none-match": '"other"'})).status_code == 200
         # A newer scoreboard is a new answer.
-        newer = _snapshots()[-1].model_copy(update={"updated_at": datetime(2026, 12, 2, tzinfo=UTC)})
+        newer = snapshots()[-1].model_copy(update={"updated_at": datetime(2026, 12, 2, tzinfo=UTC)})
         assert api.scores.take(encode(newer))
         changed = await reader.get(_path("gate"), headers={"if-none-match": etag})
         assert changed.status_code == 200
@@ -240,7 +153,7 @@ def test_the_checked_in_openapi_document_is_the_generated_one() -> None:
 
 
 async def test_the_served_openapi_document_is_the_checked_in_one_and_the_answers_follow_it(tmp_path: Path) -> None:
-    async with _serving(tmp_path) as api:
+    async with serving_api(tmp_path) as api:
         async with api.client() as anonymous:
             served = await anonymous.get("/api/v1/openapi.json")
         assert served.status_code == 200
@@ -264,8 +177,8 @@ async def test_the_served_openapi_document_is_the_checked_in_one_and_the_answers
 
 
 async def test_the_api_gives_both_bases_with_their_intervals_and_labels(tmp_path: Path) -> None:
-    snap = _snapshots()[-1]
-    async with _serving(tmp_path) as api, api.client(api.read) as reader:
+    snap = snapshots()[-1]
+    async with serving_api(tmp_path) as api, api.client(api.read) as reader:
         listed = (await reader.get(_path("experiments"))).json()["experiments"]
         board = Scoreboard.model_validate((await reader.get(listed[0]["scoreboard"])).json())
         human = GateAnswer.model_validate((await reader.get(listed[0]["gate"])).json())
@@ -298,7 +211,7 @@ def test_the_page_the_api_and_the_cli_give_the_same_gate(tmp_path: Path) -> None
     exit code (``gate_reader`` calls it on the gate topic's update, which carries the same two gates)."""
     from pairjudge.streams.scores.gate_reader import EXIT_CODES
 
-    snap = _snapshots()[-1]
+    snap = snapshots()[-1]
     settings = Settings()
     scores = ScoresFeed(settings)
     scores.take(encode(snap))
