@@ -3,33 +3,34 @@ metric) against the read API of a real ``pairjudge review serve`` process, on re
 
 The scenario of test_scores_kafka's "biased to the challenger": a judge that prefers the output with the smaller
 SHA-256 is given the challenger's side in 90% of the pairs, and people prefer the challenger in only a few; every
-pair the judge decides is drawn for a label, and the labels reach the scoreboard as a review service publishes
-them. The analysis on the judge's basis succeeds (the rollout would be promoted); on people's it fails (the
-rollout aborts), and ``pairjudge gate`` says the same.
+pair the judge decides is drawn for a label, and a reviewer labels each one in the review service's queue (signed
+in, over HTTP, as a person would). The analysis on the judge's basis succeeds (the rollout would be promoted); on
+people's it fails (the rollout aborts), and ``pairjudge gate`` says the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import time
+from html import unescape
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from pairjudge.schemas import HumanLabel
-from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.streams.config.settings import Settings, environ_for
 from pairjudge.streams.kafka.codecs import encode
+from pairjudge.streams.review.auth import hash_password
 from pairjudge.streams.review.tokens import new_token
 from pairjudge.streams.scores.gate_reader import gate_status
 from pairjudge_dev.slow_judge_server import Behaviour, JudgeServer
 from pairjudge_dev.workers import final_decision_records, kafka_run, produce_raw, running_worker
 from tests.fixtures.argo import run_analysis, template_args
-from tests.fixtures.review import free_port
+from tests.fixtures.review import PASSWORDS, free_port, signed_in
 from tests.integration.test_scores_kafka import EXPERIMENT, _pair
 
 pytestmark = [pytest.mark.kafka]
@@ -51,6 +52,50 @@ def _start_review(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+async def _label_the_queue(
+    url: str, challenger_outputs: dict[str, str], number: dict[str, int], at_least: int, timeout: float = 120
+) -> int:
+    """Sign in as a reviewer and label every item the queue hands out, as the person of this scenario would:
+    the challenger's output (told apart by its text: the page never says which side is which) only for the few
+    pairs people prefer it on. Returns how many were labelled once the queue is empty and ``at_least`` are done."""
+    done = 0
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(base_url=url, timeout=15) as client:
+        while True:
+            try:
+                session = await signed_in(client, "ana")
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the review service never answered"
+                await asyncio.sleep(0.5)
+        while True:
+            page = (await client.get("/", headers=session)).text
+            item = re.search(r'data-item-id="(\d+)"', page)
+            if item is None:
+                if done >= at_least:
+                    return done
+                assert time.monotonic() < deadline, f"only {done} of {at_least} items reached the queue"
+                await asyncio.sleep(0.5)
+                continue
+            pair_id = re.search(r"Pair <code>([^<]+)</code>", page)
+            left = re.search(r'<pre class="text" id="output-a">([^<]*)</pre>', page)
+            csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+            assert pair_id is not None
+            assert left is not None
+            assert csrf is not None
+            pid = unescape(pair_id.group(1))
+            left_is_challenger = unescape(left.group(1)) == challenger_outputs[pid]
+            wants_challenger = _person_prefers_challenger(number[pid])
+            choice = "left" if left_is_challenger == wants_challenger else "right"
+            answer = await client.post(
+                f"/items/{item.group(1)}/label",
+                data={"choice": choice, "csrf_token": csrf.group(1)},
+                headers={**session, "accept": "application/json"},
+            )
+            assert answer.status_code == 200, answer.text
+            done += 1
 
 
 async def _no_wait(seconds: float) -> None:
@@ -94,6 +139,8 @@ async def test_an_argo_analysis_fails_on_peoples_basis_where_the_judges_would_pr
                 "database_url": f"sqlite+aiosqlite:///{tmp_path}/review.db",
                 "group_id": f"{tmp_path.name}-review",
                 "api_tokens_file": str(tokens),
+                "users": [{"name": "ana", "password_hash": hash_password(PASSWORDS["ana"]), "role": "reviewer"}],
+                "session_secret": "s" * 48,
             },
         )
         prefix = settings.topics.prefix
@@ -107,12 +154,8 @@ async def test_an_argo_analysis_fails_on_peoples_basis_where_the_judges_would_pr
             sampled = [r for r in finals.values() if r.outcome == "verdict" and r.audit_sample]
             assert len(sampled) >= 40, f"only {len(sampled)} of {PAIRS} pairs drawn at an audit share of 1"
 
-            def label(record: DecisionRecord) -> bytes:
-                champion, challenger = record.candidates  # the factory's first candidate is the champion
-                winner = challenger if _person_prefers_challenger(number[record.pair_id]) else champion
-                return encode(HumanLabel(pair_id=record.pair_id, winner=winner, reviewer="ana", from_audit=True))
-
-            await produce_raw(kafka_bootstrap, settings.topics.name("labels"), [label(r) for r in sampled], keyed=True)
+            challenger_outputs = {p.pair_id: p.candidates[1].output for p in pairs}
+            labelled = await _label_the_queue(url, challenger_outputs, number, len(sampled))
             seen = await _wait_for_labels(url, token, len(sampled))
             template = yaml.safe_load(TEMPLATE.read_text())
             args = {"pairjudge-url": url, "api-token": token, "experiment": EXPERIMENT}
@@ -125,8 +168,11 @@ async def test_an_argo_analysis_fails_on_peoples_basis_where_the_judges_would_pr
         if review is not None:
             review.terminate()
             review.wait(30)
+    assert labelled >= len(sampled)
     assert seen["judge_decision"] == "promote", seen
     assert (judge.ended, judge.results) == ("Successful", ["promote"])
     assert (human.ended, human.results) == ("Failed", ["reject"]), (tmp_path / "review.log").read_text()[-2000:]
+    # The token is never logged, even by a process that checked it on every request.
+    assert token not in (tmp_path / "review.log").read_text()
     # pairjudge gate reads the gate topic, the API the scoreboard: the same answer.
     assert (code, judge_code) == (1, 0), text
