@@ -21,7 +21,7 @@ from pairjudge.streams.kafka.codecs import encode
 from pairjudge.streams.review.kafka import ScoresFeed
 from pairjudge.streams.review.openapi import PATHS, openapi_document
 from pairjudge.streams.review.tokens import TokenFile, new_token, parse_tokens, token_digest
-from pairjudge.streams.review.views import audit_context
+from pairjudge.streams.review.views import audit_context, score_boards
 from pairjudge.streams.scores.read_model import gate_answer
 from tests.fixtures.read_api import EXPERIMENT, serving_api, snapshots
 
@@ -206,8 +206,8 @@ async def test_the_api_gives_both_bases_with_their_intervals_and_labels(tmp_path
 
 
 def test_the_page_the_api_and_the_cli_give_the_same_gate(tmp_path: Path) -> None:
-    """The audit page's gates and the API's answers come from ``gate_answer``; ``pairjudge gate`` exits with its
-    exit code (``gate_reader`` calls it on the gate topic's update, which carries the same two gates)."""
+    """The scores and audit pages' gates and the API's answers come from ``gate_answer``; ``pairjudge gate`` exits
+    with its exit code (``gate_reader`` calls it on the gate topic's update, which carries the same two gates)."""
     from pairjudge.streams.scores.gate_reader import EXIT_CODES
 
     snap = snapshots()[-1]
@@ -215,10 +215,13 @@ def test_the_page_the_api_and_the_cli_give_the_same_gate(tmp_path: Path) -> None
     scores = ScoresFeed(settings)
     scores.take(encode(snap))
     page = audit_context(None, scores, settings.audit)["gates"][0]
+    (board,) = score_boards(scores.latest)
     update = GateUpdate(experiment=EXPERIMENT, gate=snap.gate, human=snap.human_gate, decided_at=snap.updated_at)
     for basis in ("human", "judge"):
         answer = gate_answer(EXPERIMENT, basis, update.gate, update.human, update.decided_at)
         assert page[basis] == f"{answer.decision}: {answer.reason}"
+        shown = getattr(board["view"], basis).gate
+        assert (shown.decision, shown.reason, shown.detail) == (answer.decision, answer.reason, answer.detail)
         assert EXIT_CODES[answer.decision] == answer.exit_code
     paused = gate_answer(EXPERIMENT, "judge", update.gate, update.human, update.decided_at, paused_by="olga")
     assert (paused.decision, paused.exit_code) == ("continue", 2)
