@@ -134,7 +134,7 @@ def test_the_metric_ends_at_the_first_decision_or_at_its_deadline(answers: list[
 
 
 async def _no_wait(seconds: float) -> None:
-    assert seconds == 30.0
+    assert seconds in (30.0, 10.0)  # the template's interval; Argo's retry after an error
 
 
 async def test_an_analysis_run_against_the_read_api_follows_each_basis(tmp_path: Path) -> None:
@@ -154,4 +154,4 @@ async def test_an_analysis_run_against_the_read_api_follows_each_basis(tmp_path:
     assert len(human.results) == 120
     # A token without the read role: every call errs (403), and the analysis ends in Error (the rollout aborts).
     assert refused.ended == "Error"
-    assert len(refused.phases) == 11
+    assert refused.phases == ["Error"] * 31
