@@ -102,3 +102,5 @@ def test_the_workflow_gives_the_step_what_it_reads() -> None:
     secret_vars = [k for k in job["env"] if "PASSWORD" in k or "USERNAME" in k]
     assert all(job["env"][k].startswith("${{ secrets.") for k in secret_vars)
     assert workflow["permissions"] == {"contents": "read"}
+    # The job's backstop outlasts the default deadline.
+    assert job["timeout-minutes"] > triggers["workflow_call"]["inputs"]["deadline-minutes"]["default"]
