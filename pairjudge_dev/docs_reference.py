@@ -15,7 +15,7 @@
   so in the settings reference.
 
 It is a mkdocs hook (``hooks:`` in mkdocs.yml): a page holding ``<!-- pairjudge-reference: NAME -->``
-(NAME one of ``RENDERERS``: ``cli``, ``settings``, ``events``, ``faust-hooks``, and the kinds registries'
+(NAME one of ``RENDERERS``: ``cli``, ``settings``, ``events``, ``read-api``, ``faust-hooks``, and the kinds registries'
 ``topics``, ``outcomes``, ``worker-writes``, ``live-settings`` and ``risk-thresholds``, and ``pipeline``, the
 README's drawing) gets the rendered
 reference in its place, and the READMEs kept beside the code they describe (``INCLUDED``) are added to the site
@@ -731,7 +731,32 @@ def render_risk_thresholds() -> str:
 
 # --- the mkdocs hook ---------------------------------------------------------------------------------
 
+
+def render_read_api() -> str:
+    """The read API reference's body, from its OpenAPI document: the paths, then each response's fields."""
+    from pairjudge.schemas import read_api
+    from pairjudge.streams.review.openapi import openapi_document
+
+    doc = json.loads(openapi_document())
+    rows = []
+    for path, item in doc["paths"].items():
+        op = item["get"]
+        answer = op["responses"]["200"]["content"]["application/json"]["schema"]
+        statuses = ", ".join(code for code in op["responses"] if code != "200")
+        rows.append((_code(f"GET {path}"), _cell(schema_type(answer)), _cell(op["description"]), statuses))
+    parts = [_table(("path", "answer", "what", "other answers"), rows), "## Answers"]
+    for name, node in sorted(doc["components"]["schemas"].items()):
+        model = getattr(read_api, name, None)
+        parts.append(f"### {name} {{#{_def_anchor(name)}}}")
+        description = node.get("description") or (_class_doc(model) if model else "")
+        if description:
+            parts.append(_rst_to_md(" ".join(str(description).split())))
+        parts.append(_properties_table(node, model))
+    return "\n\n".join(parts) + "\n"
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
+    "read-api": render_read_api,
     "cli": render_cli,
     "settings": render_settings,
     "events": render_events,

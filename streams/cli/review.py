@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
 import typer
 
@@ -31,3 +32,31 @@ def review_hash_password() -> None:
 
     password = typer.prompt("password", hide_input=True, confirmation_prompt=True)
     print(hash_password(password))
+
+
+token_app = typer.Typer(help="Bearer tokens for the read API (/api/v1).", no_args_is_help=True)
+review_app.add_typer(token_app, name="token")
+
+
+@token_app.command("new")
+def review_token_new(
+    name: Annotated[str, typer.Option("--name", help="Who or what uses the token (e.g. argo-rollouts).")],
+    role: Annotated[
+        list[str] | None, typer.Option("--role", help="A role it has (read: the read API); repeatable.")
+    ] = None,
+) -> None:
+    """Mint a token: print it once (give it to its user) and the line to add to PAIRJUDGE_REVIEW__API_TOKENS_FILE.
+
+    The file keeps only the token's hash; delete the line to revoke it (no restart needed)."""
+    from pairjudge.streams.review.tokens import new_token
+
+    try:
+        token, line = new_token(name, tuple(role or ["read"]))
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    # stderr for the words, stdout for the two values, so a script can take them apart.
+    typer.echo("token (shown once; keep it in a secret store):", err=True)
+    print(token)
+    typer.echo("line for the tokens file (holds only the hash):", err=True)
+    print(line)

@@ -284,6 +284,10 @@ class ReviewSettings(_Section):
     #: The window, in seconds, in which ``login_max_failures`` are counted; a refused login may try again once
     #: its oldest failure in it is this old.
     login_window_s: float = Field(default=300.0, ge=1.0)
+    #: The read API's bearer tokens (``/api/v1``): a file of ``sha256:<hex> <name> <roles>`` lines made by
+    #: ``pairjudge review token new`` (hashes only). Read again when it changes, so deleting a line revokes a
+    #: token. Unset: the read API accepts no token.
+    api_tokens_file: Path | None = None
 
     def resolved_database_url(self) -> str:
         url = read_secret(self.database_url, self.database_url_file, "PAIRJUDGE_REVIEW__DATABASE_URL_FILE")

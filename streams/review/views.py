@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, Literal
 from urllib.parse import urlencode
 
 import jinja2
@@ -48,7 +49,8 @@ from pairjudge.streams.scores.plain import (
     reason_text,
     series_name,
 )
-from pairjudge.streams.scores.view import board_view, min_labels_of
+from pairjudge.streams.scores.read_model import snapshot_gate
+from pairjudge.streams.scores.view import BasisPanel, BoardView, GateView, board_view, min_labels_of
 
 #: Rubric kinds whose reviewers may call a tie (seed 000, tone and style, always names a winner).
 TIE_KINDS = frozenset({"head_to_head", "pairwise"})
@@ -264,11 +266,15 @@ def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: A
     gates = []
     for _, board in sorted((scores.latest if scores is not None else {}).items()):
         view = board_view(board)
+        # The gates' decisions and reasons as the read API and `pairjudge gate` give them (one function).
+        human, judge = (snapshot_gate(board, board.experiment, basis, None) for basis in ("human", "judge"))
         gates.append(
             {
                 "experiment": board.experiment,
-                "human": view.human.gate.text if view.human.gate is not None else view.human.missing or "n/a",
-                "judge": view.judge.gate.text if view.judge.gate is not None else "n/a",
+                "human": f"{human.decision}: {human.reason}"
+                if board.human_gate is not None
+                else view.human.missing or "n/a",
+                "judge": f"{judge.decision}: {judge.reason}",
                 "human_rate": view.human.headline,
                 "judge_rate": view.judge.headline,
                 "as_of": view.as_of,
@@ -286,6 +292,19 @@ def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: A
     }
 
 
+def _gates_answered(view: BoardView, snap: ScoreSnapshot) -> BoardView:
+    """The board with each basis's gate as ``gate_answer`` gives it: the decision the read API returns and
+    ``pairjudge gate`` exits with, in the same words."""
+
+    def answered(panel: BasisPanel, basis: Literal["human", "judge"]) -> BasisPanel:
+        if panel.gate is None:
+            return panel
+        answer = snapshot_gate(snap, snap.experiment, basis, None)
+        return replace(panel, gate=GateView(answer.decision, answer.reason, answer.detail))
+
+    return replace(view, human=answered(view.human, "human"), judge=answered(view.judge, "judge"))
+
+
 def score_boards(latest: Mapping[str, ScoreSnapshot]) -> list[dict[str, Any]]:
     """The scores page's boards, by experiment: the view (``streams.scores.view``, plain text the
     template escapes) and the charts."""
@@ -293,7 +312,7 @@ def score_boards(latest: Mapping[str, ScoreSnapshot]) -> list[dict[str, Any]]:
     return [
         {
             "snap": snap,
-            "view": board_view(snap),
+            "view": _gates_answered(board_view(snap), snap),
             "win_rate": Markup(win_rate_chart(snap.history, min_labels_of(snap))),  # noqa: S704
             "evidence": Markup(evidence_chart(snap.history, snap.gate.threshold)),  # noqa: S704
             "strengths": Markup(strengths_chart(snap.strengths)),  # noqa: S704

@@ -43,7 +43,9 @@ from pairjudge.streams.control.live import PolicyHolder, publish_control
 from pairjudge.streams.review.auth import LoginLimiter, Role, User, Users
 from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ScoresFeed
 from pairjudge.streams.review.probes import ReviewHealth
+from pairjudge.streams.review.read_api import ReadApi, api_routes
 from pairjudge.streams.review.store import ReviewStore, StaleClaim
+from pairjudge.streams.review.tokens import TokenFile
 from pairjudge.streams.review.views import (
     CONTROLS,
     TIE_KINDS,
@@ -115,6 +117,8 @@ class ReviewApp:
     health: ReviewHealth | None = None
     #: The latest audit snapshot per series, for the audit view and the operators' page (None: not followed).
     audit: AuditFeed | None = None
+    #: The read API (``/api/v1``, bearer tokens): the same feeds, for programs.
+    read_api: ReadApi | None = None
 
 
 # --- sessions, CSRF, roles --------------------------------------------------------------------
@@ -428,6 +432,8 @@ def build_app(review: ReviewApp, session_secret: str) -> Starlette:
         Route("/healthz", bind(livez), methods=["GET"]),  # the name used before /livez and /readyz
         Route("/readyz", bind(readyz), methods=["GET"]),
         Mount("/static", app=static, name="static"),
+        # The read API: bearer tokens, not sessions (streams.review.read_api).
+        *(api_routes(review.read_api) if review.read_api is not None else []),
     ]
     middleware = [
         Middleware(SecurityHeaders),
@@ -453,4 +459,7 @@ def new_review_app(
 ) -> ReviewApp:
     users = Users(User(u.name, u.role, u.password_hash.get_secret_value()) for u in settings.review.resolved_users())
     limiter = LoginLimiter(settings.review.login_max_failures, settings.review.login_window_s)
-    return ReviewApp(settings, store, labels, users, limiter, templates(), policy, scores, ReviewHealth(store), audit)
+    read_api = ReadApi(TokenFile(settings.review.api_tokens_file), scores, audit, policy)
+    return ReviewApp(
+        settings, store, labels, users, limiter, templates(), policy, scores, ReviewHealth(store), audit, read_api
+    )

@@ -19,16 +19,18 @@ from __future__ import annotations
 from typing import Literal
 
 from pairjudge.schemas import ControlUpdate
+from pairjudge.schemas.read_api import EXIT_CODES
 from pairjudge.schemas.scores import GateUpdate, HumanGateSnapshot
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.control.signing import signer_from_settings
 from pairjudge.streams.kafka.codecs import decode
 from pairjudge.streams.kafka.readers import from_start
 from pairjudge.streams.scores.plain import not_enough
+from pairjudge.streams.scores.read_model import gate_answer
 from pairjudge.streams.scores.view import human_gate_view, judge_gate_view
 from pairjudge.streams.security.kafka_clients import client_config
 
-EXIT_CODES = {"promote": 0, "reject": 1, "continue": 2}
+__all__ = ["EXIT_CODES", "Basis", "gate_status", "human_text"]
 Basis = Literal["human", "judge"]
 JUDGE_BASIS = "judge basis (the judge's opinion, not people's)"
 HUMAN_BASIS = "human basis (what people would decide)"
@@ -62,7 +64,8 @@ async def _human_status(settings: Settings, experiment: str) -> tuple[int, str]:
     update = decode(GateUpdate, raw, max_bytes=64_000) if raw is not None else None
     if update is None or update.human is None:
         return 2, f"gate for {experiment}, {HUMAN_BASIS}: no decision published yet (continue)."
-    return EXIT_CODES[update.human.decision], human_text(experiment, update.human, update)
+    answer = gate_answer(experiment, "human", update.gate, update.human, update.decided_at)
+    return answer.exit_code, human_text(experiment, update.human, update)
 
 
 def human_text(experiment: str, g: HumanGateSnapshot, update: GateUpdate) -> str:
@@ -105,11 +108,12 @@ async def _judge_status(settings: Settings, experiment: str) -> tuple[int, str]:
         return 2, f"gate for {experiment}, {JUDGE_BASIS}: no decision published yet (continue)."
     update = decode(GateUpdate, raw, max_bytes=64_000)
     g = update.gate
-    if g.refused:
-        return 2, f"gate for {experiment}, {JUDGE_BASIS}: refused when last computed: {g.refused}"
+    answer = gate_answer(experiment, "judge", g, update.human, update.decided_at)
+    if answer.refused:
+        return answer.exit_code, f"gate for {experiment}, {JUDGE_BASIS}: refused when last computed: {g.refused}"
     text = (
         f"gate for {experiment}, {JUDGE_BASIS}: {g.decision.upper()} (at {update.decided_at:%Y-%m-%d %H:%M:%S} UTC)\n"
         f"  challenger wins {g.wins}, losses {g.losses} (decisive pairs; ties left out)\n"
         f"  {judge_gate_view(g).detail}"
     )
-    return EXIT_CODES[g.decision], text
+    return answer.exit_code, text

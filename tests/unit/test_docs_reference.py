@@ -192,6 +192,7 @@ def test_the_reference_pages_hold_their_markers_and_an_unknown_marker_stops_the_
         "reference/cli.md": ["cli"],
         "reference/settings.md": ["settings"],
         "reference/events.md": ["topics", "outcomes", "events"],
+        "reference/read-api.md": ["read-api"],
         "guides/python-api.md": ["outcomes"],
         "operations/secured-kafka.md": ["worker-writes"],
         "index.md": ["pipeline"],
