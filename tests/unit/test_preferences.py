@@ -323,3 +323,10 @@ def test_a_rerun_writes_only_new_pairs_and_survives_a_lost_state(tmp_path: Path)
     ids = [json.loads(line)["pair_id"] for line in out.read_text().splitlines()]
     assert sorted(ids) == ["p0", "p1", "p2", "p3"]
     assert json.loads(state.read_text())["style"] == "plain"
+
+
+def test_the_guide_documents_every_column() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs/guides/preference-export.md").read_text()
+    table = guide.split("## The columns", 1)[1].split("\n## ", 1)[0]
+    documented = [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
+    assert documented == list(COLUMNS)
