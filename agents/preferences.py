@@ -93,6 +93,10 @@ class ExportFilters:
     until: datetime | None = None
     #: Hold a verdict drawn for a person's check until its label comes (it may overturn the verdict).
     wait_for_labels: bool = True
+    #: Hold a verdict decided after this moment for a later run: a worker publishes a verdict and its
+    #: request for a person's check one after the other, so a verdict read a moment ago may have its check
+    #: still on the way (and written now, it could never take the label that comes).
+    settled_before: datetime | None = None
 
 
 @dataclass
@@ -229,6 +233,9 @@ def _decide(pair_id: str, story: _Story, filters: ExportFilters, selection: Sele
             return None
         if story.audited and filters.wait_for_labels:
             selection.waiting["drawn for a person's check, waiting for the label"] += 1
+            return None
+        if filters.settled_before is not None and verdict.decided_at > filters.settled_before:
+            selection.waiting["decided moments ago (its check may be on the way)"] += 1
             return None
         chosen, decided_by, decided_at = verdict.winner, DECIDERS[verdict.decided_by], verdict.decided_at
     elif story.review is not None:

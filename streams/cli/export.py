@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -31,6 +31,8 @@ app.add_typer(export_app, name="export")
 #: The topic kinds an export reads: the pairs' texts, what the stages decided, and what people said.
 READ = ("pairs", "verdicts", "tiebreak", "review", "labels")
 STATE_VERSION = 1
+#: ``--since``/``--until``: a date, or a date and time, with or without a UTC offset (2026-12-06T09:00:00+01:00).
+TIME_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"]
 
 
 class StyleOption(StrEnum):
@@ -73,6 +75,14 @@ def preferences(
             help="Hold a verdict drawn for a person's check until its label comes (the label may overturn it).",
         ),
     ] = True,
+    settle: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds a verdict must be old to be written: one younger may still have its person's check on"
+            " the way, and waits for the next run.",
+        ),
+    ] = 60.0,
     style: Annotated[
         StyleOption,
         typer.Option(
@@ -104,6 +114,7 @@ def preferences(
         since=_utc(since),
         until=_utc(until),
         wait_for_labels=wait_for_labels,
+        settled_before=datetime.now(UTC) - timedelta(seconds=settle),
     )
     try:
         kept_style, written = load_state(state_path, out)
@@ -239,7 +250,8 @@ def summary(selection: Selection, out: Path, style: Literal["plain", "conversati
         lines.append("not decided yet (a later run writes them once they are):")
         lines += [f"  {count:,} {why}" for why, count in selection.waiting.most_common()]
     if counts["unreadable"]:
-        lines.append(f"{_n(counts['unreadable'], 'record')} on the topics could not be read and were skipped")
+        unreadable = counts["unreadable"]
+        lines.append(f"{_n(unreadable, 'record')} on the topics could not be read as their topic's event: skipped")
     return "\n".join(lines)
 
 

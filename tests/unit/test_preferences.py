@@ -16,7 +16,7 @@ from pairjudge.agents.preferences import COLUMNS, ExportFilters, PreferenceLedge
 from pairjudge.schemas.events import HumanLabel, JudgeInfo, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.messages import FunctionCall, Message, ToolCall
 from pairjudge.schemas.pair import TIE, Candidate, CandidatePair, CandidateSource, Task
-from pairjudge.streams.cli.export import append_rows, load_state, save_state
+from pairjudge.streams.cli.export import append_rows, load_state, save_state, summary
 from tests.unit.factories import FIRST_ID, FIRST_OUTPUT, SECOND_ID, SECOND_OUTPUT, make_pair
 
 JUDGE = JudgeInfo(provider="openai", model="gpt-judge", version="2026-11", prompt_template_hash="abc123")
@@ -134,6 +134,20 @@ def test_ties_disagreements_and_undecided_pairs_are_left_out_and_counted() -> No
         "in the review queue, waiting for a person": 1,
         "at the tie-break, not decided yet": 1,
     }
+
+
+def test_a_verdict_decided_moments_ago_waits_for_its_check_to_arrive() -> None:
+    pair = make_pair(pair_id="p1")
+    ledger = ledger_of(pair)
+    ledger.add_verdict(verdict("p1"))
+    recent = ExportFilters(settled_before=T0 - timedelta(seconds=60))
+    assert ledger.select(recent).rows == []
+    assert dict(ledger.select(recent).waiting) == {"decided moments ago (its check may be on the way)": 1}
+    ledger.add_review(review(pair, audit=True))  # the check arrives: now it waits for the label
+    assert dict(ledger.select(recent).waiting) == {"drawn for a person's check, waiting for the label": 1}
+    assert [row["pair_id"] for row in ledger.select(ExportFilters(settled_before=T0)).rows] == []
+    ledger.add_label(label("p1", SECOND_ID))
+    assert [row["pair_id"] for row in ledger.select(recent).rows] == ["p1"]
 
 
 def test_a_verdict_whose_pair_text_is_gone_is_counted() -> None:
@@ -330,3 +344,27 @@ def test_the_guide_documents_every_column() -> None:
     table = guide.split("## The columns", 1)[1].split("\n## ", 1)[0]
     documented = [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
     assert documented == list(COLUMNS)
+
+
+def test_the_summary_says_what_was_written_left_out_and_held_in_plain_words() -> None:
+    selection = _mixed_ledger().select(ExportFilters(people_only=True), written=["p0"])
+    text = summary(selection, Path("out/p.jsonl"), "plain", ledger_pairs=5, unreadable=1)
+    assert text.splitlines() == [
+        "wrote 2 new rows (plain) to out/p.jsonl; 1 pair written by earlier runs; 5 pairs read",
+        "left out:",
+        "  2 no person labelled it (--people-only)",
+        "1 record on the topics could not be read as their topic's event: skipped",
+    ]
+
+
+def test_since_and_until_take_a_utc_offset(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pairjudge.streams.cli import app
+
+    result = CliRunner().invoke(
+        app, ["export", "preferences", "--out", str(tmp_path / "o.jsonl"), "--since", "2026-12-06T09:00:00+0100",
+              "--style", "plain", "--timeout", "0.1", "--bootstrap", "127.0.0.1:1"],
+    )  # fmt: skip
+    assert "Invalid value for '--since'" not in result.output
+    assert result.exit_code != 2, result.output  # the options were taken; what failed was the absent broker
