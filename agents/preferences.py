@@ -71,7 +71,7 @@ COLUMNS: dict[str, str] = {
     "orders_agreed": "whether the judge named the same winner in both orders, or null without a verdict",
     "decided_by": "judge, tie-break, rule or person: who settled the row's choice",
     "human_label": "the candidate people chose, or null when no person labelled the pair",
-    "human_labels": "how many labels people gave the pair",
+    "human_labels": "how many labels people gave the pair (a label the pair carries itself counts as one)",
     "decided_at": "when the choice was made (the verdict's decided_at, or the last label's labelled_at), UTC",
 }
 
@@ -93,6 +93,8 @@ class ExportFilters:
     until: datetime | None = None
     #: Hold a verdict drawn for a person's check until its label comes (it may overturn the verdict).
     wait_for_labels: bool = True
+    #: Keep canary pairs: known-answer pairs sent again and again under fresh ids, the same comparison many times.
+    include_canaries: bool = False
     #: Hold a verdict decided after this moment for a later run: a worker publishes a verdict and its
     #: request for a person's check one after the other, so a verdict read a moment ago may have its check
     #: still on the way (and written now, it could never take the label that comes).
@@ -216,9 +218,12 @@ def _decide(pair_id: str, story: _Story, filters: ExportFilters, selection: Sele
     """The row's choice and provenance (without its texts), or None with the reason counted."""
     verdict = story.verdict
     labels = sorted(story.labels.values(), key=lambda label: label.labelled_at)
+    # A pair may carry its people's answer itself (a canary's, a labelled evaluation set's): a label like any other,
+    # once a stage has decided the pair (so the row has what the judge said).
+    known = story.pair.human_label if story.pair is not None and (verdict or story.review) else None
+    winners = {label.winner for label in labels} or ({known.winner} if known is not None else set())
     human: str | None = None
-    if labels:
-        winners = {label.winner for label in labels}
+    if winners:
         if len(winners) > 1:
             selection.left_out["people disagreed"] += 1
             return None
@@ -226,7 +231,12 @@ def _decide(pair_id: str, story: _Story, filters: ExportFilters, selection: Sele
         if human == TIE:
             selection.left_out["a tie (people)"] += 1
             return None
-        chosen, decided_by, decided_at = human, "person", labels[-1].labelled_at
+        if labels:
+            decided_at = labels[-1].labelled_at
+        else:
+            assert story.pair is not None  # a known label is the pair's
+            decided_at = verdict.decided_at if verdict is not None else story.pair.metadata.created_at
+        chosen, decided_by = human, "person"
     elif verdict is not None:
         if verdict.tie:
             selection.left_out["a tie (identical or empty replies)"] += 1
@@ -274,13 +284,15 @@ def _decide(pair_id: str, story: _Story, filters: ExportFilters, selection: Sele
         "orders_agreed": verdict.consistent if verdict is not None else None,
         "decided_by": decided_by,
         "human_label": human,
-        "human_labels": len(labels),
+        "human_labels": len(labels) or (1 if human is not None else 0),
         "decided_at": decided_at.isoformat(),
     }
 
 
 def _filtered_out(row: dict[str, Any], story: _Story, filters: ExportFilters) -> str | None:
     """The first filter ``row`` fails, in the words the summary prints; None when it passes them all."""
+    if row["traffic"] == "canary" and not filters.include_canaries:
+        return "a canary, the same known-answer pair sent again and again (--include-canaries)"
     if filters.people_only and row["human_label"] is None:
         return "no person labelled it (--people-only)"
     if filters.min_confidence is not None and (row["confidence"] is None or row["confidence"] < filters.min_confidence):

@@ -75,6 +75,12 @@ def preferences(
             help="Hold a verdict drawn for a person's check until its label comes (the label may overturn it).",
         ),
     ] = True,
+    include_canaries: Annotated[
+        bool,
+        typer.Option(
+            "--include-canaries", help="Keep canary pairs (known-answer pairs sent again and again under fresh ids)."
+        ),
+    ] = False,
     settle: Annotated[
         float,
         typer.Option(
@@ -114,6 +120,7 @@ def preferences(
         since=_utc(since),
         until=_utc(until),
         wait_for_labels=wait_for_labels,
+        include_canaries=include_canaries,
         settled_before=datetime.now(UTC) - timedelta(seconds=settle),
     )
     try:

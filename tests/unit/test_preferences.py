@@ -150,6 +150,33 @@ def test_a_verdict_decided_moments_ago_waits_for_its_check_to_arrive() -> None:
     assert [row["pair_id"] for row in ledger.select(recent).rows] == ["p1"]
 
 
+def test_a_label_the_pair_carries_counts_once_judged_and_canaries_stay_out_unless_asked() -> None:
+    from pairjudge.schemas.pair import KnownLabel, PairMetadata
+
+    known = KnownLabel(winner=SECOND_ID)
+    evaluation = make_pair(pair_id="eval", human_label=known, metadata=PairMetadata(traffic="offline"))
+    canary = make_pair(pair_id="canary", human_label=known, metadata=PairMetadata(traffic="canary"))
+    ledger = ledger_of(evaluation, canary)
+    assert dict(ledger.select(ExportFilters()).waiting) == {"not decided yet": 2}  # not judged yet
+    ledger.add_verdict(verdict("eval", FIRST_ID))
+    ledger.add_verdict(verdict("canary", FIRST_ID))
+    selection = ledger.select(ExportFilters())
+    (row,) = selection.rows
+    assert (row["pair_id"], row["chosen_candidate"], row["human_label"], row["judge_winner"]) == (
+        "eval",
+        SECOND_ID,
+        SECOND_ID,
+        FIRST_ID,
+    )
+    assert (row["decided_by"], row["human_labels"], row["decided_at"]) == ("person", 1, T0.isoformat())
+    assert dict(selection.left_out) == {
+        "a canary, the same known-answer pair sent again and again (--include-canaries)": 1
+    }
+    assert len(ledger.select(ExportFilters(include_canaries=True)).rows) == 2
+    ledger.add_label(label("eval", FIRST_ID))  # a label on the topic wins over the one the pair carries
+    assert ledger.select(ExportFilters()).rows[0]["chosen_candidate"] == FIRST_ID
+
+
 def test_a_verdict_whose_pair_text_is_gone_is_counted() -> None:
     ledger = PreferenceLedger()
     ledger.add_verdict(verdict("gone"))
