@@ -22,11 +22,8 @@ from rich.markup import escape
 from pairjudge.agents.preferences import ExportFilters, PreferenceLedger, Selection, Style, choose_style
 from pairjudge.schemas.events import HumanLabel, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.pair import CandidatePair
-from pairjudge.streams.cli.base import Bootstrap, app, console, settings_for
+from pairjudge.streams.cli.base import Bootstrap, console, export_app, settings_for
 from pairjudge.streams.config.settings import Settings
-
-export_app = typer.Typer(no_args_is_help=True, help="Data out of pairjudge: preference pairs for training.")
-app.add_typer(export_app, name="export")
 
 #: The topic kinds an export reads: the pairs' texts, what the stages decided, and what people said.
 READ = ("pairs", "verdicts", "tiebreak", "review", "labels")
