@@ -28,8 +28,6 @@ from pairjudge.streams.config.settings import Settings
 #: The topic kinds an export reads: the pairs' texts, what the stages decided, and what people said.
 READ = ("pairs", "verdicts", "tiebreak", "review", "labels")
 STATE_VERSION = 1
-#: ``--since``/``--until``: a date, or a date and time, with or without a UTC offset (2026-12-06T09:00:00+01:00).
-TIME_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z"]
 
 
 class StyleOption(StrEnum):

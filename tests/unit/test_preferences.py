@@ -390,7 +390,7 @@ def test_since_and_until_take_a_utc_offset(tmp_path: Path) -> None:
     from pairjudge.streams.cli import app
 
     result = CliRunner().invoke(
-        app, ["export", "preferences", "--out", str(tmp_path / "o.jsonl"), "--since", "2026-12-06T09:00:00+0100",
+        app, ["export", "preferences", "--out", str(tmp_path / "o.jsonl"), "--since", "2026-12-06T09:00:00+01:00",
               "--style", "plain", "--timeout", "0.1", "--bootstrap", "127.0.0.1:1"],
     )  # fmt: skip
     assert "Invalid value for '--since'" not in result.output
