@@ -69,6 +69,34 @@ class AuditSeries(Contract):
             key += f"|risk={self.risk_level}"
         return key if self.judge_tier is None else f"{key}|tier={self.judge_tier}"
 
+    @classmethod
+    def from_key(cls, key: str) -> AuditSeries | None:
+        """The series a :attr:`key` names, or None when ``key`` is not one (an alert of a judge or a spending cap
+        names something else). Only a parse that gives the same key back counts: a name holding ``|`` is not
+        guessed at."""
+        judge, sep, rest = key.partition("|")
+        provider, colon, model = judge.partition(":")
+        parts = rest.split("|")
+        if not sep or not colon or len(parts) < 3:
+            return None
+        template, rubric, experiment, *extras = parts
+        model, _, version = model.rpartition("@") if "@" in model else (model, "", "")
+        options = dict(extra.partition("=")[::2] for extra in extras)
+        try:
+            series = cls(
+                judge_provider=provider,
+                judge_model=model,
+                judge_version=version,
+                prompt_template_hash=template,
+                rubric=rubric,
+                experiment_id=None if experiment == "-" else experiment,
+                risk_level=options.pop("risk", None),  # validated by the model: low or high
+                judge_tier=options.pop("tier", None),
+            )
+        except ValueError:
+            return None
+        return series if series.key == key and not options else None
+
 
 #: At most this many dimension facts and cited rule ids on one record (a rubric has at most 12 criteria).
 MAX_DIMENSION_FACTS = 16

@@ -39,8 +39,10 @@ from pairjudge.streams.judges.panel import load_catalog as load_catalog
 from pairjudge.streams.judges.preflight import check_at_start
 from pairjudge.streams.kafka.topics import STAGE_SOURCES
 from pairjudge.streams.scores.handlers import Scores, observe_scores, wire_scores
+from pairjudge.streams.scores.plain import alert_series_name
 from pairjudge.streams.services import Judging, build_services
 from pairjudge.streams.shadow import ShadowStage, build_shadow_stage
+from pairjudge.streams.telemetry.alert_views import AlertLinks
 from pairjudge.streams.telemetry.alerts import AlertWebhook
 from pairjudge.streams.telemetry.tracing import Telemetry
 from pairjudge.streams.worker.delivery import Delivery, Publisher, wire_stages
@@ -230,10 +232,15 @@ def _alert_webhook(settings: Settings) -> AlertWebhook | None:
     webhook_url = settings.audit.resolved_webhook_url()
     if not webhook_url:
         return None
+    audit = settings.audit
     webhook = AlertWebhook(
         webhook_url,
-        attempts=settings.audit.webhook_attempts,
-        allow_cleartext=settings.audit.webhook_allow_cleartext,
+        attempts=audit.webhook_attempts,
+        allow_cleartext=audit.webhook_allow_cleartext,
+        body_format=audit.webhook_format,
+        rate_window_s=audit.webhook_rate_window_s,
+        links=AlertLinks(review_url=audit.webhook_review_url, runbook_url=audit.webhook_runbook_url),
+        series_name=alert_series_name,
     )
     log.info("alerts also go to the webhook at %s", webhook.where)
     return webhook

@@ -40,6 +40,9 @@ app.add_typer(canary_app, name="canary")
 topics_app = typer.Typer(no_args_is_help=True, help="The pairjudge topics on the cluster: create or check them.")
 app.add_typer(topics_app, name="topics")
 
+export_app = typer.Typer(no_args_is_help=True, help="Data out of pairjudge: preference pairs for training.")
+app.add_typer(export_app, name="export")
+
 review_app = typer.Typer(
     help="The human-review service: a queue of review requests with a web UI.", no_args_is_help=True
 )

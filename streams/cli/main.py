@@ -11,7 +11,18 @@ from pairjudge.streams.config.settings import load_settings
 
 #: Each module registers its commands on the shared app (or one of its groups) when imported; in this
 #: order, which is the order ``pairjudge --help`` lists them in.
-COMMAND_MODULES = ("run", "worker", "gateway", "topics", "control", "labels", "deadletter", "reports", "review")
+COMMAND_MODULES = (
+    "run",
+    "worker",
+    "gateway",
+    "topics",
+    "control",
+    "labels",
+    "deadletter",
+    "reports",
+    "export",
+    "review",
+)
 for _module in COMMAND_MODULES:
     importlib.import_module(f"pairjudge.streams.cli.{_module}")
 

@@ -80,6 +80,18 @@ class AuditSettings(_Section):
     webhook_attempts: int = Field(default=5, ge=1, le=20)
     #: Allow an ``http://`` webhook URL to a host that is not loopback (its token would travel in clear).
     webhook_allow_cleartext: bool = False
+    #: The webhook's body: ``json`` (read by Slack-style and Alertmanager-style receivers alike) or ``slack`` (a
+    #: Slack incoming webhook's message in Block Kit: title, series, value against its bound, links).
+    webhook_format: Literal["json", "slack"] = "json"
+    #: At most one alert per kind and series in this many seconds goes to the webhook; the ones held back are
+    #: counted in the next one sent. 0: every alert. Alerts stay on ``pairjudge.audit`` and in the logs whatever.
+    webhook_rate_window_s: float = Field(default=900.0, ge=0.0)
+    #: The review service's address as people open it (``https://pairjudge.example.com``): alerts link to the
+    #: page that shows their series. Unset: no page link.
+    webhook_review_url: str | None = Field(default=None, pattern=r"^https?://")
+    #: The runbooks' page of a published docs site (``https://docs.example.com/operations/alerts/``): alerts link
+    #: to their entry on it. Unset: alerts name the entry in docs/operations/alerts.md instead.
+    webhook_runbook_url: str | None = Field(default=None, pattern=r"^https?://")
 
     def resolved_webhook_url(self) -> SecretStr | None:
         return read_secret(self.webhook_url, self.webhook_url_file, "PAIRJUDGE_AUDIT__WEBHOOK_URL_FILE")

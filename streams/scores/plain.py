@@ -168,6 +168,13 @@ def series_name(info: AuditSeries | None, key: str) -> str:
     return " · ".join(parts)
 
 
+def alert_series_name(key: str) -> str:
+    """An alert's series in words, from its key (``AuditSeries.key``); the key itself when it names no audit
+    series (a judge's or a spending cap's alerts)."""
+    info = AuditSeries.from_key(key)
+    return key if info is None else series_name(info, key)
+
+
 #: The terms the pages use, each with what it means to a user: served at the review service's ``/glossary``
 #: and written out in docs/glossary.md (a unit test keeps the two the same).
 GLOSSARY: dict[str, str] = {

@@ -1,8 +1,17 @@
-"""Alerts to a webhook: one plain JSON POST per alert, retried in the background, never blocking judging.
+"""Alerts to a webhook: one JSON POST per alert, retried in the background, never blocking judging.
 
-The body is one JSON object that both common receiver styles read: Slack-style incoming webhooks take
-its ``text``; receivers written for Alertmanager's webhook payload take ``version``, ``status`` and
-``alerts`` (each with ``labels``, ``annotations`` and ``startsAt``). Nothing else is needed on either side.
+Two bodies (``AlertWebhook``'s ``body_format``):
+
+- ``json``, the generic one: a JSON object that both common receiver styles read. Slack-style incoming
+  webhooks take its ``text``; receivers written for Alertmanager's webhook payload take ``version``, ``status``
+  and ``alerts`` (each with ``labels``, ``annotations`` and ``startsAt``; the annotations carry the plain title,
+  the series in words and, when configured, ``runbook_url`` and ``page_url``).
+- ``slack``: a Slack incoming webhook's message in Block Kit (``alert_views.slack_body``): the plain title, the
+  series in words, the value against its bound, buttons to its page and its runbook.
+
+A rate limit (``rate_window_s``) lets one alert per kind and series through per window; the ones held back are
+counted, and the next one sent says how many. The audit raises a bound's alert once per window already; the
+limit is for the alerts that recur (a judge down, a spending cap), and for many series breaking at once.
 
 ``AlertWebhook.submit`` only queues: the audit agent that raised the alert goes on at once. A bounded
 queue keeps a dead receiver from growing memory (the oldest alert is dropped, and that is logged: alerts
@@ -16,34 +25,48 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import urllib.parse
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 import httpx
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from pairjudge.schemas.audit import ALERT_TITLES, Alert
+from pairjudge.schemas.audit import Alert
 from pairjudge.streams.security.cleartext import check_cleartext
+from pairjudge.streams.telemetry.alert_views import CRITICAL_KINDS as CRITICAL_KINDS  # re-exported: it was here
+from pairjudge.streams.telemetry.alert_views import AlertLinks, slack_body, title, value_text
 
 log = logging.getLogger(__name__)
 
-#: Alerts that pause automation, or say the judge is not what was asked for: "critical"; others "warning".
-CRITICAL_KINDS = frozenset({"kappa_below_threshold", "judge_model_mismatch", "judge_rejected", "canary_accuracy_low"})
+BodyFormat = Literal["json", "slack"]
 
 
-def webhook_body(alert: Alert) -> dict[str, Any]:
-    """The POST body for ``alert`` (see the module docstring)."""
+def webhook_body(
+    alert: Alert, *, series: str | None = None, links: AlertLinks | None = None, held_back: int = 0
+) -> dict[str, Any]:
+    """The generic POST body for ``alert`` (see the module docstring); ``series`` is the series in words."""
     severity = "critical" if alert.kind in CRITICAL_KINDS else "warning"
     labels = {"alertname": alert.kind, "series": alert.series, "severity": severity, "service": "pairjudge"}
     annotations = {
         "summary": alert.message,
+        "title": title(alert),
+        "series_name": series or alert.series,
         "value": f"{alert.value:g}",
         "threshold": f"{alert.threshold:g}",
+        "value_text": value_text(alert),
     }
+    links = links or AlertLinks()
+    if (page := links.page(alert)) is not None:
+        annotations["page_url"] = page
+    if (runbook := links.runbook(alert)) is not None:
+        annotations["runbook_url"] = runbook
+    if held_back:
+        annotations["held_back"] = str(held_back)
     return {
-        "text": f"[pairjudge] {severity}: {ALERT_TITLES.get(alert.kind, alert.kind)} ({alert.kind}) on {alert.series}: "
-        f"{alert.message}",
+        "text": f"[pairjudge] {severity}: {title(alert)} ({alert.kind}) on {alert.series}: {alert.message}",
         "version": "4",
         "status": "firing",
         "receiver": "pairjudge",
@@ -65,6 +88,29 @@ def redacted(url: str) -> str:
     """Scheme and host only: the path and query of a webhook URL are often its secret."""
     parts = urllib.parse.urlsplit(url)
     return f"{parts.scheme}://{parts.hostname or '?'}"
+
+
+class AlertLimiter:
+    """One alert per kind and series per ``window_s``; the others are counted against the next one let through.
+    ``window_s`` 0 lets every alert through."""
+
+    def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._window_s = window_s
+        self._clock = clock
+        self._last: dict[tuple[str, str], float] = {}
+        self._held: dict[tuple[str, str], int] = {}
+
+    def admit(self, alert: Alert) -> int | None:
+        """None when ``alert`` is held back; else how many like it were held back since the last one let through."""
+        if self._window_s <= 0:
+            return 0
+        key, now = (alert.kind, alert.series), self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self._window_s:
+            self._held[key] = self._held.get(key, 0) + 1
+            return None
+        self._last[key] = now
+        return self._held.pop(key, 0)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -102,6 +148,11 @@ class AlertWebhook:
         queue_size: int = 100,
         backoff_s: float = 1.0,
         allow_cleartext: bool = False,
+        body_format: BodyFormat = "json",
+        rate_window_s: float = 0.0,
+        links: AlertLinks | None = None,
+        series_name: Callable[[str], str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # The start-up check (streams.config.settings.check_webhook_url) again, for webhooks built by other
         # paths: the URL's token never goes over plain HTTP off this machine unless allowed.
@@ -116,11 +167,18 @@ class AlertWebhook:
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._timeout = httpx.Timeout(timeout_s)
-        self._queue: asyncio.Queue[Alert] = asyncio.Queue(maxsize=queue_size)
+        self._queue: asyncio.Queue[tuple[Alert, int]] = asyncio.Queue(maxsize=queue_size)
         self._task: asyncio.Task[None] | None = None
+        self._format = body_format
+        self._limiter = AlertLimiter(rate_window_s, clock)
+        self._links = links or AlertLinks()
+        # The series in words (experiment · rubric · judge): the composition root knows how to name one.
+        self._series_name = series_name or (lambda key: key)
         self.delivered = 0
         self.failed = 0
         self.dropped = 0
+        #: Alerts the rate limit kept back (each counted in the next one sent for its kind and series).
+        self.held_back = 0
         self._redact = _RedactUrl(url.get_secret_value())
         logging.getLogger("httpx").addFilter(self._redact)
 
@@ -128,15 +186,30 @@ class AlertWebhook:
     def where(self) -> str:
         return redacted(self._url.get_secret_value())
 
+    def body(self, alert: Alert, held_back: int = 0) -> dict[str, Any]:
+        """The POST body for ``alert`` in this webhook's format."""
+        series = self._series_name(alert.series)
+        if self._format == "slack":
+            return slack_body(alert, series=series, links=self._links, held_back=held_back)
+        return webhook_body(alert, series=series, links=self._links, held_back=held_back)
+
     def submit(self, alert: Alert) -> None:
-        """Queue ``alert`` for delivery; when the queue is full, the oldest waiting alert gives way."""
+        """Queue ``alert`` for delivery (unless the rate limit holds it back); when the queue is full, the oldest
+        waiting alert gives way."""
+        held = self._limiter.admit(alert)
+        if held is None:
+            self.held_back += 1
+            log.info(
+                "alert webhook %s: held back a %s alert (one per kind and series a window)", self.where, alert.kind
+            )
+            return
         if self._queue.full():
             with contextlib.suppress(asyncio.QueueEmpty):
-                old = self._queue.get_nowait()
+                old, _ = self._queue.get_nowait()
                 self._queue.task_done()
                 self.dropped += 1
                 log.warning("alert webhook %s is behind; dropped the queued %s alert", self.where, old.kind)
-        self._queue.put_nowait(alert)
+        self._queue.put_nowait((alert, held))
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._deliver_all(), name="alert-webhook")
 
@@ -155,14 +228,14 @@ class AlertWebhook:
         # No redirects: a redirect would carry the alert (and any token in the body) somewhere else.
         async with httpx.AsyncClient(timeout=self._timeout, follow_redirects=False) as client:
             while not self._queue.empty():
-                alert = await self._queue.get()
+                alert, held = await self._queue.get()
                 try:
-                    await self._deliver(client, alert)
+                    await self._deliver(client, alert, held)
                 finally:
                     self._queue.task_done()
 
-    async def _deliver(self, client: httpx.AsyncClient, alert: Alert) -> None:
-        body = webhook_body(alert)
+    async def _deliver(self, client: httpx.AsyncClient, alert: Alert, held: int) -> None:
+        body = self.body(alert, held)
         try:
             async for attempt in AsyncRetrying(
                 stop=stop_after_attempt(self._attempts),
