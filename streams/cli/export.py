@@ -23,11 +23,18 @@ from pairjudge.agents.preferences import ExportFilters, PreferenceLedger, Select
 from pairjudge.schemas.events import HumanLabel, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.pair import CandidatePair
 from pairjudge.streams.cli.base import Bootstrap, console, export_app, settings_for
+from pairjudge.streams.cli.parquet_rows import ParquetUnavailable, write_part, written_in
 from pairjudge.streams.config.settings import Settings
 
 #: The topic kinds an export reads: the pairs' texts, what the stages decided, and what people said.
 READ = ("pairs", "verdicts", "tiebreak", "review", "labels")
 STATE_VERSION = 1
+
+
+class FormatOption(StrEnum):
+    auto = "auto"
+    jsonl = "jsonl"
+    parquet = "parquet"
 
 
 class StyleOption(StrEnum):
@@ -38,9 +45,21 @@ class StyleOption(StrEnum):
 
 @export_app.command("preferences")
 def preferences(
-    out: Annotated[Path, typer.Option("--out", "-o", help="The JSON Lines file rows are appended to.")] = Path(
-        "out/preferences.jsonl"
-    ),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="The JSON Lines file rows are appended to, or (Parquet) the directory each run adds a part file to.",
+        ),
+    ] = Path("out/preferences.jsonl"),
+    file_format: Annotated[
+        FormatOption,
+        typer.Option(
+            "--format",
+            help="jsonl or parquet (a directory of part files); auto: parquet when --out ends in .parquet.",
+        ),
+    ] = FormatOption.auto,
     state: Annotated[
         Path | None,
         typer.Option(help="Where the export remembers the pairs it wrote (default: <out>.state.json)."),
@@ -107,6 +126,7 @@ def preferences(
     3: the broker failed, or the topics were not read to their end in time; nothing was written.
     """
     state_path = state or out.with_name(out.name + ".state.json")
+    parquet = file_format is FormatOption.parquet or (file_format is FormatOption.auto and out.suffix == ".parquet")
     filters = ExportFilters(
         people_only=people_only,
         min_confidence=min_confidence,
@@ -119,7 +139,10 @@ def preferences(
         settled_before=datetime.now(UTC) - timedelta(seconds=settle),
     )
     try:
-        kept_style, written = load_state(state_path, out)
+        kept_style, written = load_state(state_path, out, parquet=parquet)
+    except ParquetUnavailable as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(code=2) from None
     except (OSError, ValueError) as exc:
         console.print(f"[red]error:[/red] cannot read the export's state {escape(str(state_path))}: {escape(str(exc))}")
         raise typer.Exit(code=2) from None
@@ -137,7 +160,10 @@ def preferences(
         raise typer.Exit(code=3) from None
     chosen_style = choose_style(kept_style, ledger, _style(style.value) or "auto")
     selection = ledger.select(filters, written=written, style=chosen_style)
-    append_rows(out, selection.rows)
+    if parquet:
+        write_part(out, selection.rows, chosen_style)
+    else:
+        append_rows(out, selection.rows)
     save_state(state_path, chosen_style, written | {row["pair_id"] for row in selection.rows})
     typer.echo(summary(selection, out, chosen_style, ledger_pairs=len(ledger), unreadable=unreadable))
 
@@ -180,7 +206,7 @@ async def read_ledger(settings: Settings, *, timeout: float) -> tuple[Preference
     return ledger, unreadable
 
 
-def load_state(state_path: Path, out: Path) -> tuple[Style | None, set[str]]:
+def load_state(state_path: Path, out: Path, *, parquet: bool = False) -> tuple[Style | None, set[str]]:
     """The export's style and the pairs it wrote: the state file's, and every ``pair_id`` already in ``out``
     (so a run stopped between writing rows and saving its state still never writes a pair twice)."""
     style: Style | None = None
@@ -191,6 +217,11 @@ def load_state(state_path: Path, out: Path) -> tuple[Style | None, set[str]]:
             raise ValueError(f"not a version {STATE_VERSION} export state")
         style = _style(data.get("style"))
         written.update(str(pair_id) for pair_id in data.get("written", []))
+    if parquet:
+        in_parts, held = written_in(out)
+        return style or in_parts, written | held
+    if out.is_dir():
+        raise ValueError(f"{out} is a directory: a Parquet export? add --format parquet")
     if out.exists():
         with out.open(encoding="utf-8") as rows:
             for number, line in enumerate(rows, 1):

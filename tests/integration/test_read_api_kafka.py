@@ -18,10 +18,13 @@ import time
 from html import unescape
 from pathlib import Path
 
+import datasets
 import httpx
 import pytest
 import yaml
 
+from pairjudge.agents.preferences import COLUMNS
+from pairjudge.schemas.pair import CandidatePair
 from pairjudge.streams.config.settings import Settings, environ_for
 from pairjudge.streams.kafka.codecs import encode
 from pairjudge.streams.review.auth import hash_password
@@ -56,11 +59,11 @@ def _start_review(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]
 
 async def _label_the_queue(
     url: str, challenger_outputs: dict[str, str], number: dict[str, int], at_least: int, timeout: float = 120
-) -> int:
+) -> set[str]:
     """Sign in as a reviewer and label every item the queue hands out, as the person of this scenario would:
     the challenger's output (told apart by its text: the page never says which side is which) only for the few
-    pairs people prefer it on. Returns how many were labelled once the queue is empty and ``at_least`` are done."""
-    done = 0
+    pairs people prefer it on. Returns the pairs labelled once the queue is empty and ``at_least`` are done."""
+    done: set[str] = set()
     deadline = time.monotonic() + timeout
     async with httpx.AsyncClient(base_url=url, timeout=15) as client:
         while True:
@@ -74,9 +77,9 @@ async def _label_the_queue(
             page = (await client.get("/", headers=session)).text
             item = re.search(r'data-item-id="(\d+)"', page)
             if item is None:
-                if done >= at_least:
+                if len(done) >= at_least:
                     return done
-                assert time.monotonic() < deadline, f"only {done} of {at_least} items reached the queue"
+                assert time.monotonic() < deadline, f"only {len(done)} of {at_least} items reached the queue"
                 await asyncio.sleep(0.5)
                 continue
             pair_id = re.search(r"Pair <code>([^<]+)</code>", page)
@@ -95,7 +98,7 @@ async def _label_the_queue(
                 headers={**session, "accept": "application/json"},
             )
             assert answer.status_code == 200, answer.text
-            done += 1
+            done.add(pid)
 
 
 async def _no_wait(seconds: float) -> None:
@@ -115,6 +118,37 @@ async def _wait_for_labels(url: str, token: str, labels: int, timeout: float = 9
                 return dict(mine[0])
             assert time.monotonic() < deadline, f"the labels never reached the read API: {mine}"
             await asyncio.sleep(0.5)
+
+
+async def _export(settings: Settings, *argv: str) -> None:
+    command = [sys.executable, "-m", "pairjudge.streams.cli", "export", "preferences", "--settle", "0", *argv]
+    done = await asyncio.to_thread(
+        subprocess.run, command, env=environ_for(settings), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _check_the_export(people: Path, everything: Path, pairs: list[CandidatePair], labelled: set[str]) -> None:
+    """People-only holds exactly the pairs a person labelled in the queue, each chosen as the person chose (over
+    the judge); the full export (Parquet) loads with ``datasets`` with every provenance column."""
+    by_id = {p.pair_id: p for p in pairs}
+    people_rows = datasets.load_dataset("json", data_files=str(people), split="train")
+    assert people_rows.column_names == list(COLUMNS)
+    assert sorted(people_rows["pair_id"]) == sorted(labelled)
+    for row in people_rows:
+        pair = by_id[row["pair_id"]]
+        champion, challenger = (c.candidate_id for c in pair.candidates)
+        wanted = challenger if _person_prefers_challenger(pairs.index(pair)) else champion
+        assert (row["decided_by"], row["human_label"], row["chosen_candidate"]) == ("person", wanted, wanted), row
+        assert row["judge_model"] == "sha-judge"
+    overturned = [row for row in people_rows if row["judge_winner"] not in (None, row["chosen_candidate"])]
+    assert overturned, "the biased judge was never overturned by a person: the scenario did not run"
+    everything_rows = datasets.load_dataset("parquet", data_files=str(everything / "part-*.parquet"), split="train")
+    assert everything_rows.column_names == list(COLUMNS)
+    assert set(labelled) <= set(everything_rows["pair_id"]) <= set(by_id)
+    assert len(set(everything_rows["pair_id"])) == everything_rows.num_rows
+    decided_by = dict(zip(everything_rows["pair_id"], everything_rows["decided_by"], strict=True))
+    assert {decided_by[pid] for pid in labelled} == {"person"}
 
 
 async def test_an_argo_analysis_fails_on_peoples_basis_where_the_judges_would_promote(
@@ -166,12 +200,18 @@ async def test_an_argo_analysis_fails_on_peoples_basis_where_the_judges_would_pr
             human = await run_analysis(template, template_args(template, args), wait=_no_wait)
             code, text = await gate_status(settings, EXPERIMENT, basis="human")
             judge_code, _ = await gate_status(settings, EXPERIMENT, basis="judge")
+            # The same run's preference data, as a training pipeline would take it: people's pairs only, and all.
+            people = tmp_path / "people.jsonl"
+            everything = tmp_path / "preferences.parquet"
+            for argv in (["--people-only", "--out", str(people)], ["--out", str(everything)]):
+                await _export(settings, *argv)
     finally:
         server.stop()
         if review is not None:
             review.terminate()
             review.wait(30)
-    assert labelled >= len(sampled)
+    assert len(labelled) >= len(sampled)
+    _check_the_export(people, everything, pairs, labelled)
     assert seen["judge_decision"] == "promote", seen
     assert (judge.ended, judge.results) == ("Successful", ["promote"])
     assert (human.ended, human.results) == ("Failed", ["reject"]), (tmp_path / "review.log").read_text()[-2000:]
