@@ -5,7 +5,8 @@
 #   deploy/compose/make-secrets.sh [DIR]          # DIR defaults to deploy/compose/secrets
 #
 # Random values come from Python's `secrets` module. The review users file starts empty (nobody can sign
-# in): add people with `pairjudge review hash-password` (see deploy/README.md). The judge key is a random
+# in): add people with `pairjudge review hash-password` (see deploy/README.md); the read API's tokens file
+# starts with no token (docs/guides/read-api.md). The judge key is a random
 # placeholder, used by the optional `judge` profile's llama.cpp server; put a real provider's key there to
 # use a hosted judge instead.
 #
@@ -42,5 +43,8 @@ put postgres_password "$password"
 put review_database_url "postgresql+psycopg://pairjudge:${password}@postgres:5432/pairjudge"
 put review_session_secret "$(random)"
 put review_users '[]'
+# The read API's tokens (hashes only): none at first, so every /api/v1/ path answers 401. Add a line per caller
+# with `pairjudge review token new --name argo-rollouts`; delete a line to revoke (read again on change).
+put review_api_tokens '# pairjudge read API tokens: one line per token, from `pairjudge review token new`'
 put control_signing_key "$(random)"
 put judge_api_key "$(random)"

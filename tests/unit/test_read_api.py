@@ -145,6 +145,16 @@ async def test_an_unchanged_answer_is_304_with_its_etag_and_a_short_max_age(tmp_
         assert changed.headers["etag"] != etag
 
 
+def test_the_openapi_document_is_a_valid_openapi_3_1_document() -> None:
+    """Checked against the OpenAPI 3.1 meta-schema by openapi-spec-validator, as client generators and API
+    gateways would read it; a broken reference or a misspelt keyword fails here."""
+    from openapi_spec_validator import validate
+
+    doc = json.loads(openapi_document())
+    assert doc["openapi"].startswith("3.1")
+    validate(doc)
+
+
 def test_the_checked_in_openapi_document_is_the_generated_one() -> None:
     assert CHECKED_IN.read_text() == openapi_document(), (
         "regenerate it: python -m pairjudge.streams.review.openapi > docs/reference/openapi.json"
