@@ -149,3 +149,9 @@ def test_bench_processes_quick(kafka_bootstrap: str) -> None:
     assert set(figures) == {"rate1", "rate2", "ratio2"}, lines[0]
     assert figures["rate1"] > 0, lines[0]
     assert figures["rate2"] > 0, lines[0]
+
+
+def test_bench_read_api_tiny() -> None:
+    output = run_bench(["bench.read_api", "--requests", "30"], timeout=120)
+    assert re.search(r"^gate \(human basis\) .* \d+\.\d\d$", output, re.MULTILINE), output[-3000:]
+    assert "of one core" in output, output[-3000:]
