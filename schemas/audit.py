@@ -361,6 +361,15 @@ class AuditSnapshot(Event):
     guard_mode: Literal["absolute", "relative"] | None = None
     guard_kappa_min: float | None = None
     guard_note: str | None = None
+    #: The agreement guard (docs/guides/drift-audit.md#the-agreement-guard): labels on pairs the judge decided
+    #: alone (its two orders agreeing), how often people agreed with it there, the agreement floor it tests
+    #: against, and the evidence (an e-value) that the judge is below it; it trips at ``1 / agreement_guard_alpha``.
+    #: None where the guard is off or the snapshot predates it.
+    orders_agreed_labels: int = 0
+    orders_agreed_agreement: float | None = None
+    agreement_guard_floor: float | None = None
+    agreement_guard_alpha: float | None = None
+    agreement_guard_evidence: float | None = None
     threshold: ThresholdSnapshot | None = None
     #: Which dimensions and style-guide rules the judge is ambiguous on in this window, ranked
     #: (docs/guides/drift-audit.md#ambiguous-dimensions-and-rules); None when no record had dimension facts.
@@ -384,6 +393,8 @@ class ThresholdUpdate(Event):
 
 AlertKind = Literal[
     "kappa_below_threshold",
+    #: The agreement guard (agents.audit.agreement_guard): the sequential test on the pairs whose orders agreed.
+    "agreement_below_floor",
     "tiebreak_rate_high",
     "flip_rate_high",
     "invalid_reply_rate_high",
@@ -401,6 +412,7 @@ AlertKind = Literal[
 #: What each alert kind means, in the words its readers use (pages, reports, chat); the kind stays the machine name.
 ALERT_TITLES: dict[str, str] = {
     "kappa_below_threshold": "the judge agrees too little with people",
+    "agreement_below_floor": "the judge disagrees with people on pairs it decided alone",
     "tiebreak_rate_high": "too many pairs need the tie-break",
     "flip_rate_high": "the judge often changes its mind when the replies are swapped",
     "invalid_reply_rate_high": "too many of the judge's replies could not be read",

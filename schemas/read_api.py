@@ -170,6 +170,16 @@ class AuditSeries(Contract):
     #: The kappa guard as it applied to the window.
     guard_mode: Literal["absolute", "relative"] | None = None
     guard_kappa_min: float | None = None
+    #: Why the relative guard held the judge to the fixed floor instead ("judged against the fixed floor 0.70: no
+    #: pair has two people's labels yet"); None when it did not fall back, or in the absolute mode.
+    guard_note: str | None = None
+    #: The agreement guard (docs/guides/drift-audit.md#the-agreement-guard): labels on pairs the judge decided
+    #: alone, agreement with people on them, the floor it tests against and its evidence (an e-value; it pauses
+    #: automatic decisions at 1/alpha).
+    orders_agreed_labels: int = 0
+    orders_agreed_agreement: float | None = None
+    agreement_guard_floor: float | None = None
+    agreement_guard_evidence: float | None = None
     flip_rate: float | None = None
     tiebreak_rate: float | None = None
     escalation_rate: float | None = None

@@ -27,7 +27,15 @@ from pairjudge.agents.audit.calibration import (
     threshold_snapshot,
 )
 from pairjudge.agents.audit.deltas import DeltaBuffer, SeriesDelta
-from pairjudge.agents.audit.guards import Finding, GuardBounds, KappaFloor, findings, kappa_floor
+from pairjudge.agents.audit.guards import (
+    AgreementGuard,
+    Finding,
+    GuardBounds,
+    KappaFloor,
+    agreement_guard,
+    findings,
+    kappa_floor,
+)
 from pairjudge.agents.audit.join import (
     KNOWN_LABEL_REVIEWER,
     JoinEntry,
@@ -46,6 +54,7 @@ __all__ = [
     "CALIBRATION_SUFFIX",
     "HISTOGRAM_BINS",
     "KNOWN_LABEL_REVIEWER",
+    "AgreementGuard",
     "ConfidenceHistogram",
     "DeltaBuffer",
     "Finding",
@@ -57,6 +66,7 @@ __all__ = [
     "SeriesWindow",
     "TierCalibration",
     "WindowStats",
+    "agreement_guard",
     "calibration_key",
     "decision_record",
     "findings",

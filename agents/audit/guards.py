@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from pairjudge.agents.audit.agreement_guard import e_below, tripped
 from pairjudge.agents.audit.sums import WindowStats, rate_of
 from pairjudge.agents.stats import cohen_kappa, kappa_interval
 from pairjudge.schemas.audit import (
@@ -35,6 +36,11 @@ class GuardBounds:
     guard_mode: Literal["absolute", "relative"] = "absolute"
     relative_kappa_ratio: float = 0.9
     min_human_pairs: int = 30
+    #: The agreement guard's level (``agents.audit.agreement_guard``): a judge agreeing with people as often as
+    #: the floor or more is paused by it at most this often per window. None: the agreement guard is off.
+    agreement_alpha: float | None = 0.05
+    #: The agreement guard's floor on raw agreement; None: the kappa floor in force, read as an agreement.
+    agreement_min: float | None = None
     tiebreak_rate_max: float = 0.2  # seed 002
     flip_rate_max: float = 0.3
     invalid_reply_rate_max: float = 0.1
@@ -75,19 +81,51 @@ def kappa_floor(stats: WindowStats, bounds: GuardBounds) -> KappaFloor:
     human_kappa = cohen_kappa(first, second) if pairs else None
     if bounds.guard_mode == "absolute":
         return KappaFloor("absolute", bounds.kappa_min, False, pairs, human_kappa)
+    fixed = f"judged against the fixed floor {bounds.kappa_min:.2f}: "
+    if pairs == 0:
+        note = fixed + "no pair has two people's labels yet"
+        return KappaFloor("relative", bounds.kappa_min, False, pairs, human_kappa, note)
     if pairs < bounds.min_human_pairs:
         note = (
-            f"relative guard: {pairs} human-human pair(s) of the {bounds.min_human_pairs} needed, "
-            f"so the absolute floor {bounds.kappa_min:g} applies"
+            fixed
+            + f"only {pairs} {'pair has' if pairs == 1 else 'pairs have'} two people's labels, "
+            + f"{bounds.min_human_pairs} are needed"
         )
         return KappaFloor("relative", bounds.kappa_min, False, pairs, human_kappa, note)
     if human_kappa is None:
         note = (
-            f"relative guard: the human-human kappa over {pairs} pairs is undefined (one label throughout), "
-            f"so the absolute floor {bounds.kappa_min:g} applies"
+            fixed + f"the two people gave the same label throughout the {pairs} pairs they both labelled, "
+            "so how well people agree with each other cannot be measured"
         )
         return KappaFloor("relative", bounds.kappa_min, False, pairs, None, note)
     return KappaFloor("relative", bounds.relative_kappa_ratio * human_kappa, True, pairs, human_kappa)
+
+
+@dataclass(frozen=True, slots=True)
+class AgreementGuard:
+    """The agreement guard's state for one window: the floor it tests against and the evidence so far."""
+
+    floor: float
+    alpha: float
+    labels: int
+    agreeing: int
+    #: The e-value against "agreement >= floor": the guard trips when it reaches ``1 / alpha``.
+    evidence: float
+    tripped: bool
+
+
+def agreement_guard(stats: WindowStats, bounds: GuardBounds) -> AgreementGuard | None:
+    """The agreement guard on the window's labelled pairs whose two orders agreed; None when it is off, or when
+    its floor is not a share strictly between 0 and 1 (no agreement can be below a floor of 0 or less)."""
+    if bounds.agreement_alpha is None:
+        return None
+    floor = bounds.agreement_min if bounds.agreement_min is not None else kappa_floor(stats, bounds).kappa_min
+    if not 0 < floor < 1:
+        return None
+    n, k = stats.orders_agreed_labels, stats.orders_agreed_correct
+    return AgreementGuard(
+        floor, bounds.agreement_alpha, n, k, e_below(k, n, floor), tripped(k, n, floor, bounds.agreement_alpha)
+    )
 
 
 def findings(stats: WindowStats, bounds: GuardBounds) -> list[Finding]:
@@ -117,6 +155,20 @@ def findings(stats: WindowStats, bounds: GuardBounds) -> list[Finding]:
                     f"{below}: automatic decisions are paused until a person resumes them",
                 )
             )
+    guard = agreement_guard(stats, bounds)
+    if guard is not None and guard.tripped:
+        share = guard.agreeing / guard.labels
+        out.append(
+            Finding(
+                "agreement_below_floor",
+                share,
+                guard.floor,
+                f"the judge agreed with people on {guard.agreeing} of {guard.labels} pairs it decided alone "
+                f"({share:.0%}): evidence {guard.evidence:.3g} against agreeing {guard.floor:.0%} of the time or "
+                f"more reached 1/{guard.alpha:g}, so automatic decisions are paused until a person resumes them",
+            )
+        )
+    if labels >= bounds.min_labels:
         ece = stats.ece()
         if ece is not None and ece > bounds.ece_max:
             detail = f"expected calibration error {ece:.3f} over {labels} labels"

@@ -62,6 +62,11 @@ class WindowStats:
     #: first kinds have their own sums above. Left out of the JSON while empty, so a window or delta without such
     #: a kind is what it was before the field, and what an older worker reads.
     outcome_counts: dict[str, int] = field(default_factory=dict)
+    #: Labels on primary verdicts whose two orders agreed (the pairs the judge decided alone), and how many of
+    #: them the person agreed with: the agreement guard's counts (``agents.audit.agreement_guard``). Left out of
+    #: the JSON while zero, like ``outcome_counts``.
+    orders_agreed_labels: int = 0
+    orders_agreed_correct: int = 0
     alerts_raised: list[str] = field(default_factory=list)
     final_published: bool = False
 
@@ -113,6 +118,9 @@ class WindowStats:
             self.canary_labels += 1
             self.canary_correct += agrees
             return
+        if record.stage == "primary" and record.auto_decided and not record.flip:
+            self.orders_agreed_labels += 1
+            self.orders_agreed_correct += agrees
         judge = relative_label(record.candidates, record.judge_winner)
         human = relative_label(record.candidates, label.winner)
         cell = f"{judge}|{human}"
@@ -179,6 +187,10 @@ class WindowStats:
     def agreement(self) -> float | None:
         return rate_of(_agreeing(self.confusion), self.labels)
 
+    def orders_agreed_agreement(self) -> float | None:
+        """Agreement with people on the labelled pairs the judge decided alone, its two orders agreeing."""
+        return rate_of(self.orders_agreed_correct, self.orders_agreed_labels)
+
     @property
     def human_pairs(self) -> int:
         """Audit pairs with a second opinion counted in this window."""
@@ -220,6 +232,8 @@ class WindowStats:
         body = {f.name: getattr(self, f.name) for f in fields(self)}
         if not self.outcome_counts:
             del body["outcome_counts"]  # as before the field: what an older worker reads (the field's comment)
+        if not self.orders_agreed_labels:
+            del body["orders_agreed_labels"], body["orders_agreed_correct"]  # likewise
         return body
 
 

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pairjudge.agents.audit.guards import Finding, GuardBounds, findings, kappa_floor
+from pairjudge.agents.audit.guards import Finding, GuardBounds, agreement_guard, findings, kappa_floor
 from pairjudge.agents.audit.sums import CALIBRATION_BINS, WindowStats, rate_of
 from pairjudge.agents.stats import cohen_kappa, kappa_interval
 from pairjudge.schemas.audit import (
@@ -105,6 +105,7 @@ def snapshot(
     kappa = kappa_interval(judge, human, kappa_confidence) if judge else None
     first, second = stats.human_label_lists()
     floor = kappa_floor(stats, bounds) if bounds is not None else None
+    guard = agreement_guard(stats, bounds) if bounds is not None else None
     bins = tuple(
         ReliabilityBinSnapshot(
             lower=i / CALIBRATION_BINS,
@@ -155,6 +156,11 @@ def snapshot(
         guard_mode=floor.mode if floor is not None else None,
         guard_kappa_min=floor.kappa_min if floor is not None else None,
         guard_note=floor.note if floor is not None else None,
+        orders_agreed_labels=stats.orders_agreed_labels,
+        orders_agreed_agreement=stats.orders_agreed_agreement(),
+        agreement_guard_floor=guard.floor if guard is not None else None,
+        agreement_guard_alpha=guard.alpha if guard is not None else None,
+        agreement_guard_evidence=guard.evidence if guard is not None else None,
         threshold=threshold,
         ambiguity=stats.ambiguity.snapshot(kappa_confidence),
     )

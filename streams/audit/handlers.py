@@ -98,6 +98,9 @@ log = logging.getLogger(__name__)
 MAX_AUDIT_EVENT_BYTES = 256_000
 #: Who the kappa guard's control update says tripped it.
 GUARD_AUTHOR = "audit"
+#: The findings that pause automatic decisions (``kappa_guard_tripped``): the kappa guard's and the agreement
+#: guard's, its earlier sequential trip (docs/guides/drift-audit.md#the-agreement-guard).
+PAUSING_KINDS = frozenset({"kappa_below_threshold", "agreement_below_floor"})
 #: Inputs the join holds before it flushes without waiting for the timer (a flood: bounded memory).
 MAX_PENDING_INPUTS = 5000
 
@@ -404,7 +407,7 @@ class Audit:
             if self._alert_sink is not None:
                 self._alert_sink(alert)  # queued, never awaited: a slow receiver must not hold the audit
             out.append(Outgoing("audit", series.encode(), encode(alert), inject_headers()))
-            if finding.kind == "kappa_below_threshold":
+            if finding.kind in PAUSING_KINDS:
                 out.extend(self._trip_guard(series))
         return out
 

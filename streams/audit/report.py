@@ -46,7 +46,7 @@ from pairjudge.streams.audit.report_ambiguity import ambiguity_section
 from pairjudge.streams.audit.report_charts import plots_html, window_label
 from pairjudge.streams.config.oversight import AuditSettings
 from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
-from pairjudge.streams.scores.plain import GLOSSARY, anchor, kappa, plural, series_name
+from pairjudge.streams.scores.plain import GLOSSARY, agreement_guard_text, anchor, kappa, plural, series_name
 from pairjudge.streams.scores.view import BasisPanel, BoardView, board_view, min_labels_of
 from pairjudge.streams.security.files import write_private_text
 
@@ -253,7 +253,8 @@ def guard_summary(windows: Sequence[AuditSnapshot], min_labels: int = DEFAULT_MI
     beside = f"beside the {ceiling}" if latest.human_pairs else f"({ceiling})"
     text = f"Latest window: judge agreement with people (kappa) {kappa_cell(latest, min_labels)} {beside}; {guard}."
     if latest.guard_note:
-        text += f" {latest.guard_note}."
+        text += f" The kappa guard was {latest.guard_note}."
+    text += f" {agreement_guard_text(latest)[0].upper()}{agreement_guard_text(latest)[1:]}."
     return f"<p class='guard'>{html.escape(text)}</p>"
 
 

@@ -49,6 +49,16 @@ class AuditSettings(_Section):
     relative_kappa_ratio: float = Field(default=0.9, gt=0, le=1)
     #: Doubly labelled audit pairs a window needs before the relative floor replaces ``kappa_min``.
     min_human_pairs: int = Field(default=30, ge=1)
+    #: The agreement guard's level (docs/guides/drift-audit.md#the-agreement-guard): a sequential test on the labels
+    #: of pairs the judge decided alone (both orders agreeing) pauses automatic decisions as soon as the evidence
+    #: that the judge agrees with people less often than the floor reaches 1 / this, at any number of labels.
+    #: A judge at the floor or above is paused by it at most this often per window.
+    agreement_alpha: float = Field(default=0.05, gt=0, lt=1)
+    #: Run the agreement guard (false: only the kappa guard pauses, after ``min_labels``).
+    agreement_guard: bool = True
+    #: The agreement guard's floor on raw agreement. Unset: the kappa floor in force, read as an agreement
+    #: (kappa is never above agreement, so a judge below it in agreement is below it in kappa too).
+    agreement_min: float | None = Field(default=None, gt=0, lt=1)
     #: Alert when the tie-break ran on more than this share of a window's pairs (seed 002; ``min_pairs`` at least).
     tiebreak_rate_max: float = Field(default=0.2, ge=0, le=1)
     #: Alert when more than this share of the pairs with both orders valid flipped with the order shown.
@@ -103,6 +113,8 @@ class AuditSettings(_Section):
             guard_mode=self.guard_mode,
             relative_kappa_ratio=self.relative_kappa_ratio,
             min_human_pairs=self.min_human_pairs,
+            agreement_alpha=self.agreement_alpha if self.agreement_guard else None,
+            agreement_min=self.agreement_min,
             tiebreak_rate_max=self.tiebreak_rate_max,
             flip_rate_max=self.flip_rate_max,
             invalid_reply_rate_max=self.invalid_reply_rate_max,

@@ -23,6 +23,7 @@ from starlette.templating import Jinja2Templates
 from pairjudge.agents.prompt_blocks import interleave
 from pairjudge.agents.tool_views import call_view, definition_view, message_views
 from pairjudge.schemas import (
+    AuditSnapshot,
     CandidatePair,
     ControlUpdate,
     HeadToHeadRubric,
@@ -42,6 +43,7 @@ from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win
 from pairjudge.streams.scores.plain import (
     GLOSSARY,
     GLOSSARY_URL,
+    agreement_guard_text,
     anchor,
     kappa,
     pct,
@@ -209,6 +211,15 @@ def agreement_text(share: float | None, labels: int) -> str:
 _MIN_LABELS = AuditSettings().min_labels
 
 
+def kappa_guard_text(snap: AuditSnapshot) -> str:
+    """The kappa guard's floor as the audit applied it (its note says when the relative one fell back)."""
+    if snap.guard_mode is None:
+        return "kappa guard: n/a"
+    if snap.guard_mode == "relative" and snap.guard_note is None:
+        return f"kappa guard: floor {_fmt(snap.guard_kappa_min, '{:.3f}')}, relative to people's agreement"
+    return f"kappa guard: floor {_fmt(snap.guard_kappa_min)}"
+
+
 def series_rows(feed: AuditFeed | None, min_labels: int = _MIN_LABELS) -> list[dict[str, str]]:
     """Per series, its latest window: the judge's kappa against people beside the human ceiling (people
     against each other on audit pairs labelled twice), and the guard's floor as the audit applied it."""
@@ -260,6 +271,9 @@ def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: A
                     snap.cohen_kappa, snap.kappa_low, snap.kappa_high, snap.human_labels, settings.min_labels
                 ),
                 "tiebreak_rate": _fmt(snap.tiebreak_rate, "{:.0%}"),
+                "kappa_guard": kappa_guard_text(snap),
+                "guard_note": snap.guard_note or "",
+                "agreement_guard": agreement_guard_text(snap),
                 "published": f"{snap.published_at:%H:%M:%S} UTC",
             }
         )

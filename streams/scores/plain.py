@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import get_args
 
-from pairjudge.schemas.audit import AuditSeries
+from pairjudge.schemas.audit import AuditSeries, AuditSnapshot
 from pairjudge.schemas.events import ReviewReason
 
 #: The review service's glossary page (the same terms as docs/glossary.md): each page links to it for its terms.
@@ -242,3 +242,20 @@ GLOSSARY: dict[str, str] = {
         "for the pairs of that group (a stratum)."
     ),
 }
+
+
+def agreement_guard_text(snap: AuditSnapshot) -> str:
+    """The agreement guard in words (the audit page and the report): its counts on the pairs the judge decided
+    alone, its floor, and how much of the evidence that pauses is in."""
+    floor, evidence, alpha = snap.agreement_guard_floor, snap.agreement_guard_evidence, snap.agreement_guard_alpha
+    if floor is None or evidence is None or alpha is None:
+        return "agreement guard: off"
+    n = snap.orders_agreed_labels
+    if n == 0 or snap.orders_agreed_agreement is None:
+        return f"agreement guard (floor {floor:.0%}): no label yet on a pair the judge decided alone"
+    agreed = round(snap.orders_agreed_agreement * n)
+    return (
+        f"agreement guard (floor {floor:.0%}): people agreed with {agreed:,} of the {plural(n, 'pair')} "
+        f"the judge decided alone ({pct(snap.orders_agreed_agreement, 0)}); "
+        f"evidence {evidence:.3g} of the {1 / alpha:g} that pauses"
+    )

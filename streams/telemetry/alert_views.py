@@ -20,13 +20,14 @@ from pairjudge.schemas.audit import ALERT_TITLES, Alert
 
 #: Alerts that pause automation, or say the judge is not what was asked for: "critical"; others "warning".
 CRITICAL_KINDS: Final = frozenset(
-    {"kappa_below_threshold", "judge_model_mismatch", "judge_rejected", "canary_accuracy_low"}
+    {"kappa_below_threshold", "agreement_below_floor", "judge_model_mismatch", "judge_rejected", "canary_accuracy_low"}
 )
 
 #: Each alert kind's runbook: its entry on docs/operations/alerts.md (the anchors of the Prometheus alerts that
 #: fire for it).
 RUNBOOKS: Final[dict[str, str]] = {
     "kappa_below_threshold": "pairjudgekappaguardtripped",
+    "agreement_below_floor": "pairjudgekappaguardtripped",
     "tiebreak_rate_high": "pairjudgeauditalert",
     "flip_rate_high": "pairjudgeauditalert",
     "invalid_reply_rate_high": "pairjudgeauditalert",
@@ -48,7 +49,7 @@ PAGES: Final[dict[str, tuple[str, str]]] = {kind: ("/audit", "Open the audit vie
 }
 
 #: The bound is a floor (the value fell below it) for these; a ceiling for the rates and the calibration error.
-_FLOORS: Final = frozenset({"kappa_below_threshold", "canary_accuracy_low"})
+_FLOORS: Final = frozenset({"kappa_below_threshold", "agreement_below_floor", "canary_accuracy_low"})
 _RATES: Final = frozenset({"tiebreak_rate_high", "flip_rate_high", "invalid_reply_rate_high"})
 
 

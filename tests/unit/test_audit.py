@@ -631,15 +631,19 @@ def test_the_relative_guard_falls_back_to_the_absolute_floor_without_enough_huma
     fired = findings(stats, relative)
     assert fired[0].kind == "kappa_below_threshold"
     assert fired[0].threshold == 0.7
-    assert "29 human-human pair(s) of the 30 needed" in fired[0].message
+    assert "only 29 pairs have two people's labels, 30 are needed" in fired[0].message
     snap = SeriesWindow(SERIES, 0.0, 60.0, 0, stats).snapshot(final=True, bounds=relative)
     assert (snap.guard_mode, snap.guard_kappa_min) == ("relative", 0.7)
     assert snap.guard_note is not None
-    assert "absolute floor 0.7 applies" in snap.guard_note
+    assert snap.guard_note.startswith("judged against the fixed floor 0.70: ")
+    # No pair labelled twice at all: the words the audit page and the report show.
+    alone = ceiling_window(human_agree=0, human_pairs=0, judge_agree=75)
+    snap = SeriesWindow(SERIES, 0.0, 60.0, 0, alone).snapshot(final=True, bounds=relative)
+    assert snap.guard_note == "judged against the fixed floor 0.70: no pair has two people's labels yet"
     # An undefined human kappa (every pair one label throughout) falls back as well, and says why.
     undefined = ceiling_window(human_agree=0, human_pairs=0, judge_agree=75)
     for _ in range(40):
         undefined.add(human_pair(FIRST_ID, FIRST_ID))
     fired = findings(undefined, relative)
     assert fired[0].threshold == 0.7
-    assert "undefined" in fired[0].message
+    assert "cannot be measured" in fired[0].message
