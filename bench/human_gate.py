@@ -116,6 +116,9 @@ class Variant:
     lam: float | None = None
     pseudo: float | None = None
     min_labels: int = MIN_LABELS
+    #: 0: no minimum per stratum. These tables measure one look's interval as the gate read it before
+    #: issue 41 (no running intersection, no per-stratum minimum); ``bench.human_stick`` measures both.
+    min_stratum_labels: int | None = 0
 
 
 PPI = Variant()
@@ -209,9 +212,16 @@ def _chunk(setting: Setting, streams: int, rng: np.random.Generator, variants: S
     final = sums_at(final_seen, final_count)
     results = []
     for v in variants:
-        decision, cs = human.decide_arrays(
-            strata, alpha=ALPHA, min_effect=MIN_EFFECT, lam=v.lam, pseudo=v.pseudo, min_labels=v.min_labels
+        gate = human.decide_arrays(
+            human.BasisArrays(strata),
+            alpha=ALPHA,
+            min_effect=MIN_EFFECT,
+            lam=v.lam,
+            pseudo=v.pseudo,
+            min_labels=v.min_labels,
+            min_stratum_labels=v.min_stratum_labels,
         )
+        decision, cs = gate.decision, gate.interval
         decided = (decision != 0) & valid
         first = np.argmax(decided, axis=1)
         any_decided = decided.any(axis=1)

@@ -211,10 +211,21 @@ class HumanGateSnapshot(Contract):
     reason: str
     #: For "continue": the further labels the current estimate and variance imply; None when unknown.
     labels_needed: int | None = None
-    #: The anytime-valid interval the decision read, and its centre (None without enough labels).
+    #: The interval the decision read, and the current estimate (None without enough labels): the running
+    #: intersection of every anytime-valid interval since the gate could first decide (so a decision stays),
+    #: or before that the current one.
     rate: float | None = None
     low: float | None = None
     high: float | None = None
+    #: This look's own anytime-valid interval, and how many looks the running intersection has taken in.
+    current_low: float | None = None
+    current_high: float | None = None
+    looks: int = 0
+    #: The stratum with pairs but fewer than ``min_stratum_labels`` labels holding the most pairs, and its
+    #: labels; None when every stratum has its minimum (the gate decides only then).
+    short_stratum: str | None = None
+    short_stratum_labels: int | None = None
+    min_stratum_labels: int | None = None
     labels: int = 0
     pending: int = 0
     expired: int = 0

@@ -58,8 +58,9 @@ def _side(winner: str, challenger_id: str) -> Side:
     return "tie" if winner == TIE else "win" if winner == challenger_id else "loss"
 
 
-def _stratum(record: DecisionRecord) -> tuple[str, float | None, bool]:
-    """(stratum, inclusion probability, a label is expected) of a final record."""
+def stratum_of(record: DecisionRecord) -> tuple[str, float | None, bool]:
+    """(stratum, inclusion probability, a label is expected) of a final record: how the human basis counts the
+    pair (also the sampling columns of ``pairjudge evaluate --out``'s rows)."""
     if record.outcome == "review":
         return REVIEW_STRATUM, 1.0, True
     if record.rule:
@@ -102,7 +103,7 @@ def score_event(observation: AuditObservation) -> ScoreEvent | None:
         return None
     challenger_id = record.candidates[challenger]
     f = _outcome(record.judge_winner, challenger_id)
-    stratum, pi, sampled = _stratum(record)
+    stratum, pi, sampled = stratum_of(record)
     if observation.kind == "decision":
         spend = _spend(record)
         if record.outcome == "verdict" and record.judge_winner is not None:
@@ -147,7 +148,7 @@ def expired_event(final: DecisionRecord | None, label: HumanLabel | None) -> Sco
     challenger = _experiment_pair(final)
     if challenger is None:
         return None
-    stratum, pi, sampled = _stratum(final)
+    stratum, pi, sampled = stratum_of(final)
     if not sampled:
         return None
     return _event(final, challenger, "expired", stratum=stratum, inclusion_probability=pi)

@@ -24,6 +24,7 @@ from pydantic_core import to_json
 
 from pairjudge.agents import InputRejected, Judge
 from pairjudge.schemas import CandidatePair, InlineRubric, TieBreakRequest
+from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.schemas.outcomes import OutcomeEvent
 from pairjudge.streams.api.outcomes import Outcome, wrap
 from pairjudge.streams.api.results import PairResult, ResultsFile, append_row, line_key, open_results, result_for
@@ -125,16 +126,16 @@ class Evaluator:
             first = await self._pipeline.decide("primary", decoded, raw)
         event = _published(first)
         if not isinstance(event, TieBreakRequest) or not tiebreak:
-            return wrap(event, decoded, None)
+            return wrap(event, decoded, None, _record(first))
         # The request as the worker would publish it (its trace headers too) to its tie-break stage.
         request = first.outgoing[0]
         second = await self._pipeline.decide("tiebreak", event, request.value, request.headers)
-        return wrap(_published(second), decoded, event)
+        return wrap(_published(second), decoded, event, _record(second))
 
     async def resolve_tiebreak(self, request: TieBreakRequest) -> Outcome:
         """The tie-break stage alone, on a request such as the worker's tie-break topic carries."""
         result = await self._pipeline.decide("tiebreak", request, request.model_dump_json().encode())
-        return wrap(_published(result), request.pair, request)
+        return wrap(_published(result), request.pair, request, _record(result))
 
     def _decoded(self, raw: bytes) -> CandidatePair | None:
         """The pair as the worker decodes it; None when it would not decode (its dead letter says why)."""
@@ -293,6 +294,11 @@ class FileRun:
                 seen.add(key)
                 rows.append(row)
         return rows
+
+
+def _record(result: StageResult) -> DecisionRecord | None:
+    """The decision record a stage published with its outcome, if any."""
+    return next((o.event for o in result.outgoing if isinstance(o.event, DecisionRecord)), None)
 
 
 def _published(result: StageResult) -> OutcomeEvent:

@@ -12,11 +12,12 @@ decided). ``TieBreakPending`` comes back only when ``tiebreak=False`` was asked.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
 from pairjudge.schemas import CandidatePair, DeadLetter, OrderingResult, PairVerdict, ReviewRequest, TieBreakRequest
+from pairjudge.schemas.audit import DecisionRecord
 from pairjudge.schemas.outcomes import DECIDED_EVENTS, OutcomeEvent, OutcomeKind, outcome_kind
 
 __all__ = [
@@ -35,6 +36,9 @@ class _Decided:
     pair: CandidatePair | None
     #: The primary stage's request when the tie-break stage made this outcome; None otherwise.
     tiebreak_request: TieBreakRequest | None
+    #: The decision record the stage published with the outcome (None when it published none: an input that
+    #: did not decode, an error): among others, how the audit sampled the pair.
+    record: DecisionRecord | None = field(default=None, kw_only=True)
 
     @property
     def primary_orderings(self) -> tuple[OrderingResult, ...]:
@@ -162,8 +166,13 @@ WRAPPERS: Final[Mapping[OutcomeKind, type[Outcome]]] = MappingProxyType(
 )
 
 
-def wrap(event: OutcomeEvent, pair: CandidatePair | None, request: TieBreakRequest | None) -> Outcome:
-    """The outcome ``event`` is, wrapped: the wrapper of its kind (``WRAPPERS``)."""
+def wrap(
+    event: OutcomeEvent,
+    pair: CandidatePair | None,
+    request: TieBreakRequest | None,
+    record: DecisionRecord | None = None,
+) -> Outcome:
+    """The outcome ``event`` is, wrapped: the wrapper of its kind (``WRAPPERS``), with the stage's ``record``."""
     wrapper: Any = WRAPPERS[outcome_kind(event)]  # each takes its own event type: the registry pairs them
-    made: Outcome = wrapper(pair, request, event)
+    made: Outcome = wrapper(pair, request, event, record=record)
     return made

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, Final
 
+from pairjudge.agents.scores.events import stratum_of
 from pairjudge.agents.tool_views import reply_length
 from pairjudge.schemas import CandidatePair, PairVerdict
 from pairjudge.schemas.outcomes import OUTCOMES
@@ -59,6 +60,13 @@ class PairResult:
     lengths: tuple[int, int] | None = None  # characters of each candidate's output, for the length baseline
     #: SHA-256 of the input line: how a line with no readable pair id is recognised on a resume.
     input_sha256: str | None = None
+    #: How the audit sampled a decided pair, as the human basis counts it (``agents.scores.events.stratum_of``):
+    #: its sampling class ("confident", "uncertain", "review" for an escalation, "rule" for a rule's verdict),
+    #: the probability it was drawn for a label with (None: auditing off), and whether it was drawn (a label is
+    #: expected). None for a pair not decided. A replay reads them instead of rebuilding the draw.
+    sampling_class: str | None = None
+    inclusion_probability: float | None = None
+    audit_sample: bool | None = None
 
     @property
     def key(self) -> str:
@@ -110,6 +118,9 @@ def result_for(outcome: Outcome, raw: bytes) -> PairResult:
         row.winner_role = outcome.event.winner_role
     if pair is not None:
         _describe_pair(row, pair)
+    record = outcome.record
+    if record is not None and OUTCOMES[record.outcome].ends_story:
+        row.sampling_class, row.inclusion_probability, row.audit_sample = stratum_of(record)
     primary = outcome.primary_orderings
     row.raw_winners = tuple(o.raw_winner for o in primary if o.raw_winner)
     # Orderings come AB then BA, per judge (per juror for a jury).

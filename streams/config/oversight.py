@@ -139,6 +139,10 @@ class ScoreSettings(_Section):
     #: The human gate decides nothing below this many labels (its confidence sequence is asymptotic;
     #: ``agents.scores.human.MIN_LABELS``).
     human_min_labels: int = Field(default=30, ge=1)
+    #: ``PAIRJUDGE_SCORES__HUMAN_MIN_STRATUM_LABELS``: the labels every sampling stratum with pairs needs before
+    #: the human gate decides (unset: ``human_min_labels``), so a decision never rests on a few labels of the
+    #: stratum that holds most pairs while review labels make up the total.
+    human_min_stratum_labels: int | None = Field(default=None, ge=1)
     #: The number of labels at which the human gate's confidence sequence is tightest
     #: (``agents.scores.human.DEFAULT_TARGET_LABELS``): about the labels an experiment expects to get.
     human_target_labels: int = Field(default=500, ge=1)

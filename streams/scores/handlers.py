@@ -33,6 +33,7 @@ from pairjudge.agents import InputRejected
 from pairjudge.agents.scores.board import Scoreboard, Tally
 from pairjudge.agents.scores.gate import GateConfig, decide
 from pairjudge.agents.scores.human import (
+    HeldInterval,
     HumanBasis,
     confidence_sequence,
     decide_human,
@@ -81,12 +82,20 @@ class Entry:
     the snapshot timer, so an event never re-serialises up to ``HISTORY_POINTS`` points)."""
 
     def __init__(
-        self, board: Scoreboard, partition: int, last_offset: int = -1, history: list[dict[str, Any]] | None = None
+        self,
+        board: Scoreboard,
+        partition: int,
+        last_offset: int = -1,
+        history: list[dict[str, Any]] | None = None,
+        held: HeldInterval | None = None,
     ) -> None:
         self.board = board
         self.partition = partition
         self.last_offset = last_offset
         self.history = history or []
+        #: The human gate's running intersection (``human.HeldInterval``), stored under ``held_key`` and, like
+        #: the history, written only by the snapshot timer: it is what makes a decision stick across restarts.
+        self.held = held
 
     def to_bytes(self) -> bytes:
         return json.dumps(
@@ -97,11 +106,21 @@ class Entry:
     def history_bytes(self) -> bytes:
         return json.dumps(self.history, separators=(",", ":")).encode()
 
+    def held_bytes(self) -> bytes:
+        return json.dumps(self.held.to_dict() if self.held else None, separators=(",", ":")).encode()
+
     @classmethod
-    def from_bytes(cls, raw: bytes, history: bytes | None = None) -> Entry:
+    def from_bytes(cls, raw: bytes, history: bytes | None = None, held: bytes | None = None) -> Entry:
         data = json.loads(raw)
         points = json.loads(history) if history else []
-        return cls(Scoreboard.from_dict(data["board"]), int(data["partition"]), int(data["offset"]), points)
+        kept = json.loads(held) if held else None
+        return cls(
+            Scoreboard.from_dict(data["board"]),
+            int(data["partition"]),
+            int(data["offset"]),
+            points,
+            HeldInterval.from_dict(kept) if kept else None,
+        )
 
 
 #: Suffix of the table key that holds an experiment's history (an experiment id is text; NUL is not).
@@ -110,6 +129,14 @@ HISTORY_SUFFIX = b"\x00history"
 
 def history_key(key: bytes) -> bytes:
     return key + HISTORY_SUFFIX
+
+
+#: Suffix of the table key that holds an experiment's human-gate running intersection.
+HELD_SUFFIX = b"\x00human-held"
+
+
+def held_key(key: bytes) -> bytes:
+    return key + HELD_SUFFIX
 
 
 def spend_snapshots(board: Scoreboard) -> tuple[SpendSnapshot, ...]:
@@ -203,8 +230,11 @@ def human_basis_snapshot(basis: HumanBasis, settings: ScoreSettings) -> HumanBas
     )
 
 
-def human_gate_snapshot(board: Scoreboard, settings: ScoreSettings) -> HumanGateSnapshot:
-    """The human basis's gate. It does not look at the kappa guard: the guard pauses automation because
+def human_gate_snapshot(
+    board: Scoreboard, settings: ScoreSettings, held: HeldInterval | None = None
+) -> tuple[HumanGateSnapshot, HeldInterval]:
+    """The human basis's gate, and the running intersection to keep for its next look (``held``: the one
+    kept from the last). It does not look at the kappa guard: the guard pauses automation because
     the judge stopped agreeing with people, and the human basis's validity never rested on that agreement
     (a worse judge only makes the interval need more labels). Its answer stays right while the guard holds."""
     basis = board.human_basis
@@ -213,17 +243,26 @@ def human_gate_snapshot(board: Scoreboard, settings: ScoreSettings) -> HumanGate
         alpha=settings.alpha,
         min_effect=settings.min_effect,
         min_labels=settings.human_min_labels,
+        min_stratum_labels=settings.human_min_stratum_labels,
         target_labels=settings.human_target_labels,
         missing=settings.human_missing_labels,
+        held=held,
     )
-    interval = gate.interval
-    return HumanGateSnapshot(
+    interval, kept = gate.interval, gate.held
+    taken = kept.looks > 0
+    snap = HumanGateSnapshot(
         decision=gate.decision,
         reason=gate.reason,
         labels_needed=gate.labels_needed,
         rate=interval.rate if interval else None,
-        low=interval.low if interval else None,
-        high=interval.high if interval else None,
+        low=kept.low if taken else (interval.low if interval else None),
+        high=kept.high if taken else (interval.high if interval else None),
+        current_low=interval.low if interval else None,
+        current_high=interval.high if interval else None,
+        looks=kept.looks,
+        short_stratum=gate.short[0] if gate.short else None,
+        short_stratum_labels=gate.short[1] if gate.short else None,
+        min_stratum_labels=gate.min_stratum_labels,
         labels=basis.labels,
         pending=basis.pending,
         expired=basis.expired,
@@ -233,6 +272,7 @@ def human_gate_snapshot(board: Scoreboard, settings: ScoreSettings) -> HumanGate
         target_labels=settings.human_target_labels,
         missing_labels=settings.human_missing_labels,
     )
+    return snap, kept
 
 
 def snapshot(experiment: str, entry: Entry, settings: ScoreSettings, paused: bool, now: datetime) -> ScoreSnapshot:
@@ -240,7 +280,7 @@ def snapshot(experiment: str, entry: Entry, settings: ScoreSettings, paused: boo
     overall = tally_snapshot(board.overall)
     gate = gate_snapshot(board, settings, paused)
     human = human_basis_snapshot(board.human_basis, settings)
-    human_gate = human_gate_snapshot(board, settings)
+    human_gate, entry.held = human_gate_snapshot(board, settings, entry.held)
     point = HistoryPoint(
         at=now,
         pairs=board.overall.pairs,
@@ -406,7 +446,9 @@ class Scores:
             self._dirty.discard(key)
             if not stored:
                 continue
-            entry = Entry.from_bytes(stored, read(self.table.data, history_key(key)))
+            entry = Entry.from_bytes(
+                stored, read(self.table.data, history_key(key)), read(self.table.data, held_key(key))
+            )
             if entry.partition not in owned:
                 continue
             experiment = key.decode()
@@ -414,6 +456,7 @@ class Scores:
             # The timer writes only the history, never the scoreboard: events counted while it awaits the
             # broker below cannot be overwritten by this copy.
             await store(self.table, entry.partition, history_key(key), entry.history_bytes())
+            await store(self.table, entry.partition, held_key(key), entry.held_bytes())
             self.gauges.pop(experiment, None)  # re-inserted last: the dict runs from least to most recent
             self.gauges[experiment] = ExperimentGauges.of(entry.partition, snap)
             while len(self.gauges) > MAX_METRIC_EXPERIMENTS:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pairjudge.agents.scores.human import stratum_words
 from pairjudge.schemas.scores import (
     GateSnapshot,
     HumanBasisSnapshot,
@@ -155,6 +156,12 @@ def human_gate_view(g: HumanGateSnapshot) -> GateView:
         reason = "people do not prefer the challenger by the minimum margin"
     elif not enough(g.labels, g.min_labels):
         reason = not_enough(g.labels, g.min_labels)
+    elif g.short_stratum is not None and g.min_stratum_labels is not None:
+        # The stratum holding the most pairs that is short: the gate waits for it (every stratum must have its minimum).
+        reason = (
+            f"not enough labels yet in {stratum_words(g.short_stratum)}: "
+            f"{g.short_stratum_labels or 0:,} of the {g.min_stratum_labels:,} needed"
+        )
     else:
         reason = labels_forecast(g.labels_needed)
     return GateView(
@@ -162,7 +169,14 @@ def human_gate_view(g: HumanGateSnapshot) -> GateView:
         reason=reason,
         detail=(
             f"Promotes when the interval lies above 50%, rejects when it lies below {pct(0.5 + g.min_effect)}; "
-            f"decides nothing below {count(g.min_labels, 'label')}. A wrong promotion happens at most "
+            f"decides nothing below {count(g.min_labels, 'label')}"
+            + (
+                f", nor while any group of pairs (sure verdicts, unsure ones, reviews) has fewer than "
+                f"{count(g.min_stratum_labels, 'label')}"
+                if g.min_stratum_labels is not None
+                else ""
+            )
+            + f". A decision once reached stays. A wrong promotion happens at most "
             f"{pct(g.alpha, 0)} of the time, however often this page is read. It never falls back to the judge. "
             + (
                 "Labels that have not come are read at their worst (it assumes nothing about why they are missing)."

@@ -10,6 +10,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from pairjudge.agents.judge import JudgeRequest
+from pairjudge.agents.sampling import drawn, inclusion_probability
 from pairjudge.agents.scripted import ScriptedJudge
 from pairjudge.schemas import KnownLabel
 from pairjudge.schemas.export import EXPORTED
@@ -18,6 +19,8 @@ from pairjudge.streams.cli.evaluate import run_evaluate
 from pairjudge.streams.config.settings import Settings
 from pairjudge.streams.judges.panel import JudgePanel
 from tests.unit.factories import make_pair, tone_reply
+
+SAMPLE = Path(__file__).resolve().parents[2] / "streams" / "data" / "sample_pairs.jsonl"
 
 
 def _write(path: Path, lines: list[str]) -> Path:
@@ -149,3 +152,30 @@ async def test_evaluate_shows_a_progress_bar_on_a_terminal_only(tmp_path: Path) 
         await run_evaluate(Settings(), path, out_path=None, console=console, baselines=False)
         text = console.export_text()
         assert ("judging" in text and "3/3" in text) == terminal, text
+
+
+async def test_out_rows_carry_how_the_audit_sampled_each_decided_pair(tmp_path: Path) -> None:
+    """A replay reads each row's sampling class, inclusion probability and draw instead of rebuilding them: they
+    are the decision record's, and agree with the sampling design (``agents.sampling``) recomputed here."""
+    sample = SAMPLE
+    settings = Settings(policy={"audit_share": 0.3})
+    out = tmp_path / "o.jsonl"
+    await run_evaluate(settings, sample, out_path=out, console=Console(file=None), baselines=False)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    policy = settings.policy.to_policy()
+    seen = set()
+    for row in rows:
+        if row["outcome"] in ("rejected", "error"):
+            assert (row["sampling_class"], row["inclusion_probability"], row["audit_sample"]) == (None, None, None)
+            continue
+        seen.add(row["sampling_class"])
+        if row["outcome"] == "review":
+            assert (row["sampling_class"], row["inclusion_probability"], row["audit_sample"]) == ("review", 1.0, True)
+        elif row["sampling_class"] == "rule":
+            assert (row["inclusion_probability"], row["audit_sample"]) == (1.0, False)
+        else:
+            assert row["sampling_class"] in ("confident", "uncertain")
+            expected = inclusion_probability(policy, row["sampling_class"])
+            assert row["inclusion_probability"] == pytest.approx(expected)
+            assert row["audit_sample"] == drawn(row["pair_id"], expected, policy.audit_seed)
+    assert {"review", "confident"} <= seen

@@ -169,7 +169,7 @@ def test_the_array_path_is_the_scalar_path() -> None:
             assert arrays.low[i] == pytest.approx(one.low, abs=1e-14)
             assert arrays.high[i] == pytest.approx(one.high, abs=1e-14)
             assert arrays.rate[i] == pytest.approx(one.rate, abs=1e-14)
-    codes, _ = human.decide_arrays(stacked, alpha=ALPHA)
+    codes = human.decide_arrays(human.BasisArrays(stacked), alpha=ALPHA).decision
     names_of = {human.PROMOTE: "promote", human.REJECT: "reject", human.CONTINUE: "continue"}
     assert [names_of[int(c)] for c in codes] == [decide_human(b, alpha=ALPHA).decision for b in bases]
 

@@ -424,6 +424,66 @@ def test_the_snapshot_shows_the_interval_that_assumes_nothing_about_missing_labe
     assert snap.anytime_high is not None
     assert snap.worst_low < snap.anytime_low
     assert snap.worst_high > snap.anytime_high
-    strict = human_gate_snapshot(board, ScoreSettings(human_missing_labels="worst_case"))
+    strict, _ = human_gate_snapshot(board, ScoreSettings(human_missing_labels="worst_case"))
     assert strict.missing_labels == "worst_case"
-    assert human_gate_snapshot(board, ScoreSettings()).missing_labels == "at_random"
+    assert human_gate_snapshot(board, ScoreSettings())[0].missing_labels == "at_random"
+
+
+def _leaning_board(labels: int, wins: int) -> Scoreboard:
+    board = Scoreboard()
+    for i in range(2000):
+        board.human_basis.add_pair(float(i % 2), "confident")
+    for i in range(labels):
+        board.human_basis.add_label(1.0, float(i < wins), "confident", 0.5)
+    return board
+
+
+def test_the_human_gate_s_decision_survives_a_restart_with_the_table_s_bytes() -> None:
+    """The running intersection is kept beside the board (``held_key``, written by the snapshot timer with the
+    history): a worker that restarts from the table's changelog reads the same held interval, and the decision
+    it had reached stays even when the current interval alone would say continue."""
+    settings = ScoreSettings()
+    entry = Entry(_leaning_board(200, 150), 0)
+    first = snapshot("exp-1", entry, settings, paused=False, now=NOW).human_gate
+    assert first is not None
+    assert first.decision == "promote"
+    assert first.looks == 1
+    stored = (entry.to_bytes(), entry.history_bytes(), entry.held_bytes())  # what the table holds
+    restarted = Entry.from_bytes(*stored)
+    assert restarted.held == entry.held
+    restarted.board = _leaning_board(400, 215)  # later labels: the current interval alone continues
+    fresh = snapshot("exp-1", Entry(restarted.board, 0), settings, paused=False, now=NOW).human_gate
+    assert fresh is not None
+    assert fresh.decision == "continue"
+    after = snapshot("exp-1", restarted, settings, paused=False, now=NOW).human_gate
+    assert after is not None
+    assert after.decision == "promote"
+    assert after.looks == 2
+    assert after.low is not None
+    assert after.current_low is not None
+    assert after.low > 0.5 > after.current_low
+    # An entry stored before the held interval existed loads without one (a new series from then on).
+    assert Entry.from_bytes(stored[0], stored[1]).held is None
+
+
+def test_the_page_names_the_stratum_that_is_short() -> None:
+    board = _leaning_board(200, 150)
+    for i in range(500):
+        board.human_basis.add_pair(float(i % 2), "uncertain")
+    for _ in range(6):
+        board.human_basis.add_label(1.0, 1.0, "uncertain", 0.02)
+    gate = snapshot("exp-1", Entry(board, 0), ScoreSettings(), paused=False, now=NOW).human_gate
+    assert gate is not None
+    assert gate.decision == "continue"
+    assert (gate.short_stratum, gate.short_stratum_labels, gate.min_stratum_labels) == ("uncertain", 6, 30)
+    update = GateUpdate(experiment="exp-1", gate=snap_gate(board), human=gate, decided_at=NOW)
+    assert "not enough labels yet in the verdicts the judge was unsure of: 6 of the 30 needed" in human_text(
+        "exp-1", gate, update
+    )
+    lower = snapshot("exp-1", Entry(board, 0), ScoreSettings(human_min_stratum_labels=5), paused=False, now=NOW)
+    assert lower.human_gate is not None
+    assert lower.human_gate.decision == "promote"
+
+
+def snap_gate(board: Scoreboard) -> Any:
+    return snapshot("exp-1", Entry(board, 0), ScoreSettings(), paused=False, now=NOW).gate

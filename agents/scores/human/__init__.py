@@ -44,6 +44,15 @@ more labels the current estimate and variance imply (pessimistic early: the corr
 held at its current size). It reads a two-sided sequence one side at a time, so its error rates are about
 alpha/2 where the normal approximation is good.
 
+**Decisions that stick** (issue 41). The gate reads the running intersection of the sequence's intervals
+(:class:`HeldInterval`: the highest low end and lowest high end so far), valid exactly because each is a
+confidence sequence (all hold at once with probability 1 - alpha); it only narrows, so a decision once reached
+stays. Looks are taken in only once the gate may decide: ``min_labels`` labels in all and
+``min_stratum_labels`` (default the same) in every stratum with pairs, so review labels alone never make up the
+minimum while the stratum holding most pairs has a handful. :func:`decide_human` is :func:`decide_arrays` on
+one basis (:class:`BasisArrays`, rule-settled pairs included), so the simulations and the service read one
+rule. ``python -m bench.human_stick``: before, 12.7-14.4% of null streams decided and went back; now none.
+
 **What the guarantee assumes** (docs/guides/human-valid.md#what-the-guarantee-assumes), and what was checked
 in simulation (``python -m bench.human_gate``, 1,000 streams per setting, bench/README.md):
 
@@ -81,6 +90,7 @@ from pairjudge.agents.scores.human.basis import (
 )
 from pairjudge.agents.scores.human.estimator import (
     Array,
+    BasisArrays,
     EstimateArrays,
     HumanEstimate,
     MissingLabels,
@@ -98,12 +108,18 @@ from pairjudge.agents.scores.human.gate import (
     PROMOTE,
     REJECT,
     SAMPLED_CLASSES,
+    STRATUM_WORDS,
+    GateArrays,
+    HeldInterval,
     HumanGate,
     decide_arrays,
     decide_human,
     labels_needed,
     neyman_shares,
     rectifier_sd,
+    short_stratum,
+    strata_ready,
+    stratum_words,
     worst_case,
 )
 
@@ -116,8 +132,12 @@ __all__ = [
     "PROMOTE",
     "REJECT",
     "SAMPLED_CLASSES",
+    "STRATUM_WORDS",
     "Array",
+    "BasisArrays",
     "EstimateArrays",
+    "GateArrays",
+    "HeldInterval",
     "HumanBasis",
     "HumanDecision",
     "HumanEstimate",
@@ -136,6 +156,9 @@ __all__ = [
     "neyman_shares",
     "pseudo_disagreements",
     "rectifier_sd",
+    "short_stratum",
+    "strata_ready",
     "stratum_estimate",
+    "stratum_words",
     "worst_case",
 ]

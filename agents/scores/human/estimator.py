@@ -4,7 +4,7 @@ the asymptotic confidence sequence, on one scoreboard or on arrays of many (the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Literal, overload
@@ -39,6 +39,41 @@ class SumsArray:
     @classmethod
     def of(cls, s: StratumSums) -> SumsArray:
         return cls(**{k: np.asarray(v, dtype=np.float64) for k, v in asdict(s).items()})
+
+
+@dataclass(frozen=True, slots=True)
+class BasisArrays:
+    """A whole :class:`HumanBasis` over many states at once: its strata's sums and its rule-settled pairs
+    (``known_pairs``, whose human outcomes sum to ``known_total``). The gate's one input, for one basis
+    (:meth:`of`) and for a simulation's streams alike, so no path can leave the rule-settled pairs out."""
+
+    strata: Mapping[str, SumsArray]
+    known_pairs: float | Array = 0.0
+    known_total: float | Array = 0.0
+
+    @classmethod
+    def of(cls, basis: HumanBasis) -> BasisArrays:
+        return cls.stack([basis])
+
+    @classmethod
+    def stack(cls, bases: Sequence[HumanBasis]) -> BasisArrays:
+        """Many bases side by side (a stratum one of them lacks counts as empty there); one basis gives
+        0-d arrays."""
+        names = sorted({name for b in bases for name in b.strata})
+        shape: tuple[int, ...] = () if len(bases) == 1 else (len(bases),)
+
+        def field_of(name: str, k: str) -> Array:
+            values = [float(getattr(b.strata.get(name) or StratumSums(), k)) for b in bases]
+            return np.asarray(values[0] if not shape else values, dtype=np.float64)
+
+        strata = {name: SumsArray(**{k: field_of(name, k) for k in StratumSums.__dataclass_fields__}) for name in names}
+        known = [float(b.known_pairs) for b in bases]
+        total = [b.known_total for b in bases]
+        return cls(
+            strata,
+            np.asarray(known[0] if not shape else known, dtype=np.float64),
+            np.asarray(total[0] if not shape else total, dtype=np.float64),
+        )
 
 
 @dataclass(frozen=True, slots=True)
