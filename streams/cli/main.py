@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "deadletter",
     "reports",
     "export",
+    "backtest",
     "review",
 )
 for _module in COMMAND_MODULES:
