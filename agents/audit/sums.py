@@ -62,6 +62,12 @@ class WindowStats:
     #: first kinds have their own sums above. Left out of the JSON while empty, so a window or delta without such
     #: a kind is what it was before the field, and what an older worker reads.
     outcome_counts: dict[str, int] = field(default_factory=dict)
+    #: The reliability plot's two curves, over labelled verdicts whose record carries both confidences (token
+    #: probabilities: docs/guides/judges.md): per calibration bin [count, sum of confidence, count agreeing], by
+    #: the token probability and by the stated confidence. Left out of ``as_json`` while empty, like
+    #: ``outcome_counts``, so an older worker still reads the windows of a deployment without token probabilities.
+    token_bins: list[list[float]] = field(default_factory=lambda: [[0, 0.0, 0] for _ in range(CALIBRATION_BINS)])
+    stated_bins: list[list[float]] = field(default_factory=lambda: [[0, 0.0, 0] for _ in range(CALIBRATION_BINS)])
     alerts_raised: list[str] = field(default_factory=list)
     final_published: bool = False
 
@@ -123,6 +129,13 @@ class WindowStats:
             row[1] += record.confidence
             row[2] += agrees
             self.brier_sum += (record.confidence - (1.0 if agrees else 0.0)) ** 2
+        stated = record.stated
+        if record.token_confidence is not None and stated is not None:
+            for bins, value in ((self.token_bins, record.token_confidence), (self.stated_bins, stated)):
+                row = bins[min(int(value * CALIBRATION_BINS), CALIBRATION_BINS - 1)]
+                row[0] += 1
+                row[1] += value
+                row[2] += agrees
         if record.longer is not None and human != TIE:
             self.length_decided += 1
             self.judge_longer += judge == record.longer
@@ -220,6 +233,8 @@ class WindowStats:
         body = {f.name: getattr(self, f.name) for f in fields(self)}
         if not self.outcome_counts:
             del body["outcome_counts"]  # as before the field: what an older worker reads (the field's comment)
+        if not any(row[0] for row in self.token_bins):
+            del body["token_bins"], body["stated_bins"]  # likewise
         return body
 
 
