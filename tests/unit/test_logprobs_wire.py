@@ -4,6 +4,7 @@ that refuses the parameter costs one refused request, never a judgement."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -17,7 +18,7 @@ from pairjudge.agents.audit import record_for
 from pairjudge.agents.core import judge_pair
 from pairjudge.agents.logprobs import choice_probabilities
 from pairjudge.agents.policy import Policy
-from pairjudge.schemas.events import PairVerdict, TieBreakRequest
+from pairjudge.schemas.events import PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.fake_judge_server import (
     Action,
@@ -195,3 +196,18 @@ async def test_the_official_sdk_reads_the_same_reply_shape(fake_judge_server: Fa
     got = choice_probabilities(content_items, "tone_style", text=choice.message.content)
     assert got == pytest.approx({"A": 0.4, "B": 0.6})
     assert fake_judge_server.requests[0].json()["top_logprobs"] == 5
+
+
+async def test_the_risk_levels_read_the_token_probability(
+    make_judge: Callable[..., OpenAICompatibleJudge], fake_judge_server: FakeJudgeServer
+) -> None:
+    """A high-risk pair needs 0.85 and goes to a person below it: at a token confidence of 0.75 it does, though
+    the judge says 0.95; deciding on the stated number, it is a verdict."""
+    fake_judge_server.set_responder(first_wins)
+    pair = make_pair(risk_level="high")
+    held = await judge_pair(pair, make_judge(), POLICY)
+    assert isinstance(held.outcome, ReviewRequest)
+    assert held.outcome.reason == "risk_review"
+    stated = await judge_pair(pair, make_judge(), dataclasses.replace(POLICY, confidence_source="stated"))
+    assert isinstance(stated.outcome, PairVerdict)
+    assert stated.outcome.confidence == pytest.approx(0.95)
