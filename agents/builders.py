@@ -201,6 +201,14 @@ def primary_outcome(
             rubric_kind=rubric.kind,
             judge=judge,
         )
+        if rec.token_confidence is not None:
+            decided = decided.model_copy(
+                update={
+                    "confidence_source": rec.confidence_source,
+                    "token_confidence": _clamp01(rec.token_confidence),
+                    "stated_confidence": None if rec.stated_confidence is None else _clamp01(rec.stated_confidence),
+                }
+            )
         if not votes:
             return decided
         return decided.model_copy(update={"consistent": not any(v.abstained for v in votes), "jury": tuple(votes)})

@@ -176,6 +176,7 @@ async def _primary_ordering(
         answered_model=ask.answered_model,
         error=ask.error,
         error_kind=ask.error_kind,
+        probabilities=ask.probabilities,
     )
     return ordering, ask.calls
 
@@ -197,7 +198,10 @@ async def _judge_jurors(
     jurors = []
     for index, judge in enumerate(judges):
         (ab, ab_calls), (ba, ba_calls) = results[2 * index], results[2 * index + 1]
-        jurors.append(juror(judge_info(judge, prompt_hash), ab, ba, ab_calls + ba_calls, threshold))
+        tokens = policy.confidence_source == "token_probability"
+        jurors.append(
+            juror(judge_info(judge, prompt_hash), ab, ba, ab_calls + ba_calls, threshold, token_probability=tokens)
+        )
     return jurors
 
 

@@ -18,6 +18,7 @@ from pairjudge.agents.judge import JudgeCall
 from pairjudge.agents.sampling import REVIEW, AuditDraw
 from pairjudge.agents.truth_table import Reconciliation
 from pairjudge.schemas.events import (
+    ConfidenceSource,
     DecidedBy,
     InjectionFlag,
     JuryVote,
@@ -108,6 +109,11 @@ class DecisionFacts:
     #: by the tie-break request). None when a call's price was unknown: never counted as free.
     cost_usd: float | None = None
     pair_cost_usd: float | None = None
+    #: Where ``judged_confidence`` came from, and, when the orderings carried token probabilities, the token
+    #: and stated means side by side (``PairVerdict``'s fields of the same names; None without them).
+    confidence_source: ConfidenceSource = "stated"
+    token_confidence: float | None = None
+    stated_confidence: float | None = None
 
 
 def decision_facts(
@@ -150,6 +156,12 @@ def decision_facts(
     # Only a verdict names a winner; who decided and why, every outcome event says itself (schemas.outcomes).
     winner, confidence = (outcome.winner, outcome.confidence) if isinstance(outcome, PairVerdict) else (None, None)
     decided_by, reason = outcome.decider, outcome.outcome_reason
+    # The confidences beside the judged one: a verdict's own, or what the orderings reached under the policy.
+    side: tuple[ConfidenceSource, float | None, float | None] = ("stated", None, None)
+    if judged is not None and judged.outcome == "verdict":
+        side = (judged.confidence_source, judged.token_confidence, judged.stated_confidence)
+    elif isinstance(outcome, PairVerdict):
+        side = (outcome.confidence_source, outcome.token_confidence, outcome.stated_confidence)
     return DecisionFacts(
         pair_id=pair.pair_id,
         stage=stage,
@@ -182,6 +194,9 @@ def decision_facts(
         escalated_from=tuple(escalated_from),
         cost_usd=(cost := cost_of(calls)),
         pair_cost_usd=None if cost is None or earlier_cost_usd is None else earlier_cost_usd + cost,
+        confidence_source=side[0],
+        token_confidence=side[1],
+        stated_confidence=side[2],
     )
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pairjudge.agents.judge import Judge, JudgeCall, judge_info
 from pairjudge.agents.truth_table import Reconciliation, at_least, failure_reason, reconcile
@@ -186,7 +187,9 @@ def reconcile_jury(jurors: Sequence[Juror], needed: int, threshold: float) -> Re
     # The tally first, then the rules over it: the truth table's precedence of failures and its threshold.
     winner = tally(votes, needed)
     # The winner's voters' mean confidence; without a winner, every juror's that has one.
-    mean = _mean([v.confidence for v in votes if winner is None or (not v.abstained and v.vote == winner)])
+    counted = [j for j in jurors if winner is None or (not j.vote.abstained and j.vote.vote == winner)]
+    mean = _mean([j.vote.confidence for j in counted])
+    side = _both_confidences([j.rec for j in counted if j.vote.confidence is not None])
     failed = failure_reason(o.error_kind for j in jurors for o in (j.ab, j.ba) if not o.valid)
     if failed == "judge_rejected":
         return Reconciliation("review", failed, None, None, consistent=False, flip=flip, failure=failed)
@@ -197,9 +200,24 @@ def reconcile_jury(jurors: Sequence[Juror], needed: int, threshold: float) -> Re
         if mean is None:  # pragma: no cover - a vote always comes from two valid orderings
             raise ValueError("majority voters must carry a confidence")
         if at_least(mean, threshold):
-            return Reconciliation("verdict", None, winner, mean, consistent=consistent, flip=flip)
-        return Reconciliation("tiebreak", "low_confidence", None, mean, consistent=consistent, flip=flip)
-    return Reconciliation("tiebreak", _no_quorum_reason(votes), None, mean, consistent=consistent, flip=flip)
+            return Reconciliation("verdict", None, winner, mean, consistent=consistent, flip=flip, **side)
+        return Reconciliation("tiebreak", "low_confidence", None, mean, consistent=consistent, flip=flip, **side)
+    split = _no_quorum_reason(votes)
+    return Reconciliation("tiebreak", split, None, mean, consistent=consistent, flip=flip, **side)
+
+
+def _both_confidences(recs: Sequence[Reconciliation]) -> dict[str, Any]:
+    """The counted jurors' token and stated means side by side, when every one of them had both; and the
+    source, token probability when every one of them decided on it (one judge: its own, unchanged)."""
+    if not recs or any(r.token_confidence is None or r.stated_confidence is None for r in recs):
+        return {}
+    side: dict[str, Any] = {
+        "token_confidence": _mean([r.token_confidence for r in recs]),
+        "stated_confidence": _mean([r.stated_confidence for r in recs]),
+    }
+    if all(r.confidence_source == "token_probability" for r in recs):
+        side["confidence_source"] = "token_probability"
+    return side
 
 
 def with_agreement(votes: Sequence[JuryVote], winner: str | None) -> tuple[JuryVote, ...]:
@@ -210,8 +228,15 @@ def with_agreement(votes: Sequence[JuryVote], winner: str | None) -> tuple[JuryV
 
 
 def juror(
-    info: JudgeInfo, ab: OrderingResult, ba: OrderingResult, calls: tuple[JudgeCall, ...], threshold: float
+    info: JudgeInfo,
+    ab: OrderingResult,
+    ba: OrderingResult,
+    calls: tuple[JudgeCall, ...],
+    threshold: float,
+    *,
+    token_probability: bool = False,
 ) -> Juror:
-    """One juror from its two judged orderings: reconciled as one judge would be, then its vote."""
-    rec = reconcile(ab, ba, threshold)
+    """One juror from its two judged orderings: reconciled as one judge would be, then its vote
+    (``token_probability``: on token probabilities where both orders have them, ``agents.truth_table.reconcile``)."""
+    rec = reconcile(ab, ba, threshold, token_probability=token_probability)
     return Juror(info, ab, ba, calls, rec, _vote(info, ab, ba, rec))

@@ -97,6 +97,14 @@ def _read(reply: Reply) -> _Read:
     raise TypeError(f"unknown reply type {type(reply).__name__}")
 
 
+def _by_candidate(probabilities: Mapping[str, float] | None, a_id: str, b_id: str) -> dict[str, float] | None:
+    """Token probabilities by position letter, keyed by the candidate (or TIE) each letter stands for."""
+    if probabilities is None:
+        return None
+    who = {"A": a_id, "B": b_id, TIE: TIE}
+    return {who[letter]: p for letter, p in probabilities.items() if letter in who}
+
+
 def _token_sum(values: Sequence[int | None]) -> int | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
@@ -115,11 +123,14 @@ def build_ordering(
     forced_choice: bool = False,
     extra_scores: Mapping[str, tuple[float, float]] | None = None,
     extra_differentiators: Sequence[str] = (),
+    probabilities: Mapping[str, float] | None = None,
 ) -> OrderingResult:
     """One ordering's ``OrderingResult``: who sat where, and the reply mapped back to candidate ids.
 
     ``extra_scores`` are more dimension scores by position, (A, B), un-swapped like the reply's own.
     Latency, tokens and cost are summed over every call the ordering made, re-asks included.
+    ``probabilities`` are the reply's token probabilities by position letter (``agents.logprobs``), keyed
+    here by candidate id like everything else: the swapped order's "A" becomes the pair's second candidate.
     """
     a, b = shown(pair, order)
     a_id, b_id = a.candidate_id, b.candidate_id
@@ -152,5 +163,6 @@ def build_ordering(
         dimension_scores=scores,
         justification=read.justification,
         key_differentiators=(*read.key_differentiators, *extra_differentiators),
+        token_probabilities=_by_candidate(probabilities, a_id, b_id),
         **common,
     )

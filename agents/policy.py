@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pairjudge.agents.spend import SpendAction, SpendCaps
-from pairjudge.schemas.events import ControlUpdate
+from pairjudge.schemas.events import ConfidenceSource, ControlUpdate
 from pairjudge.schemas.kinds import CONTROLS, RISK_THRESHOLD_KEYS, RISK_THRESHOLDS
 from pairjudge.schemas.pair import RiskLevel
 from pairjudge.schemas.rubric import DEFAULT_TIEBREAK_WEIGHTS, TieBreakWeights
@@ -102,6 +102,10 @@ class Policy:
     screen_on_failure: ScreenFailure = "review"
     default_tiebreak: TieBreakWeights = DEFAULT_TIEBREAK_WEIGHTS
     kappa_guard_tripped: bool = False  # when True, every decision routes to review reason "kappa_guard"
+    #: Which confidence the thresholds, the cascade's tiers and the risk levels read: "token_probability" (the
+    #: judge's token probabilities, averaged over both orders, when both orders carry them; else the stated
+    #: confidence) or "stated" (always the judge's stated number). docs/guides/judges.md.
+    confidence_source: ConfidenceSource = "token_probability"
     #: Votes a jury's winner needs (agents.jury); None means a strict majority of all jurors.
     jury_quorum: int | None = None
     #: Calibrated auto-decision thresholds by drift series (``AuditSeries.key``), from the audit's

@@ -22,6 +22,7 @@ their would-be answers travel with the review, so agreement with the humans can 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 from pairjudge.agents.policy import Policy
@@ -70,4 +71,4 @@ def apply_policy(rec: Reconciliation, policy: Policy, risk: RiskLevel = "normal"
         reason = overriding_reason(policy, rec.outcome)
     if reason is None:
         return rec
-    return Reconciliation("review", reason, None, rec.mean_confidence, rec.consistent, rec.flip)
+    return dataclasses.replace(rec, outcome="review", reason=reason, winner=None, failure=None)

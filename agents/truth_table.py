@@ -9,7 +9,8 @@ with its precedence written down (the first that applies wins):
                                                      "ordering_invalid" (bad replies)
 2. the orders name different candidates (a flip)  -> tie-break "position_inconsistent"
 3. either order says TIE (both TIE included)      -> tie-break "tie"
-4. same winner, mean confidence < threshold       -> tie-break "low_confidence"
+4. same winner, mean confidence < threshold       -> tie-break "low_confidence" (the mean stated confidence,
+                                                     or the mean token probability: :func:`reconcile`)
 5. same winner, mean confidence >= threshold      -> verdict, decided_by="primary", consistent=True
 
 Invalid comes first because nothing else about an invalid ordering can be trusted. Among failures, a
@@ -29,13 +30,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
-from pairjudge.schemas.events import ErrorKind, OrderingResult, ReviewReason, TieBreakReason
+from pairjudge.schemas.events import ConfidenceSource, ErrorKind, OrderingResult, ReviewReason, TieBreakReason
 from pairjudge.schemas.outcomes import DecidedKind
 from pairjudge.schemas.pair import TIE
 
-__all__ = ["FailureReason", "Reconciliation", "at_least", "failure_reason", "reconcile"]
+__all__ = ["FailureReason", "Reconciliation", "at_least", "failure_reason", "reconcile", "token_mean"]
 
 FailureReason = Literal["judge_rejected", "judge_unavailable"]
 
@@ -59,6 +60,11 @@ class Reconciliation:
     #: Why the judge gave no answer, when that is what this review is for (``reason`` says the same): the
     #: core's typed cause for the decision's disposition (``agents.disposition``), never read back from text.
     failure: FailureReason | None = None
+    #: Which confidence ``mean_confidence`` is (:func:`reconcile`); and, when both orders carried token
+    #: probabilities, both means side by side (None otherwise: ``mean_confidence`` is then the stated one).
+    confidence_source: ConfidenceSource = "stated"
+    token_confidence: float | None = None
+    stated_confidence: float | None = None
 
 
 def at_least(value: float, threshold: float) -> bool:
@@ -81,21 +87,49 @@ def failure_reason(kinds: Iterable[ErrorKind | None]) -> FailureReason | None:
     return None
 
 
-def reconcile(ab: OrderingResult, ba: OrderingResult, threshold: float) -> Reconciliation:
-    """The truth table over two mapped orderings; see the module docstring for the precedence."""
+def token_mean(ab: OrderingResult, ba: OrderingResult) -> float | None:
+    """The mean over both orders of each order's token probability for its own winner; None unless both have one.
+
+    For orders that agree this is the average of the two probabilities for the same candidate (the swapped
+    order's "A" already mapped back to the original "B" in ``token_probabilities``): an average, not a product
+    or a renormalised product, because the two readings are of one judge on one pair and strongly dependent, so
+    multiplying them as if independent would be overconfident; the average is what the stated confidences get,
+    and what Trust or Escalate (Jung et al., ICLR 2025) calibrated its thresholds on.
+    """
+    a, b = ab.token_confidence, ba.token_confidence
+    return (a + b) / 2 if a is not None and b is not None else None
+
+
+def reconcile(
+    ab: OrderingResult, ba: OrderingResult, threshold: float, *, token_probability: bool = False
+) -> Reconciliation:
+    """The truth table over two mapped orderings; see the module docstring for the precedence.
+
+    The confidence it compares with ``threshold`` (and hands on, as ``mean_confidence``, to the risk levels'
+    "review below" and the audit sampling) is the mean stated confidence, or, with ``token_probability`` and
+    token probabilities in both orders, their mean (:func:`token_mean`).
+    """
     if not (ab.valid and ba.valid):
         failed = failure_reason(r.error_kind for r in (ab, ba) if not r.valid)
         reason: ReviewReason = failed or "ordering_invalid"
         return Reconciliation("review", reason, None, None, consistent=False, flip=False, failure=failed)
     if ab.mapped_winner is None or ba.mapped_winner is None or ab.confidence is None or ba.confidence is None:
         raise ValueError("a valid OrderingResult must carry mapped_winner and confidence")
-    mean = (ab.confidence + ba.confidence) / 2
+    stated = (ab.confidence + ba.confidence) / 2
+    tokens = token_mean(ab, ba)
+    chosen = token_probability and tokens is not None
+    mean = tokens if chosen and tokens is not None else stated
+    side: dict[str, Any] = {}
+    if tokens is not None:
+        side = {"token_confidence": tokens, "stated_confidence": stated}
+        if chosen:
+            side["confidence_source"] = "token_probability"
     consistent = ab.mapped_winner == ba.mapped_winner
     flip = not consistent and TIE not in (ab.mapped_winner, ba.mapped_winner)
     if flip:
-        return Reconciliation("tiebreak", "position_inconsistent", None, mean, consistent=False, flip=True)
+        return Reconciliation("tiebreak", "position_inconsistent", None, mean, consistent=False, flip=True, **side)
     if TIE in (ab.mapped_winner, ba.mapped_winner):
-        return Reconciliation("tiebreak", "tie", None, mean, consistent=consistent, flip=False)
+        return Reconciliation("tiebreak", "tie", None, mean, consistent=consistent, flip=False, **side)
     if not at_least(mean, threshold):
-        return Reconciliation("tiebreak", "low_confidence", None, mean, consistent=True, flip=False)
-    return Reconciliation("verdict", None, ab.mapped_winner, mean, consistent=True, flip=False)
+        return Reconciliation("tiebreak", "low_confidence", None, mean, consistent=True, flip=False, **side)
+    return Reconciliation("verdict", None, ab.mapped_winner, mean, consistent=True, flip=False, **side)

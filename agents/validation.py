@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from pairjudge.agents.errors import InvalidReply, JudgeError
 from pairjudge.agents.judge import Judge, JudgeRequest, JudgeResponse
 from pairjudge.agents.judge import JudgeCall as JudgeCall  # re-exported: agents.audit imports it from here
+from pairjudge.agents.logprobs import choice_probabilities
 from pairjudge.agents.prompts import reask
 from pairjudge.schemas.events import ErrorKind, Order, Stage
 from pairjudge.schemas.replies import HeadToHeadReply, PairwiseReply, Reply, TieBreakReply
@@ -181,6 +182,9 @@ class AskResult(Generic[R]):
     retries: int
     calls: tuple[JudgeCall, ...]
     answered_model: str | None
+    #: The accepted reply's token probability per verdict choice, by position letter (``agents.logprobs``);
+    #: None when the judge sent no token probabilities, or they could not be lined up with the verdict.
+    probabilities: dict[str, float] | None = None
 
 
 def _error_kind(exc: JudgeError) -> ErrorKind:
@@ -273,5 +277,6 @@ async def ask_validated(
             record(current, started, response, "invalid_reply", _clip(last_error, _MAX_DETAIL))
             continue
         record(current, started, response)
-        return AskResult(reply, response.text, None, None, k, tuple(calls), answered)
+        probabilities = choice_probabilities(response.extra.get("logprobs"), current.template, text=response.text)
+        return AskResult(reply, response.text, None, None, k, tuple(calls), answered, probabilities)
     return AskResult(None, last_text, last_error, "invalid_reply", max_reasks, tuple(calls), answered)

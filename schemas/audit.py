@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import Field
 
 from pairjudge.schemas._base import Contract, Event
-from pairjudge.schemas.events import HumanLabel, JudgeInfo, ReviewReason, Stage, TieBreakReason
+from pairjudge.schemas.events import ConfidenceSource, HumanLabel, JudgeInfo, ReviewReason, Stage, TieBreakReason
 from pairjudge.schemas.outcomes import DecidedKind
 from pairjudge.schemas.pair import CandidateId, CandidatePair, LabelWinner, PairId, Role, utc_now
 from pairjudge.schemas.rubric import RubricRef
@@ -193,7 +193,20 @@ class DecisionRecord(Event):
     #: record). None when a call's price was unknown: never counted as free.
     cost_usd: float | None = Field(default=None, ge=0)
     pair_cost_usd: float | None = Field(default=None, ge=0)
+    #: Where ``confidence`` came from (the policy's ``confidence_source``): the judge's stated confidence, or its
+    #: token probabilities over both orders. When the orderings carried token probabilities, both means are
+    #: here side by side whichever was used; None without them (``confidence`` is then the stated one).
+    confidence_source: ConfidenceSource = "stated"
+    token_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    stated_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     decided_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def stated(self) -> float | None:
+        """The judge's stated confidence, whichever confidence decided (for the reliability plot's stated curve)."""
+        if self.stated_confidence is not None:
+            return self.stated_confidence
+        return self.confidence if self.confidence_source == "stated" else None
 
 
 #: ``second_label``: a second, independent human label of an audit pair (by a reviewer other than the
@@ -344,6 +357,10 @@ class AuditSnapshot(Event):
     ece: float | None = None
     brier: float | None = None
     reliability: tuple[ReliabilityBinSnapshot, ...] = ()
+    #: The same bins over the labelled verdicts whose records carry both confidences, by the judge's token
+    #: probability and by its stated confidence (the reliability plot's two curves); empty without them.
+    token_reliability: tuple[ReliabilityBinSnapshot, ...] = ()
+    stated_reliability: tuple[ReliabilityBinSnapshot, ...] = ()
     #: How often the judge's winner was the longer output, and how often the humans' was, on labelled pairs.
     judge_longer_win_rate: float | None = None
     human_longer_win_rate: float | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -16,6 +16,7 @@ from pairjudge.schemas.replies import Position, PositionOrTie
 #: What ``pairjudge.schemas`` re-exports from here (the package's import surface: ``schemas/__init__.py`` takes
 #: this list whole, so a new public contract is exported by adding it here).
 __all__ = [
+    "ConfidenceSource",
     "ControlUpdate",
     "DeadLetter",
     "ErrorKind",
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 Order = Literal["AB", "BA"]
+#: Where a decision's confidence came from: the judge's stated number, or its token probabilities over both orders.
+ConfidenceSource = Literal["stated", "token_probability"]
 #: "rule": settled before any judge call (an empty output loses, identical outputs tie; ``agents.settle``).
 DecidedBy = Literal["primary", "tiebreak", "human", "rule"]
 TieBreakReason = Literal["tie", "low_confidence", "position_inconsistent", "invalid_verdict"]
@@ -103,6 +106,17 @@ class OrderingResult(Contract):
     cost_usd: float | None = Field(default=None, ge=0.0)
     #: Calls of this ordering answered from the response cache instead of the judge.
     cache_hits: int = Field(default=0, ge=0)
+    #: The judge's token probability for each choice at its verdict token, by candidate id (and "TIE" where the
+    #: template has one), renormalised over the choices (``agents.logprobs``); None when the judge gave none
+    #: (the offline judge, Anthropic, a server that refused ``logprobs``, a cached reply).
+    token_probabilities: dict[str, Annotated[float, Field(ge=0.0, le=1.0)]] | None = None
+
+    @property
+    def token_confidence(self) -> float | None:
+        """The token probability of this ordering's own winner: the counterpart of its stated ``confidence``."""
+        if self.token_probabilities is None or self.mapped_winner is None:
+            return None
+        return self.token_probabilities.get(self.mapped_winner)
 
 
 AbstainReason = Literal["position_inconsistent", "invalid", "tie"]
@@ -165,6 +179,14 @@ class PairVerdict(Event):
     trace_id: str | None = None
     #: One vote per juror when a jury decided (agents.jury); empty for a single judge.
     jury: tuple[JuryVote, ...] = ()
+    #: Where ``confidence`` comes from: the judge's stated confidence, or its token probability (both orders
+    #: had one and the policy's ``confidence_source`` takes it; docs/guides/judges.md).
+    confidence_source: ConfidenceSource = "stated"
+    #: The two confidences side by side whenever the orderings carried token probabilities: the mean token
+    #: probability of the winner over both orders, and the mean stated confidence. None without them (then
+    #: ``confidence`` is the stated one).
+    token_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    stated_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     decided_at: datetime = Field(default_factory=utc_now)
 
     @property

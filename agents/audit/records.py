@@ -146,4 +146,7 @@ def decision_record(
         escalated_from=facts.escalated_from if primary else (),
         cost_usd=facts.cost_usd,
         pair_cost_usd=facts.pair_cost_usd,
+        confidence_source=facts.confidence_source,
+        token_confidence=facts.token_confidence,
+        stated_confidence=facts.stated_confidence,
     )

@@ -67,6 +67,12 @@ class WindowStats:
     #: the JSON while zero, like ``outcome_counts``.
     orders_agreed_labels: int = 0
     orders_agreed_correct: int = 0
+    #: The reliability plot's two curves, over labelled verdicts whose record carries both confidences (token
+    #: probabilities: docs/guides/judges.md): per calibration bin [count, sum of confidence, count agreeing], by
+    #: the token probability and by the stated confidence. Left out of ``as_json`` while empty, like
+    #: ``outcome_counts``, so an older worker still reads the windows of a deployment without token probabilities.
+    token_bins: list[list[float]] = field(default_factory=lambda: [[0, 0.0, 0] for _ in range(CALIBRATION_BINS)])
+    stated_bins: list[list[float]] = field(default_factory=lambda: [[0, 0.0, 0] for _ in range(CALIBRATION_BINS)])
     alerts_raised: list[str] = field(default_factory=list)
     final_published: bool = False
 
@@ -131,6 +137,13 @@ class WindowStats:
             row[1] += record.confidence
             row[2] += agrees
             self.brier_sum += (record.confidence - (1.0 if agrees else 0.0)) ** 2
+        stated = record.stated
+        if record.token_confidence is not None and stated is not None:
+            for bins, value in ((self.token_bins, record.token_confidence), (self.stated_bins, stated)):
+                row = bins[min(int(value * CALIBRATION_BINS), CALIBRATION_BINS - 1)]
+                row[0] += 1
+                row[1] += value
+                row[2] += agrees
         if record.longer is not None and human != TIE:
             self.length_decided += 1
             self.judge_longer += judge == record.longer
@@ -234,6 +247,8 @@ class WindowStats:
             del body["outcome_counts"]  # as before the field: what an older worker reads (the field's comment)
         if not self.orders_agreed_labels:
             del body["orders_agreed_labels"], body["orders_agreed_correct"]  # likewise
+        if not any(row[0] for row in self.token_bins):
+            del body["token_bins"], body["stated_bins"]  # likewise
         return body
 
 

@@ -88,6 +88,20 @@ def window_start(at: datetime, size_s: float) -> float:
     return math.floor(at.timestamp() / size_s) * size_s
 
 
+def reliability_snapshot(bins: list[list[float]]) -> tuple[ReliabilityBinSnapshot, ...]:
+    """Calibration bins of [count, sum of confidence, count agreeing] as the snapshot publishes them."""
+    return tuple(
+        ReliabilityBinSnapshot(
+            lower=i / CALIBRATION_BINS,
+            upper=(i + 1) / CALIBRATION_BINS,
+            count=int(row[0]),
+            mean_confidence=row[1] / row[0] if row[0] else None,
+            accuracy=row[2] / row[0] if row[0] else None,
+        )
+        for i, row in enumerate(bins)
+    )
+
+
 def snapshot(
     stats: WindowStats,
     series: AuditSeries,
@@ -106,16 +120,8 @@ def snapshot(
     first, second = stats.human_label_lists()
     floor = kappa_floor(stats, bounds) if bounds is not None else None
     guard = agreement_guard(stats, bounds) if bounds is not None else None
-    bins = tuple(
-        ReliabilityBinSnapshot(
-            lower=i / CALIBRATION_BINS,
-            upper=(i + 1) / CALIBRATION_BINS,
-            count=int(row[0]),
-            mean_confidence=row[1] / row[0] if row[0] else None,
-            accuracy=row[2] / row[0] if row[0] else None,
-        )
-        for i, row in enumerate(stats.bins)
-    )
+    bins = reliability_snapshot(stats.bins)
+    both = any(row[0] for row in stats.token_bins)
     figures = AuditSnapshot(
         series=series.key,
         series_info=series,
@@ -146,6 +152,8 @@ def snapshot(
         ece=stats.ece(),
         brier=stats.brier(),
         reliability=bins,
+        token_reliability=reliability_snapshot(stats.token_bins) if both else (),
+        stated_reliability=reliability_snapshot(stats.stated_bins) if both else (),
         judge_longer_win_rate=rate_of(stats.judge_longer, stats.length_decided),
         human_longer_win_rate=rate_of(stats.human_longer, stats.length_decided),
         canary_labels=stats.canary_labels,

@@ -10,7 +10,8 @@ shown as "not enough labels yet"), beside the human ceiling (the kappa of review
 each other on audit pairs labelled twice: a judge cannot be expected to agree with people more than
 people agree with each other) and the floor the kappa guard applied, in the mode it ran in; the
 tie-break rate against the tie-break alert's 20% line, with the flip rate; the calibration curve (reliability
-bins summed over the windows); how often the longer output wins for the judge and for the humans;
+bins summed over the windows; the stated and the token-probability curves when the records carry both);
+how often the longer output wins for the judge and for the humans;
 the auto-decision threshold in force and its coverage; the dimensions ranked by how often the judge's
 two orders, or the judge and the humans, disagree on them, and the style-guide rules cited in those pairs
 (``streams.audit.report_ambiguity``).

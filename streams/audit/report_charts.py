@@ -9,12 +9,12 @@ import html
 import io
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
-from pairjudge.schemas.audit import AuditSnapshot
+from pairjudge.schemas.audit import AuditSnapshot, ReliabilityBinSnapshot
 
 # --- plots ------------------------------------------------------------------------------------------
 #
@@ -285,24 +285,41 @@ def rates_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
     return _svg(figure)
 
 
-def calibration_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
-    title = "Calibration: agreement with people by the judge's confidence"
-    counts: dict[float, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # count, sum conf, sum agree
-    for window in windows:
-        for b in window.reliability:
+def _pooled(bins: Iterable[Sequence[ReliabilityBinSnapshot]]) -> list[tuple[float, list[float]]]:
+    """Windows' reliability bins pooled: per bin's lower edge [count, sum of confidence, sum agreeing], sorted."""
+    counts: dict[float, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for window in bins:
+        for b in window:
             if b.count and b.mean_confidence is not None and b.accuracy is not None:
                 row = counts[b.lower]
                 row[0] += b.count
                 row[1] += b.mean_confidence * b.count
                 row[2] += b.accuracy * b.count
-    if not counts:
+    return sorted(counts.items())
+
+
+def calibration_chart(windows: Sequence[AuditSnapshot]) -> str | Empty:
+    """The reliability curve of the confidence the series decides on; when the records carry both the judge's
+    stated confidence and its token probability, one curve for each, over the verdicts that have both."""
+    title = "Calibration: agreement with people by the judge's confidence"
+    rows = _pooled(w.reliability for w in windows)
+    if not rows:
         return Empty(title, NO_LABELS if not _labelled(windows) else "no labelled automatic verdict with a confidence")
-    figure, axes = _figure(title, NARROW if len(counts) <= 2 else WIDE)
+    token = _pooled(w.token_reliability for w in windows)
+    stated = _pooled(w.stated_reliability for w in windows)
+    curves = (
+        [("stated confidence", stated, "o-"), ("token probability", token, "s--")]
+        if token
+        else [("judge (labelled verdicts)", rows, "o-")]
+    )
+    figure, axes = _figure(title, NARROW if max(len(c[1]) for c in curves) <= 2 else WIDE)
     axes.plot([0, 1], [0, 1], color="grey", linestyle=":", label="perfect calibration")
-    rows = sorted(counts.items())
-    axes.plot([r[1] / r[0] for _, r in rows], [r[2] / r[0] for _, r in rows], "o-", label="judge (labelled verdicts)")
-    for _, r in rows:
-        axes.annotate(f"{int(r[0])}", (r[1] / r[0], r[2] / r[0]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    for label, curve, style in curves:
+        axes.plot([r[1] / r[0] for _, r in curve], [r[2] / r[0] for _, r in curve], style, label=label)
+        for _, r in curve:
+            axes.annotate(
+                f"{int(r[0])}", (r[1] / r[0], r[2] / r[0]), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            )
     axes.set_xlim(0, 1)
     axes.set_ylim(0, 1.05)
     axes.set_xlabel("mean confidence in the bin (labels per bin marked)", fontsize=8)

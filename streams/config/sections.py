@@ -276,6 +276,12 @@ class JudgeSettings(_Section):
     #: How ``openai`` asks for the reply schema: ``json_schema`` (strict), ``json_object_schema`` (llama.cpp),
     #: ``none`` (plain JSON), or ``auto``: each in turn as far as the server refuses them. Anthropic ignores it.
     response_format: Literal["auto", "json_schema", "json_object_schema", "none"] = "json_schema"
+    #: Ask an ``openai`` judge for token probabilities (``logprobs`` with ``top_logprobs``) so a verdict's confidence
+    #: can come from the judge's probability for each side (docs/guides/judges.md). A server that refuses them is
+    #: asked without, for good. Anthropic has none and ignores it.
+    logprobs: bool = True
+    #: How many alternatives per token to ask for (1 to 20); the other side's letter must be among them.
+    top_logprobs: int = Field(default=5, ge=1, le=20)
     #: The sampling temperature sent with every call; part of the judge's identity and of the cache key.
     temperature: float = 0.0
     #: A sampling seed sent to OpenAI-compatible servers, which use it where they support it; unset: none is sent.
@@ -402,6 +408,11 @@ class PolicySettings(_Section):
     #: ``risk_level: "high"`` pairs: below this mean confidence a pair that is no verdict goes straight to review
     #: "risk_review", skipping the tie-break (never below the normal one; 0 never).
     high_review_below_confidence: float = Field(default=_DEFAULTS.high_review_below_confidence, ge=0, le=1)
+    #: Which confidence the thresholds above, a series' calibrated one, the cascade's tiers and the risk levels read:
+    #: ``token_probability`` (the judge's probability for each side at its verdict token, averaged over both orders,
+    #: when both orders carry one; else the stated confidence) or ``stated`` (always the judge's stated number).
+    #: docs/guides/judges.md#confidence-from-token-probabilities.
+    confidence_source: Literal["token_probability", "stated"] = _DEFAULTS.confidence_source
     #: Re-asks after a reply that fails validation, each carrying the error, per order and judge (tie-break too);
     #: still invalid, the order counts as invalid.
     max_reasks: int = Field(default=_DEFAULTS.max_reasks, ge=0, le=5)

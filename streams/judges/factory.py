@@ -69,6 +69,8 @@ def build_inner_judge(settings: JudgeSettings) -> Judge:
         version=settings.version,
         api_key=settings.resolved_api_key(),
         response_format=settings.response_format,
+        logprobs=settings.logprobs,
+        top_logprobs=settings.top_logprobs,
         temperature=settings.temperature,
         seed=settings.seed,
         max_tokens=settings.max_tokens,

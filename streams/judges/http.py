@@ -95,9 +95,12 @@ class RequestRefused(JudgeRejected):
     """
 
     status: int
+    #: The start of the error body the check recognised (untrusted; for telling refusals apart, never shown).
+    head: bytes
 
-    def __init__(self, message: str, *, status: int) -> None:
+    def __init__(self, message: str, *, status: int, head: bytes = b"") -> None:
         super().__init__(message, status=status)
+        self.head = head
 
 
 #: Statuses that say the credentials were refused: a missing, wrong, revoked or under-privileged key.
@@ -422,6 +425,7 @@ class JSONEndpoint:
                 raise RequestRefused(
                     f"judge {self._label} refused the request's form: HTTP {status}: {detail or '(empty body)'}",
                     status=status,
+                    head=head,
                 )
             if status in self._retriable_statuses or status >= 500:
                 raise RetriableHTTPError(

@@ -19,6 +19,11 @@ What this adapter owns, and what it leaves to the core:
   refuses a form (``is_format_refusal``) gets the same request again at once in the next form; the
   form that worked is kept for the judge's lifetime, so the probing costs one refused request per
   form, not one per call.
+* Token probabilities (``logprobs`` with ``top_logprobs``, on by default) are asked for so the core can read
+  the judge's probability for each side at its verdict token (``agents.logprobs``); the reply's
+  ``logprobs.content`` goes into ``extra["logprobs"]`` untouched. A server that refuses the parameter
+  (``is_logprobs_refusal``) gets the same request again at once without it, and the judge stops asking for
+  good (logged once, counted in ``logprobs_refusals``): judging never depends on token probabilities.
 
 Why one module over 500 lines: the wire format's quirks (schema adaptation for llama.cpp, error bodies,
 the structured-output probing) are what this module is; each part is read with the others.
@@ -31,6 +36,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Final, Literal, TypeGuard
 
 from pydantic import SecretStr
@@ -70,6 +76,10 @@ DEFAULT_WIRE_INT_ENUM_MAX = 64
 _MAX_STABLE_PARTS = 512
 
 _SCHEMA_NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
+
+#: How many alternatives per token a judge asks for by default, and OpenAI's most.
+DEFAULT_TOP_LOGPROBS = 5
+MAX_TOP_LOGPROBS = 20
 
 #: The ``provider`` in this judge's identity (any OpenAI-compatible server).
 PROVIDER = "openai-compatible"
@@ -188,6 +198,21 @@ def error_detail(head: bytes) -> str | None:
     return f"{code}: {message}" if code else message
 
 
+def is_logprobs_refusal(status: int, body: bytes) -> bool:
+    """Whether an error answer says the server does not take ``logprobs``/``top_logprobs``: a 400 or 422 (or
+    llama-cpp-python's 500 validation error) whose error names them, as message or ``param``. A context-length
+    error is never one, as for :func:`is_format_refusal`. ``body`` is the start of an untrusted error body."""
+    if status not in (400, 422, 500):
+        return False
+    message, param, code = _error_fields(body)
+    text = message.lower()
+    if "context_length" in code or any(marker in text for marker in _CONTEXT_MARKERS):
+        return False
+    if status == 500:
+        return "validation error" in text and "logprobs" in text
+    return "logprobs" in param or "logprobs" in text
+
+
 def is_format_refusal(status: int, body: bytes) -> bool:
     """Whether an error answer says the server does not take the request's structured-output form.
 
@@ -264,10 +289,14 @@ class OpenAICompatibleJudge(EndpointJudge):
         allow_cleartext_key: bool = False,
         wire_max_length: int | None = DEFAULT_WIRE_MAX_LENGTH,
         wire_int_enum_max: int | None = DEFAULT_WIRE_INT_ENUM_MAX,
+        logprobs: bool = True,
+        top_logprobs: int = DEFAULT_TOP_LOGPROBS,
     ) -> None:
         url = parse_base_url(base_url, example="http://127.0.0.1:8080/v1")
         # The start-up check (streams.config.settings.check_api_key) again, for judges built by other paths.
         check_key_transport(str(url), api_key, allowed=allow_cleartext_key)
+        if not 1 <= top_logprobs <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"top_logprobs must be between 1 and {MAX_TOP_LOGPROBS}")
         if max_concurrency < 1 or max_retries < 0 or max_tokens < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency, max_tokens and max_response_bytes must be >= 1, max_retries >= 0")
         self._where = host_label(url)
@@ -281,8 +310,13 @@ class OpenAICompatibleJudge(EndpointJudge):
         # microseconds and needs no event loop; it also holds should one judge serve several loops.
         self._form_lock = threading.Lock()
         #: ``_body``'s encoded stable parts, by (form, schema name, schema id), with the schema they encode.
-        self._stable_parts: dict[tuple[WireFormat, str, int], tuple[object, bytes]] = {}
+        self._stable_parts: dict[tuple[WireFormat, bool, str, int], tuple[object, bytes]] = {}
         self._seed = seed
+        #: Whether requests ask for token probabilities; set False, for good, by the first refusal.
+        self._logprobs = logprobs
+        self._top_logprobs = top_logprobs
+        #: Requests the server refused for their ``logprobs`` (at most a few: the first one switches them off).
+        self.logprobs_refusals = 0
         self._max_tokens = max_tokens
         self._max_tokens_field = max_tokens_field
         self._connect_timeout = connect_timeout
@@ -323,21 +357,28 @@ class OpenAICompatibleJudge(EndpointJudge):
         """The form requests go out in now: the configured one, or in ``auto`` mode the one found so far."""
         return self._form
 
+    @property
+    def logprobs(self) -> bool:
+        """Whether requests ask for token probabilities now (False once the server refused them)."""
+        return self._logprobs
+
     async def complete(self, request: JudgeRequest) -> JudgeResponse:
-        if self._response_format != "auto":
-            result = await self._http.post(self._body(request, self._form), self._headers())
-            return self._parse(result, self._form)
         started = time.perf_counter()
         form = self._form
         refusals = 0
         while True:
+            logprobs = self._logprobs
+            # The last form is never taken for a format refusal: nothing is left to fall back to.
+            formats = self._response_format == "auto" and form in _NEXT_FORM
+            check = _refusal_check(formats=formats, logprobs=logprobs)
             try:
-                # The last form is never taken for a refusal: nothing is left to fall back to.
-                check = is_format_refusal if form in _NEXT_FORM else None
-                result = await self._http.post(self._body(request, form), self._headers(), refused=check)
+                result = await self._http.post(self._body(request, form, logprobs), self._headers(), refused=check)
             except RequestRefused as exc:
                 refusals += 1
-                form = self._downgrade(form, exc.status)
+                if logprobs and is_logprobs_refusal(exc.status, exc.head):
+                    self._stop_logprobs(exc.status)
+                else:
+                    form = self._downgrade(form, exc.status)
                 continue
             response = self._parse(result, form)
             if refusals:
@@ -416,7 +457,20 @@ class OpenAICompatibleJudge(EndpointJudge):
                 )
             return self._form
 
-    def _body(self, request: JudgeRequest, form: WireFormat) -> bytes:
+    def _stop_logprobs(self, status: int) -> None:
+        """Stop asking for token probabilities after the server refused them (once per judge, like a form)."""
+        with self._form_lock:
+            self.logprobs_refusals += 1
+            if self._logprobs:
+                self._logprobs = False
+                log.warning(
+                    "judge %s refused logprobs (HTTP %d); judging on without token probabilities "
+                    "(the judge's stated confidence) for this judge",
+                    self._label,
+                    status,
+                )
+
+    def _body(self, request: JudgeRequest, form: WireFormat, logprobs: bool = False) -> bytes:
         """The request's JSON: the messages encoded now, everything else encoded once per schema and form.
 
         Only the messages change from call to call. The rest (model, sampling settings and above all
@@ -424,10 +478,10 @@ class OpenAICompatibleJudge(EndpointJudge):
         so it is kept encoded, keyed by the schema object (``agents.response_schemas.response_schema``
         shares one per template and criteria) and held by reference so its id cannot be reused.
         """
-        key = (form, request.schema_name, id(request.response_schema))
+        key = (form, logprobs, request.schema_name, id(request.response_schema))
         cached = self._stable_parts.get(key)
         if cached is None or cached[0] is not request.response_schema:
-            stable = self._payload(request, form)
+            stable = self._payload(request, form, logprobs)
             encoded = json.dumps(stable, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
             if len(self._stable_parts) >= _MAX_STABLE_PARTS:
                 self._stable_parts.clear()  # a bound, not a policy: real workloads have a few dozen
@@ -440,7 +494,7 @@ class OpenAICompatibleJudge(EndpointJudge):
         ).encode()
         return b'{"messages":' + messages + b"," + cached[1] + b"}"
 
-    def _payload(self, request: JudgeRequest, form: WireFormat) -> dict[str, Any]:
+    def _payload(self, request: JudgeRequest, form: WireFormat, logprobs: bool = False) -> dict[str, Any]:
         """Every member of the request but the messages (see ``_body``)."""
         payload: dict[str, Any] = {
             "model": self._model,
@@ -448,6 +502,9 @@ class OpenAICompatibleJudge(EndpointJudge):
             self._max_tokens_field: self._max_tokens,
             "stream": False,
         }
+        if logprobs:
+            payload["logprobs"] = True
+            payload["top_logprobs"] = self._top_logprobs
         if self._seed is not None:
             payload["seed"] = self._seed
         if form == "json_schema":
@@ -490,6 +547,7 @@ class OpenAICompatibleJudge(EndpointJudge):
         text = content if content else (refusal if isinstance(refusal, str) else "")
         usage = data.get("usage")
         answered = data.get("model")
+        logprobs = first.get("logprobs")
         return JudgeResponse(
             text=text,
             model=answered if isinstance(answered, str) and answered else self._model,
@@ -509,8 +567,21 @@ class OpenAICompatibleJudge(EndpointJudge):
                 # The form this reply was asked in; a fallback is a weaker constraint, worth seeing.
                 "response_format": form,
                 "response_format_fallback": self._response_format == "auto" and form != "json_schema",
+                # The server's per-token log probabilities, as sent (agents.logprobs reads them); None without.
+                "logprobs": logprobs.get("content") if isinstance(logprobs, dict) else None,
             },
         )
+
+
+def _refusal_check(*, formats: bool, logprobs: bool) -> Callable[[int, bytes], bool] | None:
+    """The refusals a request may meet and fall back from: its structured-output form, its logprobs."""
+    if formats and logprobs:
+        return lambda status, body: is_logprobs_refusal(status, body) or is_format_refusal(status, body)
+    if formats:
+        return is_format_refusal
+    if logprobs:
+        return is_logprobs_refusal
+    return None
 
 
 def _content_text(content: object) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,6 +19,7 @@ import pydantic
 import pytest
 
 from pairjudge.agents.judge import ChatMessage, JudgeRequest
+from pairjudge.agents.logprobs import choice_probabilities
 from pairjudge.schemas.replies import ToneStyleReply
 from pairjudge.streams.judges.openai import OpenAICompatibleJudge
 from tests.fixtures.llama import LlamaServer
@@ -107,6 +109,8 @@ def make_judge(server: LlamaServer, **overrides: Any) -> OpenAICompatibleJudge:
         "seed": 42,
         "read_timeout": 180.0,  # the server answers one request at a time; a queued one waits its turn
         "max_retries": 1,
+        # Off but where a test asks for them: they cost llama-cpp-python 2-3x the time per reply.
+        "logprobs": False,
     }
     options.update(overrides)
     return OpenAICompatibleJudge(**options)
@@ -224,3 +228,34 @@ async def test_auto_mode_finds_the_json_object_schema_form(
         assert reply.winner in ("A", "B")
     [warning] = [r for r in caplog.records if r.levelno == logging.WARNING and "falling back" in r.getMessage()]
     assert "HTTP 500" in warning.getMessage()
+
+
+async def test_token_probabilities_of_the_verdict_come_through(llama_server: LlamaServer) -> None:
+    """``logprobs`` with ``top_logprobs`` come back from the real server, and the core's reading
+    (``agents.logprobs``) gives the winner a probability in (0, 1) equal to the server's own numbers at the
+    verdict token, renormalised over A and B."""
+    async with make_judge(llama_server, logprobs=True) as judge:
+        response = await judge.complete(tone_request(OUTPUT_1, OUTPUT_2))
+    items = response.extra["logprobs"]
+    assert isinstance(items, list), "the server sent no logprobs.content"
+    assert items
+    assert "".join(item["token"] for item in items).strip() == response.text.strip()
+    winner = json.loads(response.text)["winner"]
+    got = choice_probabilities(items, "tone_style", text=response.text)
+    assert got is not None
+    # The verdict token found independently: the first token after the "winner" key that writes the letter.
+    key_end = response.text.index('"winner"') + len('"winner"')
+    position, verdict = 0, None
+    for item in items:
+        if position >= key_end and winner in item["token"]:
+            verdict = item
+            break
+        position += len(item["token"])
+    assert verdict is not None
+    top = {alt["token"]: alt["logprob"] for alt in verdict["top_logprobs"]}
+    other = "B" if winner == "A" else "A"
+    mass = {letter: math.exp(top[letter]) if letter in top else 0.0 for letter in (winner, other)}
+    print(f"\nllama verdict {winner}: top_logprobs {top}; p = {got}")
+    assert 0.0 < got[winner] < 1.0
+    assert got[winner] == pytest.approx(mass[winner] / (mass[winner] + mass[other]))
+    assert got[winner] + got[other] == pytest.approx(1.0)

@@ -76,6 +76,12 @@ _LATER_FIELDS: dict[str, tuple[object, ...]] = {
     "tools": ((), []),
     "tool_calls": ((), [], None),
     "tool_call_id": (None,),
+    # Confidence from token probabilities (issue 41): the offline judge sends none, so its orderings, verdicts
+    # and records hold these at their defaults.
+    "token_probabilities": (None,),
+    "token_confidence": (None,),
+    "stated_confidence": (None,),
+    "confidence_source": ("stated",),
 }
 
 
