@@ -73,7 +73,8 @@ def stages_section(windows: Sequence[AuditSnapshot]) -> str:
         state = "The tie-break decides at its configured threshold" + (f" ({t.note})." if t and t.note else ".")
     return (
         "<h3>Agreement with people by deciding stage</h3>"
-        "<table class='stages'><tr><th>decided by</th><th>agreement with people (95% interval)</th></tr>"
+        "<table class='stages'><tr><th scope='col'>decided by</th>"
+        "<th scope='col'>agreement with people (95% interval)</th></tr>"
         f"{rows}</table><p class='tiebreak-state'>{html.escape(state)}</p>"
         f"<p class='review-load'>{html.escape(review_load(windows))}</p>"
     )
