@@ -383,15 +383,15 @@ class AuditSnapshot(Event):
     guard_kappa_min: float | None = None
     guard_note: str | None = None
     threshold: ThresholdSnapshot | None = None
+    #: Which dimensions and style-guide rules the judge is ambiguous on in this window, ranked
+    #: (docs/guides/drift-audit.md#ambiguous-dimensions-and-rules); None when no record had dimension facts.
+    ambiguity: AmbiguitySnapshot | None = None
     #: Agreement with people by deciding stage (primary, tie-break), over the series' labels so far.
     stages: tuple[StageAgreement, ...] = ()
     #: The tie-break stage's own threshold: calibrated on its own labels, or the configured one, saying why.
     tiebreak_threshold: ThresholdSnapshot | None = None
     #: The series' tie-break cannot reach its target with enough labels: its flips go to review instead.
     tiebreak_off: bool = False
-    #: Which dimensions and style-guide rules the judge is ambiguous on in this window, ranked
-    #: (docs/guides/drift-audit.md#ambiguous-dimensions-and-rules); None when no record had dimension facts.
-    ambiguity: AmbiguitySnapshot | None = None
     published_at: datetime = Field(default_factory=utc_now)
 
 

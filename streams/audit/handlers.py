@@ -405,18 +405,14 @@ class Audit:
                 threshold=finding.threshold,
                 window_start=datetime.fromtimestamp(window.start, UTC),
             )
-            out.append(self._raise(alert))
+            log.error("audit alert %s on %s: %s", finding.kind, series, finding.message)
+            self._telemetry.instruments.alerts.add(1, {"pairjudge.alert": finding.kind})
+            if self._alert_sink is not None:
+                self._alert_sink(alert)  # queued, never awaited: a slow receiver must not hold the audit
+            out.append(Outgoing("audit", series.encode(), encode(alert), inject_headers()))
             if finding.kind == "kappa_below_threshold":
                 out.extend(self._trip_guard(series))
         return out
-
-    def _raise(self, alert: Alert) -> Outgoing:
-        """Log, count and hand an alert to the webhook; the record that puts it on ``pairjudge.audit``."""
-        log.error("audit alert %s on %s: %s", alert.kind, alert.series, alert.message)
-        self._telemetry.instruments.alerts.add(1, {"pairjudge.alert": alert.kind})
-        if self._alert_sink is not None:
-            self._alert_sink(alert)  # queued, never awaited: a slow receiver must not hold the audit
-        return Outgoing("audit", alert.series.encode(), encode(alert), inject_headers())
 
     def _trip_guard(self, series: str) -> list[Outgoing]:
         if self._policy.current.kappa_guard_tripped:
@@ -521,9 +517,18 @@ class Audit:
         value = with_partition(partition, histogram.to_bytes())
         await store(self.windows_table, partition, calibration_key(series_key), value)
 
+    def _raise(self, alert: Alert) -> Outgoing:
+        """Raise the tie-break switch-off's alert as ``_act_on_findings`` raises the guards': log, count, hand it to
+        the webhook; returns the record that puts it on ``pairjudge.audit``."""
+        log.error("audit alert %s on %s: %s", alert.kind, alert.series, alert.message)
+        self._telemetry.instruments.alerts.add(1, {"pairjudge.alert": alert.kind})
+        if self._alert_sink is not None:
+            self._alert_sink(alert)  # queued, never awaited: a slow receiver must not hold the audit
+        return Outgoing("audit", alert.series.encode(), encode(alert), inject_headers())
+
     async def _publish_tiebreak(self, series_key: str, partition: int, view: StageView) -> None:
         """Tell every worker the series' tie-break threshold, or that its tie-break is switched off, when either
-        changed; a switch-off also raises its alert (``streams.audit.stage_view``)."""
+        changed; a switch-off also raises its alert (``agents.audit.stages``)."""
         key = tiebreak_calibration_key(series_key)
         histogram = self._stored_histogram(key)
         live = view.live_threshold

@@ -31,7 +31,6 @@ from pairjudge.schemas import (
     ToneStyleRubric,
     ToolCall,
 )
-from pairjudge.schemas.audit import AuditSnapshot
 from pairjudge.schemas.kinds import CHOICE_KEYS
 from pairjudge.schemas.kinds import CONTROLS as CONTROL_SPECS
 from pairjudge.schemas.scores import ScoreSnapshot
@@ -44,8 +43,6 @@ from pairjudge.streams.scores.plain import (
     GLOSSARY,
     GLOSSARY_URL,
     anchor,
-    estimate,
-    interval,
     kappa,
     pct,
     plural,
@@ -241,16 +238,6 @@ def series_rows(feed: AuditFeed | None, min_labels: int = _MIN_LABELS) -> list[d
     return rows
 
 
-def tiebreak_text(snap: AuditSnapshot) -> str:
-    """The tie-break's agreement with people over the series' labels so far (``AuditSnapshot.stages``), shown from
-    the audit's minimum of labels, and whether it is switched off."""
-    row = next((r for r in snap.stages if r.stage == "tiebreak"), None)
-    if row is None:
-        return "n/a"
-    text = estimate(f"{pct(row.agreement, 0)} ({interval(row.low, row.high, digits=0)})", row.labels, row.min_labels)
-    return text + ("; switched off, its flips go to people" if snap.tiebreak_off else "")
-
-
 def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: AuditSettings) -> dict[str, Any]:
     """The audit view's figures: each series' latest window as the drift audit published it (pairs, the
     labels on the judge's verdicts, agreement and kappa), and each experiment's two gates.
@@ -273,7 +260,6 @@ def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: A
                     snap.cohen_kappa, snap.kappa_low, snap.kappa_high, snap.human_labels, settings.min_labels
                 ),
                 "tiebreak_rate": _fmt(snap.tiebreak_rate, "{:.0%}"),
-                "tiebreak_agreement": tiebreak_text(snap),
                 "published": f"{snap.published_at:%H:%M:%S} UTC",
             }
         )

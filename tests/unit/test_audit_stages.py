@@ -324,31 +324,3 @@ async def test_the_audit_sample_covers_tiebreak_verdicts() -> None:
     judge = ScriptedJudge(per_order(request.pair, tiebreak_reply(ALL_A), tiebreak_reply(ALL_B)))
     default = await resolve_tiebreak(request, judge, Policy())
     assert default.facts.inclusion_probability == Policy().audit_uncertain_share
-
-
-def test_the_review_services_audit_view_shows_the_tiebreak_from_the_minimum() -> None:
-    from datetime import UTC, datetime
-
-    from pairjudge.schemas.audit import AuditSnapshot, StageAgreement
-    from pairjudge.streams.review.views import tiebreak_text
-
-    now = datetime(2026, 12, 6, tzinfo=UTC)
-    few = StageAgreement(stage="tiebreak", labels=12, agreeing=3, min_labels=50, confidence=0.95)
-    snap = AuditSnapshot(
-        series=SERIES.key,
-        window_start=now,
-        window_end=now,
-        pairs=1,
-        verdicts=1,
-        flips=1,
-        tiebreaks=1,
-        reviews=0,
-        invalid_replies=0,
-        position_a_wins=0,
-        human_labels=12,
-        stages=(few,),
-    )
-    assert tiebreak_text(snap) == "not enough labels yet: 12 of the 50 needed"
-    row = stage_agreement("tiebreak", _histogram([0.9] * 60, [i % 5 == 0 for i in range(60)]), min_labels=50)
-    off = snap.model_copy(update={"stages": (row,), "tiebreak_off": True})
-    assert tiebreak_text(off) == ("20% (12% to 32%), from 60 labels; switched off, its flips go to people")
