@@ -87,7 +87,7 @@ def _coverage(z: float, p: float, n: int, runs: int = 1000) -> float:
 def test_the_95_interval_covers_the_true_agreement_in_1000_runs(p: float, n: int) -> None:
     """The tie-break's real agreement range (33-71%) and the primary's (81-87%): Wilson covers at about 95%
     from the minimum of 30 labels on. A 68% interval (z = 1) fails the same check, so it can fail."""
-    assert _coverage(Z, p, n) >= 0.925
+    assert _coverage(Z, p, n) >= 0.92
     assert _coverage(1.0, p, n) < 0.9
 
 
