@@ -54,7 +54,13 @@ from pairjudge.agents.policy_overlay import apply_policy, overriding_reason
 from pairjudge.agents.prompts import pair_template_hash, render_primary
 from pairjudge.agents.sampling import audit, verdict_class
 from pairjudge.agents.settle import Settlement, settle
-from pairjudge.agents.tiebreak import arithmetic_mismatches, decide_tiebreak, judge_tiebreak_ordering, tiebreak_failure
+from pairjudge.agents.tiebreak import (
+    arithmetic_mismatches,
+    decide_tiebreak,
+    held_back_winner,
+    judge_tiebreak_ordering,
+    tiebreak_failure,
+)
 from pairjudge.agents.truth_table import Reconciliation
 from pairjudge.agents.validation import AskResult, ask_validated, check_head_to_head, check_pairwise
 from pairjudge.schemas.audit import AuditSeries
@@ -349,7 +355,7 @@ def _primary_decision(
     # jury's events carry votes: one judge's are not worked out.
     tallied = [j.vote for j in jurors]
     votes = with_agreement(tallied, tally(tallied, judged.needed)) if judged.jury else ()
-    rec = apply_policy(raw, policy, pair.risk)
+    rec = apply_policy(raw, policy, pair.risk, AuditSeries.for_pair(info, pair).key)
     orderings = tuple(o for j in jurors for o in (j.ab, j.ba))
     # A jury's verdict is explained by its majority's justifications; one judge's by its own two.
     majority = tuple(o for j in jurors if not j.vote.abstained and j.vote.vote == rec.winner for o in (j.ab, j.ba))
@@ -463,7 +469,8 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
     """
     pair = request.pair
     rubric_kind = pair.rubric.kind
-    switched_off = None if policy.tiebreak_enabled else overriding_reason(policy, "tiebreak")
+    series_key = AuditSeries.for_pair(request.primary_judge, pair).key
+    switched_off = None if policy.tiebreak_on_for(series_key) else overriding_reason(policy, "tiebreak", series_key)
     if switched_off is not None:
         # Same precedence as the primary stage: a tripped kappa guard names the reason first.
         outcome: Outcome = review(
@@ -504,11 +511,20 @@ async def resolve_tiebreak(request: TieBreakRequest, judge: Judge, policy: Polic
         if ab.result.confidence is not None and ba.result.confidence is not None
         else None
     )
+    held = held_back_winner(ab, ba)
+    # A would-be verdict held back below the stage's calibrated threshold keeps its winner on the record: its
+    # human label measures the tie-break there too (``agents.audit.stages``).
+    would_be = (
+        Reconciliation("verdict", None, held[0], held[1], consistent=True, flip=False)
+        if held is not None and outcome.outcome_reason == "tiebreak_no_signal"
+        else None
+    )
     facts = decision_facts(
         pair,
         "tiebreak",
         outcome,
         None,
+        judged=would_be,
         prompt_hash=prompt_hash,
         rubric_kind=rubric_kind,
         calls=calls,

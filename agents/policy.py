@@ -111,6 +111,12 @@ class Policy:
     #: Calibrated auto-decision thresholds by drift series (``AuditSeries.key``), from the audit's
     #: ``pairjudge.thresholds`` topic; a pair of a series listed here needs at least that confidence.
     series_thresholds: Mapping[str, float] = field(default_factory=dict)
+    #: The tie-break stage's own calibrated thresholds by drift series, from the same topic (keys
+    #: ``<series>#tiebreak``): a tie-break verdict of a series listed here needs at least that mean confidence.
+    tiebreak_series_thresholds: Mapping[str, float] = field(default_factory=dict)
+    #: Series whose tie-break cannot reach its target (enough labels, no threshold reaches it): their flips
+    #: go to review "tiebreak_disabled" instead of the tie-break (docs/guides/drift-audit.md#the-tie-break-stage).
+    tiebreak_off_series: frozenset[str] = frozenset()
     #: The spending caps (``agents.spend``): US dollars per UTC clock hour for all pairs and for each
     #: experiment (0: no cap), what a pair over a cap meets, and the share the ``sample`` action still judges.
     spend_hourly_cap_usd: float = 0.0
@@ -145,7 +151,7 @@ class Policy:
             raise ValueError("max_output_chars and max_prompt_chars must be positive")
         if self.jury_quorum is not None and self.jury_quorum < 1:
             raise ValueError(f"jury_quorum must be >= 1 or None, got {self.jury_quorum!r}")
-        for series, value in self.series_thresholds.items():
+        for series, value in (*self.series_thresholds.items(), *self.tiebreak_series_thresholds.items()):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"the threshold of series {series!r} must be within [0, 1], got {value!r}")
         self.spend_caps()  # raises for a negative cap, an unknown action or a share outside [0, 1]
@@ -197,6 +203,16 @@ class Policy:
     def tiebreak_threshold_for(self, risk: RiskLevel = "normal") -> float:
         """The confidence a tie-break reply needs at this risk level (below it: the forced-choice re-ask)."""
         return self.thresholds_for(risk).tiebreak
+
+    def tiebreak_verdict_threshold_for(self, series_key: str, risk: RiskLevel = "normal") -> float:
+        """The mean confidence a tie-break verdict needs in this series: the level's tie-break threshold, raised
+        (never lowered) by the tie-break stage's own calibrated one when the audit has published one."""
+        return max(self.thresholds_for(risk).tiebreak, self.tiebreak_series_thresholds.get(series_key, 0.0))
+
+    def tiebreak_on_for(self, series_key: str) -> bool:
+        """Whether flips of this series may go to the tie-break: it is switched on, and the audit has not
+        switched it off for the series (its tie-break cannot reach its target)."""
+        return self.tiebreak_enabled and series_key not in self.tiebreak_off_series
 
     def apply(self, update: ControlUpdate) -> Policy:
         """This policy with one live setting from ``pairjudge.control`` changed (validated like the rest)."""

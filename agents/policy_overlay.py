@@ -10,7 +10,8 @@ decision is made, the first that applies winning:
   default) goes to review as "risk_review", so the tie-break's forced choice never decides it. A
   would-be verdict already met the level's own, stricter, primary threshold (``agents.core``);
 - otherwise, the **tie-break switched off**: would-be tie-break requests go to review as
-  "tiebreak_disabled".
+  "tiebreak_disabled", everywhere (``tiebreak_enabled``) or in one series whose tie-break the drift audit
+  found unable to reach its target (``Policy.tiebreak_off_series``, ``agents.audit.stages``).
 
 Reviews keep their own, more specific reason. The guard is named first wherever it applies, and the
 risk level before the switch: such a pair would go to a person with the tie-break on too. The
@@ -38,11 +39,12 @@ SwitchReason = Literal["kappa_guard", "tiebreak_disabled"]
 PolicyReason = SwitchReason | Literal["risk_review"]
 
 
-def overriding_reason(policy: Policy, would_be: DecidedKind) -> SwitchReason | None:
-    """The review reason ``policy``'s switches put in place of a would-be ``would_be``; None when they let it stand."""
+def overriding_reason(policy: Policy, would_be: DecidedKind, series_key: str = "") -> SwitchReason | None:
+    """The review reason ``policy``'s switches put in place of a would-be ``would_be`` of the series ``series_key``;
+    None when they let it stand."""
     if policy.kappa_guard_tripped and would_be in ("verdict", "tiebreak"):
         return "kappa_guard"
-    if not policy.tiebreak_enabled and would_be == "tiebreak":
+    if not policy.tiebreak_on_for(series_key) and would_be == "tiebreak":
         return "tiebreak_disabled"
     return None
 
@@ -59,16 +61,18 @@ def wants_review(policy: Policy, risk: RiskLevel, confidence: float | None) -> b
     return confidence is None or not at_least(confidence, review_below)
 
 
-def apply_policy(rec: Reconciliation, policy: Policy, risk: RiskLevel = "normal") -> Reconciliation:
-    """The kappa guard, the risk level and the tie-break switch, applied to a primary reconciliation
-    (``rec`` itself when none applies)."""
+def apply_policy(
+    rec: Reconciliation, policy: Policy, risk: RiskLevel = "normal", series_key: str = ""
+) -> Reconciliation:
+    """The kappa guard, the risk level and the tie-break switch (everywhere, or for the pair's series
+    ``series_key``), applied to a primary reconciliation (``rec`` itself when none applies)."""
     reason: PolicyReason | None
     if policy.kappa_guard_tripped:
-        reason = overriding_reason(policy, rec.outcome)
+        reason = overriding_reason(policy, rec.outcome, series_key)
     elif rec.outcome == "tiebreak" and wants_review(policy, risk, rec.mean_confidence):
         reason = "risk_review"
     else:
-        reason = overriding_reason(policy, rec.outcome)
+        reason = overriding_reason(policy, rec.outcome, series_key)
     if reason is None:
         return rec
     return dataclasses.replace(rec, outcome="review", reason=reason, winner=None, failure=None)

@@ -18,8 +18,11 @@ an unresolved ordering ->
 "tiebreak_equal_scores" if its recomputed scores were exactly equal, "tiebreak_no_signal" if the judge
 found nothing to decide on (a valid reply still below the confidence threshold after the forced-choice
 re-ask, or a judge that escalated on unequal scores), else "tiebreak_invalid" (a winner that contradicts
-its own scores); the orders choosing different candidates -> "tiebreak_disagreement"; otherwise a verdict with
-``decided_by="tiebreak"`` (or, with the kappa guard tripped, review "kappa_guard": ``agents.policy_overlay``).
+its own scores); the orders choosing different candidates -> "tiebreak_disagreement"; a mean confidence below the
+tie-break stage's own calibrated threshold for the series (``Policy.tiebreak_verdict_threshold_for``, published by
+the drift audit from the tie-break's labelled verdicts: ``agents.audit.stages``) -> "tiebreak_no_signal";
+otherwise a verdict with ``decided_by="tiebreak"`` (or, with the kappa guard tripped, review "kappa_guard":
+``agents.policy_overlay``).
 
 The scores are worked out by position, as the judge gave them; ``agents.orderings`` maps them back to
 candidate ids with the rest of the reply.
@@ -38,8 +41,9 @@ from pairjudge.agents.orderings import build_ordering
 from pairjudge.agents.policy import Policy
 from pairjudge.agents.policy_overlay import overriding_reason
 from pairjudge.agents.prompts import forced_choice, render_tiebreak
-from pairjudge.agents.truth_table import FailureReason, failure_reason
+from pairjudge.agents.truth_table import FailureReason, at_least, failure_reason
 from pairjudge.agents.validation import AskResult, ask_validated, check_tiebreak
+from pairjudge.schemas.audit import AuditSeries
 from pairjudge.schemas.events import ErrorKind, JudgeInfo, Order, OrderingResult, TieBreakRequest
 from pairjudge.schemas.pair import CandidatePair
 from pairjudge.schemas.replies import Position, TieBreakReply
@@ -296,10 +300,15 @@ def decide_tiebreak(
     paused = overriding_reason(policy, "verdict")
     if paused is not None:
         return to_review(paused)
+    confidence = (ab.result.confidence + ba.result.confidence) / 2
+    series_key = AuditSeries.for_pair(request.primary_judge, pair).key
+    if not at_least(confidence, policy.tiebreak_verdict_threshold_for(series_key, pair.risk)):
+        # Below the confidence at which this series' tie-break verdicts were shown to reach their target.
+        return to_review("tiebreak_no_signal")
     return verdict(
         pair,
         winner,
-        confidence=(ab.result.confidence + ba.result.confidence) / 2,
+        confidence=confidence,
         decided_by="tiebreak",
         orderings=orderings,
         judged=(ab.result, ba.result),
@@ -310,6 +319,17 @@ def decide_tiebreak(
         justification_note="\n".join(notes),
         trace_id=request.trace_id,
     )
+
+
+def held_back_winner(ab: TieBreakOrdering, ba: TieBreakOrdering) -> tuple[str, float] | None:
+    """The winner and mean confidence of a would-be tie-break verdict: both orderings resolved on the same
+    candidate. A review that held such a verdict back still records it, so its label measures the tie-break."""
+    a, b = ab.result, ba.result
+    if ab.status != "resolved" or ba.status != "resolved" or a.mapped_winner != b.mapped_winner:
+        return None
+    if a.mapped_winner is None or a.confidence is None or b.confidence is None:
+        return None
+    return a.mapped_winner, (a.confidence + b.confidence) / 2
 
 
 def arithmetic_mismatches(*orderings: TieBreakOrdering) -> int:

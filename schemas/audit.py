@@ -246,6 +246,9 @@ class AuditDelta(Event):
     stats: dict[str, Any]
     calibration_counts: list[int] | None = None
     calibration_agrees: list[int] | None = None
+    #: The same for the tie-break stage's labelled decisions: its own calibration (``agents.audit.stages``).
+    tiebreak_counts: list[int] | None = None
+    tiebreak_agrees: list[int] | None = None
 
 
 class ReliabilityBinSnapshot(Contract):
@@ -266,6 +269,24 @@ class ThresholdSnapshot(Contract):
     risk: float | None = None
     labels: int = 0
     note: str | None = None
+
+
+class StageAgreement(Contract):
+    """How often one deciding stage's decisions of a series agreed with people's audit labels, all windows
+    together (``agents.audit.stages``): the primary judge's (orders agreed; a cascade tier names itself in
+    ``tier``) or the tie-break's. ``low`` and ``high`` are the Wilson score interval at ``confidence``, set only
+    from ``min_labels`` labels; the rate assumes the labelled decisions are independent draws with one common rate.
+    """
+
+    stage: Stage
+    tier: str | None = None
+    labels: int = Field(ge=0)
+    agreeing: int = Field(ge=0)
+    min_labels: int = Field(ge=1)
+    agreement: float | None = None
+    low: float | None = None
+    high: float | None = None
+    confidence: float = Field(gt=0.0, lt=1.0)
 
 
 class DimensionAmbiguity(Contract):
@@ -391,6 +412,12 @@ class AuditSnapshot(Event):
     #: Which dimensions and style-guide rules the judge is ambiguous on in this window, ranked
     #: (docs/guides/drift-audit.md#ambiguous-dimensions-and-rules); None when no record had dimension facts.
     ambiguity: AmbiguitySnapshot | None = None
+    #: Agreement with people by deciding stage (primary, tie-break), over the series' labels so far.
+    stages: tuple[StageAgreement, ...] = ()
+    #: The tie-break stage's own threshold: calibrated on its own labels, or the configured one, saying why.
+    tiebreak_threshold: ThresholdSnapshot | None = None
+    #: The series' tie-break cannot reach its target with enough labels: its flips go to review instead.
+    tiebreak_off: bool = False
     published_at: datetime = Field(default_factory=utc_now)
 
 
@@ -405,6 +432,12 @@ class ThresholdUpdate(Event):
     target: float = Field(gt=0.0, lt=1.0)
     risk: float = Field(gt=0.0, lt=1.0)
     labels: int = Field(ge=0)
+    #: Whose threshold: the primary judge's (the key is the series) or the tie-break stage's (key
+    #: ``<series>#tiebreak``, ``agents.audit.stages.tiebreak_threshold_key``).
+    stage: Stage = "primary"
+    #: Tie-break stage only: its decisions cannot reach ``target`` with ``labels`` labels, so the series' flips go
+    #: to review instead of the tie-break until this is cleared.
+    switched_off: bool = False
     updated_at: datetime = Field(default_factory=utc_now)
 
 
@@ -423,6 +456,8 @@ AlertKind = Literal[
     "internal_error",
     #: New pairs met a spending cap (agents.spend); the series is ``spend:all`` or ``spend:<experiment>``.
     "spend_cap",
+    #: A series' tie-break verdicts cannot reach their agreement target; its flips go to review (agents.audit.stages).
+    "tiebreak_below_target",
 ]
 
 
@@ -440,6 +475,7 @@ ALERT_TITLES: dict[str, str] = {
     "judge_rejected": "the judge's service refused requests",
     "internal_error": "pairjudge hit an internal error",
     "spend_cap": "a spending limit was reached",
+    "tiebreak_below_target": "the tie-break agrees too little with people, so its pairs go to people instead",
 }
 assert set(ALERT_TITLES) == set(get_args(AlertKind)), "every alert kind needs a plain title"
 

@@ -11,6 +11,7 @@ from pairjudge.schemas.audit import (
     AuditObservation,
     ThresholdSnapshot,
 )
+from pairjudge.schemas.events import Stage
 
 #: Confidence resolution of the calibration histogram: one bin per point of the default threshold grid.
 HISTOGRAM_BINS = 100
@@ -32,10 +33,14 @@ class ConfidenceHistogram:
     last_offset: int = -1
     #: The calibrated threshold last published to the workers; None while the configured one applies.
     published_threshold: float | None = None
+    #: The tie-break stage's histogram only: whether the series' switch-off was last published as on.
+    published_off: bool = False
 
-    def add(self, observation: AuditObservation) -> None:
+    def add(self, observation: AuditObservation, stage: Stage = "primary") -> None:
+        """Count a labelled decision of ``stage``: each stage is calibrated on its own labels
+        (``agents.audit.stages``), so a tie-break verdict never moves the primary judge's threshold."""
         record, label = observation.record, observation.label
-        if observation.kind != "labelled" or label is None or record.canary or record.rule:
+        if observation.kind != "labelled" or label is None or record.canary or record.rule or record.stage != stage:
             return
         if record.judge_winner is None or record.confidence is None:
             return

@@ -32,10 +32,14 @@ class SeriesDelta:
     stats: WindowStats = field(default_factory=WindowStats)
     calibration: ConfidenceHistogram = field(default_factory=ConfidenceHistogram)
     observations: int = 0
+    #: The tie-break stage's labelled decisions, calibrated apart (``agents.audit.stages``).
+    tiebreak: ConfidenceHistogram = field(default_factory=ConfidenceHistogram)
 
     def add(self, observation: AuditObservation) -> None:
         self.stats.add(observation)
-        self.calibration.add(observation)  # labelled automatic decisions only; a no-op otherwise
+        # Labelled decisions with a judge's winner only, each in its own stage's histogram; a no-op otherwise.
+        self.calibration.add(observation, "primary")
+        self.tiebreak.add(observation, "tiebreak")
         self.observations += 1
 
     def to_event(self) -> AuditDelta:
@@ -48,6 +52,8 @@ class SeriesDelta:
             stats={name: value for name, value in stats.items() if name in DELTA_FIELDS},
             calibration_counts=None if self.calibration.empty else self.calibration.counts,
             calibration_agrees=None if self.calibration.empty else self.calibration.agrees,
+            tiebreak_counts=None if self.tiebreak.empty else self.tiebreak.counts,
+            tiebreak_agrees=None if self.tiebreak.empty else self.tiebreak.agrees,
         )
 
     @classmethod
@@ -63,12 +69,18 @@ class SeriesDelta:
                 if event.calibration_counts is not None
                 else ConfidenceHistogram()
             )
+            tiebreak = (
+                ConfidenceHistogram(counts=list(event.tiebreak_counts), agrees=list(event.tiebreak_agrees or []))
+                if event.tiebreak_counts is not None
+                else ConfidenceHistogram()
+            )
             # Shapes checked here, not halfway through a merge: a delta is merged whole or not at all.
             WindowStats().merge(stats)
             ConfidenceHistogram().merge(calibration)
+            ConfidenceHistogram().merge(tiebreak)
         except (TypeError, ValueError, IndexError) as exc:
             raise ValueError(f"malformed sums in a delta: {type(exc).__name__}: {exc}"[:300]) from None
-        return cls(event.series, event.window_start, event.window_s, stats, calibration, event.observations)
+        return cls(event.series, event.window_start, event.window_s, stats, calibration, event.observations, tiebreak)
 
 
 class DeltaBuffer:

@@ -28,7 +28,10 @@ in. Before this worker's partitions go (a rebalance, a shutdown) the join flushe
 
 Both agents run with concurrency 1: each input is a read-modify-write of table entries.
 
-The pure parts (records, the join, the sums, the deltas, the guards) are in ``agents.audit``.
+The pure parts (records, the join, the sums, the deltas, the guards, the by-stage view) are in ``agents.audit``.
+
+Over 600 lines on purpose: the join, the series windows and their timers are one class because they share the two
+tables and the flush's ordering; what is not I/O has already moved to ``agents.audit``.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from pairjudge.agents.audit import (
     window_key,
     window_start,
 )
+from pairjudge.agents.audit.stages import StageView, stage_view, tiebreak_calibration_key, tiebreak_threshold_key
 from pairjudge.agents.scores.events import expired_event, score_event
 from pairjudge.schemas import ControlUpdate, HumanLabel
 from pairjudge.schemas.audit import (
@@ -364,14 +368,16 @@ class Audit:
                 await self._publish_guard(trip)
             await store(self.windows_table, partition, key, window.to_bytes())
             self._dirty.add(key)
-        if not delta.calibration.empty:
-            # The series' labelled decisions over all its windows, for the calibrated threshold.
-            histogram = self._histogram(delta.series.key)
-            if offset < 0 or offset > histogram.last_offset:
-                histogram.merge(delta.calibration)
+        # The series' labelled decisions over all its windows, per deciding stage, for the calibrated thresholds.
+        for key, part in (
+            (calibration_key(delta.series.key), delta.calibration),
+            (tiebreak_calibration_key(delta.series.key), delta.tiebreak),
+        ):
+            histogram = self._stored_histogram(key)
+            if not part.empty and (offset < 0 or offset > histogram.last_offset):
+                histogram.merge(part)
                 histogram.last_offset = offset
-                value = with_partition(partition, histogram.to_bytes())
-                await store(self.windows_table, partition, calibration_key(delta.series.key), value)
+                await store(self.windows_table, partition, key, with_partition(partition, histogram.to_bytes()))
 
     def _decode_delta(self, raw: bytes | None) -> SeriesDelta:
         """An ``AuditDelta``, or an ``AuditObservation`` (a worker of an earlier version) as a delta of one."""
@@ -468,6 +474,17 @@ class Audit:
                 continue
             threshold = self._threshold(window.series)
             snapshot = window.snapshot(final=closed, threshold=threshold, bounds=self.settings.bounds())
+            view = stage_view(
+                window.series,
+                self._histogram(window.series.key),
+                self._stored_histogram(tiebreak_calibration_key(window.series.key)),
+                configured=self._policy.current.thresholds_for(window.series.risk_level or "normal").tiebreak,
+                min_labels=self.settings.min_labels,
+                target=self.settings.calibration_target,
+                risk=self.settings.calibration_risk,
+                calibration_min_labels=self.settings.calibration_min_labels,
+            )
+            snapshot = snapshot.model_copy(update=view.snapshot_fields())
             if closed:
                 # Marked before the first await: a late observation handled meanwhile updates the stored
                 # window, and this older copy must not be written back over it afterwards.
@@ -475,6 +492,7 @@ class Audit:
                 await store(self.windows_table, window.partition, key, window.to_bytes())
             await self._publish([Outgoing("audit", window.series.key.encode(), encode(snapshot), inject_headers())])
             await self._publish_threshold(window.series.key, window.partition, threshold)
+            await self._publish_tiebreak(window.series.key, window.partition, view)
             published += 1
             self._dirty.discard(key)
         return published
@@ -502,8 +520,38 @@ class Audit:
         value = with_partition(partition, histogram.to_bytes())
         await store(self.windows_table, partition, calibration_key(series_key), value)
 
+    def _raise(self, alert: Alert) -> Outgoing:
+        """Raise the tie-break switch-off's alert as ``_act_on_findings`` raises the guards': log, count, hand it to
+        the webhook; returns the record that puts it on ``pairjudge.audit``."""
+        log.error("audit alert %s on %s: %s", alert.kind, alert.series, alert.message)
+        self._telemetry.instruments.alerts.add(1, {"pairjudge.alert": alert.kind})
+        if self._alert_sink is not None:
+            self._alert_sink(alert)  # queued, never awaited: a slow receiver must not hold the audit
+        return Outgoing("audit", alert.series.encode(), encode(alert), inject_headers())
+
+    async def _publish_tiebreak(self, series_key: str, partition: int, view: StageView) -> None:
+        """Tell every worker the series' tie-break threshold, or that its tie-break is switched off, when either
+        changed; a switch-off also raises its alert (``agents.audit.stages``)."""
+        key = tiebreak_calibration_key(series_key)
+        histogram = self._stored_histogram(key)
+        live = view.live_threshold
+        if live == histogram.published_threshold and view.off == histogram.published_off:
+            return
+        update = encode(view.update(series_key))
+        out = [Outgoing("thresholds", tiebreak_threshold_key(series_key).encode(), update, inject_headers())]
+        if view.off and not histogram.published_off:
+            out.append(self._raise(view.alert(series_key)))
+        log.warning("audit: series %s tie-break: %s", series_key, view.threshold.note)
+        await self._publish(out)
+        histogram = self._stored_histogram(key)  # read again after the await, as in _publish_threshold
+        histogram.published_threshold, histogram.published_off = live, view.off
+        await store(self.windows_table, partition, key, with_partition(partition, histogram.to_bytes()))
+
     def _histogram(self, series_key: str) -> ConfidenceHistogram:
-        stored = read(self.windows_table.data, calibration_key(series_key))
+        return self._stored_histogram(calibration_key(series_key))
+
+    def _stored_histogram(self, key: bytes) -> ConfidenceHistogram:
+        stored = read(self.windows_table.data, key)
         return ConfidenceHistogram.from_bytes(split_partition(stored)[1] if stored else None)
 
     def _threshold(self, series: AuditSeries) -> ThresholdSnapshot:

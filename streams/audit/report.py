@@ -45,6 +45,7 @@ from pairjudge.schemas.audit import ALERT_TITLES, Alert, AuditSnapshot
 from pairjudge.schemas.scores import ScoreSnapshot
 from pairjudge.streams.audit.report_ambiguity import ambiguity_section
 from pairjudge.streams.audit.report_charts import plots_html, window_label
+from pairjudge.streams.audit.report_stages import stages_section
 from pairjudge.streams.config.oversight import AuditSettings
 from pairjudge.streams.scores.charts import evidence_chart, strengths_chart, win_rate_chart
 from pairjudge.streams.scores.plain import GLOSSARY, agreement_guard_text, anchor, kappa, plural, series_name
@@ -341,6 +342,7 @@ def render_report(
             f"{guard_summary(windows, min_labels)}{_summary_table(windows, min_labels)}"
             + (f"<ul>{alerts}</ul>" if alerts else f"<p class='none'>{NO_ALERTS}</p>")
             + f"<div class='plots'>{plots_html(windows, min_labels)}</div>"
+            + stages_section(windows)
             + ambiguity_section(windows)
         )
     latest: dict[str, ScoreSnapshot] = {}

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
 
 from pairjudge.agents import InputRejected, Policy
+from pairjudge.agents.audit.stages import TIEBREAK_KEY_SUFFIX
 from pairjudge.schemas import ControlUpdate, ThresholdUpdate
 from pairjudge.schemas.kinds import CHOICE_KEYS, CONTROLS, SWITCH_KEYS, TEXT_KEYS
 from pairjudge.streams.config.settings import Settings
@@ -76,6 +77,19 @@ class PolicyHolder:
         # Validated by Policy before anything changes.
         self.current = dataclasses.replace(self.current, series_thresholds=thresholds)
 
+    def set_tiebreak_state(self, series: str, threshold: float | None, *, off: bool) -> None:
+        """A series' tie-break threshold from the audit (None: the configured one), and whether its tie-break is
+        switched off (its flips go to review: ``agents.audit.stages``)."""
+        thresholds = dict(self.current.tiebreak_series_thresholds)
+        if threshold is None:
+            thresholds.pop(series, None)
+        else:
+            thresholds[series] = threshold
+        switched = self.current.tiebreak_off_series - {series} | ({series} if off else set())
+        self.current = dataclasses.replace(
+            self.current, tiebreak_series_thresholds=thresholds, tiebreak_off_series=frozenset(switched)
+        )
+
     def set_audit_scale(self, scale: float) -> None:
         """The label budget's scale on the audit shares (``streams.audit.budget``); validated by Policy."""
         self.current = dataclasses.replace(self.current, audit_scale=scale)
@@ -83,7 +97,11 @@ class PolicyHolder:
     def _rebuild(self) -> None:
         # Measured state (series thresholds, the budget's scale) survives a tombstone: it is not configuration.
         policy = dataclasses.replace(
-            self.base, series_thresholds=self.current.series_thresholds, audit_scale=self.current.audit_scale
+            self.base,
+            series_thresholds=self.current.series_thresholds,
+            tiebreak_series_thresholds=self.current.tiebreak_series_thresholds,
+            tiebreak_off_series=self.current.tiebreak_off_series,
+            audit_scale=self.current.audit_scale,
         )
         for update in self._overrides.values():
             policy = policy.apply(update)
@@ -142,15 +160,26 @@ def apply_threshold_record(holder: PolicyHolder, key: bytes | None, value: bytes
     """Apply one record of the thresholds topic; a tombstone forgets the series' threshold."""
     series = (key or b"").decode("utf-8", "replace")
     if value is None:
-        holder.set_series_threshold(series, None)
+        if series.endswith(TIEBREAK_KEY_SUFFIX):  # the tie-break stage's: back to configured, switched on
+            holder.set_tiebreak_state(series.removesuffix(TIEBREAK_KEY_SUFFIX), None, off=False)
+        else:
+            holder.set_series_threshold(series, None)
         return
     try:
         update = decode(ThresholdUpdate, value, max_bytes=MAX_CONTROL_BYTES)
-        holder.set_series_threshold(update.series, update.threshold)
+        if update.stage == "tiebreak":
+            holder.set_tiebreak_state(update.series, update.threshold, off=update.switched_off)
+        else:
+            holder.set_series_threshold(update.series, update.threshold)
     except (InputRejected, ValueError) as exc:
         log.error("thresholds: ignored an invalid update (key %r): %s", key, exc)
         return
-    log.warning("thresholds: series %s auto-decides from confidence %s", update.series, update.threshold)
+    if update.stage == "primary":
+        log.warning("thresholds: series %s auto-decides from confidence %s", update.series, update.threshold)
+    elif update.switched_off:
+        log.warning("thresholds: series %s: tie-break switched off, its flips go to review", update.series)
+    else:
+        log.warning("thresholds: series %s: tie-break decides from confidence %s", update.series, update.threshold)
 
 
 async def follow_control(settings: Settings, holder: PolicyHolder) -> None:

@@ -38,6 +38,7 @@ RUNBOOKS: Final[dict[str, str]] = {
     "judge_rejected": "pairjudgejudgeerrorratiohigh",
     "internal_error": "pairjudgeinternalerrors",
     "spend_cap": "pairjudgespendcapreached",
+    "tiebreak_below_target": "pairjudgeauditalert",
 }
 assert set(RUNBOOKS) == set(ALERT_TITLES), "every alert kind needs a runbook"
 #: The runbooks' page in the repository, named when no published docs site is configured.
