@@ -168,9 +168,10 @@ async def test_an_argo_analysis_fails_on_peoples_basis_where_the_judges_would_pr
             judge={"kind": "openai", "base_url": server.base_url, "model": "sha-judge", "cache_enabled": False},
             policy={"audit_share": 1.0, "audit_uncertain_share": 1.0},
             scores={"snapshot_interval_s": 0.5, "bootstrap": 20, "human_min_labels": 20},
-            # The kappa guard would catch this judge too (60 labels that disagree with it), and the judge basis
-            # would then refuse: held back here, so the judge basis shows what it would do on its own.
-            audit={"min_labels": 1000},
+            # The kappa guard and the agreement guard would catch this judge too (60 labels that disagree with it),
+            # and the judge basis would then refuse: both held back here, so the judge basis shows what it would
+            # do on its own.
+            audit={"min_labels": 1000, "agreement_guard": False},
             review={
                 "port": port,
                 "database_url": f"sqlite+aiosqlite:///{tmp_path}/review.db",
