@@ -26,7 +26,6 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import betainc, betaln
 
 
 def log_e_below(agreeing: ArrayLike, labels: ArrayLike, floor: float) -> NDArray[np.float64]:
@@ -37,6 +36,10 @@ def log_e_below(agreeing: ArrayLike, labels: ArrayLike, floor: float) -> NDArray
     """
     if not 0 < floor < 1:
         raise ValueError("the agreement floor must be in (0, 1)")
+    # Imported here, not with the module: the LiteLLM callback's environment imports the audit's settings
+    # (through streams.config) without scipy (docs/guides/litellm.md installs pairjudge there with --no-deps).
+    from scipy.special import betainc, betaln
+
     s = np.asarray(agreeing, dtype=np.float64)
     f = np.asarray(labels, dtype=np.float64) - s
     head = betainc(s + 1, f + 1, floor)  # the share of the Beta(S+1, F+1) mass below the floor
