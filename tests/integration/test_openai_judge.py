@@ -31,7 +31,8 @@ from pairjudge.streams.judges.cache_store import ResponseCache
 from pairjudge.streams.judges.cost import CACHED_INPUT_TOKENS, ModelPrice, PricedJudge, PriceTable
 from pairjudge.streams.judges.factory import build_inner_judge
 from pairjudge.streams.judges.http import RequestRefused
-from pairjudge.streams.judges.openai import OpenAICompatibleJudge, is_format_refusal
+from pairjudge.streams.judges.openai import OpenAICompatibleJudge
+from pairjudge.streams.judges.openai_errors import is_format_refusal
 from tests.fixtures.fake_judge_server import (
     CONTEXT_LENGTH_EXCEEDED,
     DEFAULT_CONTENT,
