@@ -127,6 +127,21 @@ ALONE = Variant(lam=0.0)
 _LABEL_SUMS = ("labels", "w", "w2", "wy", "wf", "w2y", "w2f", "w2yy", "w2ff", "w2yf")
 
 
+def label_sums(
+    labels: NDArray[np.float64],
+    w: NDArray[np.float64],
+    w2: NDArray[np.float64],
+    y: NDArray[np.float64],
+    f: NDArray[np.float64],
+) -> dict[str, NDArray[np.float64]]:
+    """What each label adds to each of ``_LABEL_SUMS`` (``agents.scores.human.basis`` adds the same, one label at a
+    time): ``w`` its weight (1/pi), ``w2`` the weight squared, ``y`` people's outcome, ``f`` the judge's."""
+    return {
+        "labels": labels, "w": w, "w2": w2, "wy": w * y, "wf": w * f, "w2y": w2 * y, "w2f": w2 * f,
+        "w2yy": w2 * y * y, "w2ff": w2 * f * f, "w2yf": w2 * y * f,
+    }  # fmt: skip
+
+
 def _chunk(setting: Setting, streams: int, rng: np.random.Generator, variants: Sequence[Variant]) -> list[Outcome]:
     big_t = setting.pairs
     shares = np.cumsum([s.share for s in setting.strata])
@@ -190,18 +205,7 @@ def _chunk(setting: Setting, streams: int, rng: np.random.Generator, variants: S
             at = {name: np.take_along_axis(c, idx_seen, axis=1) for name, c in pair_cum.items()}
             lab = (lab_which == k).astype(np.float64)
             w, w2 = lab * lab_w, lab * lab_w * lab_w
-            raw = {
-                "labels": lab,
-                "w": w,
-                "w2": w2,
-                "wy": w * lab_y,
-                "wf": w * lab_f,
-                "w2y": w2 * lab_y,
-                "w2f": w2 * lab_f,
-                "w2yy": w2 * lab_y * lab_y,
-                "w2ff": w2 * lab_f * lab_f,
-                "w2yf": w2 * lab_y * lab_f,
-            }
+            raw = label_sums(lab, w, w2, lab_y, lab_f)
             for name in _LABEL_SUMS:
                 c = np.concatenate((np.zeros((streams, 1)), np.cumsum(padded(raw[name]), axis=1)), axis=1)
                 at[name] = np.take_along_axis(c, idx_count, axis=1)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from bench.human_gate import label_sums
 from pairjudge.agents.scores import human
 from pairjudge.agents.scores.human import CONTINUE, MIN_LABELS, PROMOTE, SumsArray
 from pairjudge.agents.stats import wilson_interval
@@ -80,8 +81,6 @@ WEAK_JUDGE = Setting(
 BETTER = Setting("better challenger (p = 0.60), the replay-like judge", REPLAY_LIKE.strata, p=0.6)
 SETTINGS = (REPLAY_LIKE, WEAK_JUDGE)
 
-_LABEL_FIELDS = ("labels", "w", "w2", "wy", "wf", "w2y", "w2f", "w2yy", "w2ff", "w2yf")
-
 
 def stream_sums(setting: Setting, streams: int, seed: int) -> dict[str, SumsArray]:
     """Every stratum's sums at every look, shape (streams, looks)."""
@@ -108,21 +107,7 @@ def stream_sums(setting: Setting, streams: int, seed: int) -> dict[str, SumsArra
         lab = mine * sampled
         w = lab / s.pi
         w2 = w / s.pi
-        fields = {
-            "pairs": mine,
-            "f": mine * f,
-            "ff": mine * f * f,
-            "labels": lab,
-            "w": w,
-            "w2": w2,
-            "wy": w * yf,
-            "wf": w * f,
-            "w2y": w2 * yf,
-            "w2f": w2 * f,
-            "w2yy": w2 * yf * yf,
-            "w2ff": w2 * f * f,
-            "w2yf": w2 * yf * f,
-        }
+        fields = {"pairs": mine, "f": mine * f, "ff": mine * f * f, **label_sums(lab, w, w2, yf, f)}
         out[s.name] = SumsArray(**{name: at_looks(v) for name, v in fields.items()})
     return out
 
