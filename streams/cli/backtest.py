@@ -26,14 +26,12 @@ from pairjudge.agents.backtest_history import History
 from pairjudge.agents.policy import Policy
 from pairjudge.schemas.backtest import RecordedPair
 from pairjudge.streams.cli.base import Bootstrap, app, console, export_app, output_console, settings_for
+from pairjudge.streams.cli.topic_history import decoding, read_to_end
 from pairjudge.streams.cli.words import reason_words
 from pairjudge.streams.config.sections import PolicySettings
 from pairjudge.streams.config.settings import Settings
 
 __all__ = ["backtest_table", "load_policy", "read_history", "read_rows", "summaries"]
-
-#: The topic kinds the history is read from.
-HISTORY = ("pairs", "verdicts", "review", "labels")
 
 
 def load_policy(path: Path) -> Policy:
@@ -158,30 +156,18 @@ def backtest(
 
 async def read_history(settings: Settings, timeout: float) -> History:
     """The history of the deployment ``settings`` name, every topic read from its start to its end now."""
-    from pairjudge.agents.errors import InputRejected
     from pairjudge.schemas.events import HumanLabel, PairVerdict, ReviewRequest
     from pairjudge.schemas.pair import CandidatePair
-    from pairjudge.streams.kafka.codecs import decode
-    from pairjudge.streams.kafka.readers import from_start
-    from pairjudge.streams.security.kafka_clients import client_config
 
     history = History()
-    max_bytes = 4 * settings.max_event_bytes
-    adders: dict[str, Callable[[bytes | None], None]] = {
-        "pairs": lambda raw: history.add_pair(decode(CandidatePair, raw, max_bytes=max_bytes)),
-        "verdicts": lambda raw: history.add_verdict(decode(PairVerdict, raw, max_bytes=max_bytes)),
-        "review": lambda raw: history.add_review(decode(ReviewRequest, raw, max_bytes=max_bytes)),
-        "labels": lambda raw: history.add_label(decode(HumanLabel, raw, max_bytes=max_bytes)),
+    takers = {
+        "pairs": decoding(CandidatePair, history.add_pair, settings),
+        "verdicts": decoding(PairVerdict, history.add_verdict, settings),
+        "review": decoding(ReviewRequest, history.add_review, settings),
+        "labels": decoding(HumanLabel, history.add_label, settings),
     }
-    kinds = {settings.topics.name(kind): kind for kind in HISTORY}
-    async with asyncio.timeout(timeout), from_start(client_config(settings.kafka), list(kinds)) as reader:
-        while not await reader.caught_up():
-            for tp, records in (await reader.batches(timeout_ms=500, max_records=2000)).items():
-                for record in records:
-                    try:
-                        adders[kinds[tp.topic]](record.value)
-                    except InputRejected:
-                        history.skipped += 1  # not an event of its topic: the worker dead-lettered it already
+    # Not an event of its topic: the worker dead-lettered it already.
+    history.skipped += await read_to_end(settings, takers, timeout=timeout)
     return history
 
 

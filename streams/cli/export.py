@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -24,10 +23,9 @@ from pairjudge.schemas.events import HumanLabel, PairVerdict, ReviewRequest, Tie
 from pairjudge.schemas.pair import CandidatePair
 from pairjudge.streams.cli.base import Bootstrap, console, export_app, settings_for
 from pairjudge.streams.cli.parquet_rows import ParquetUnavailable, write_part, written_in
+from pairjudge.streams.cli.topic_history import decoding, read_to_end
 from pairjudge.streams.config.settings import Settings
 
-#: The topic kinds an export reads: the pairs' texts, what the stages decided, and what people said.
-READ = ("pairs", "verdicts", "tiebreak", "review", "labels")
 STATE_VERSION = 1
 
 
@@ -177,32 +175,16 @@ def _utc(moment: datetime | None) -> datetime | None:
 async def read_ledger(settings: Settings, *, timeout: float) -> tuple[PreferenceLedger, int]:
     """Every event on the topics an export reads, from their start to their end as it was when reading began,
     into a ledger; and how many records could not be read as their topic's event (left out, never fatal)."""
-    from pairjudge.agents.errors import InputRejected
-    from pairjudge.streams.kafka.codecs import decode
-    from pairjudge.streams.kafka.readers import from_start
-    from pairjudge.streams.security.kafka_clients import client_config
-
     ledger = PreferenceLedger()
-    # A tie-break request carries its pair and the primary's orderings: up to 4x an input event.
-    max_bytes = 4 * settings.max_event_bytes
-    adders: dict[str, Callable[[bytes | None], None]] = {
-        "pairs": lambda raw: ledger.add_pair(decode(CandidatePair, raw, max_bytes=max_bytes)),
-        "verdicts": lambda raw: ledger.add_verdict(decode(PairVerdict, raw, max_bytes=max_bytes)),
-        "tiebreak": lambda raw: ledger.add_tiebreak(decode(TieBreakRequest, raw, max_bytes=max_bytes)),
-        "review": lambda raw: ledger.add_review(decode(ReviewRequest, raw, max_bytes=max_bytes)),
-        "labels": lambda raw: ledger.add_label(decode(HumanLabel, raw, max_bytes=max_bytes)),
+    # The pairs' texts, what the stages decided, and what people said.
+    takers = {
+        "pairs": decoding(CandidatePair, ledger.add_pair, settings),
+        "verdicts": decoding(PairVerdict, ledger.add_verdict, settings),
+        "tiebreak": decoding(TieBreakRequest, ledger.add_tiebreak, settings),
+        "review": decoding(ReviewRequest, ledger.add_review, settings),
+        "labels": decoding(HumanLabel, ledger.add_label, settings),
     }
-    kinds = {settings.topics.name(kind): kind for kind in READ}
-    unreadable = 0
-    async with asyncio.timeout(timeout), from_start(client_config(settings.kafka), list(kinds)) as reader:
-        while not await reader.caught_up():
-            for tp, records in (await reader.batches(timeout_ms=500, max_records=2000)).items():
-                kind = kinds[tp.topic]
-                for record in records:
-                    try:
-                        adders[kind](record.value)
-                    except InputRejected:
-                        unreadable += 1  # the worker dead-lettered it already (or a producer wrote junk)
+    unreadable = await read_to_end(settings, takers, timeout=timeout)
     return ledger, unreadable
 
 
