@@ -130,12 +130,14 @@ def pause_table(
     seed: int = 41,
 ) -> list[PauseRow]:
     """The two lower-side e-processes on the same simulated label streams (common random numbers: one seed
-    per agreement, both boundaries applied to the same draws)."""
+    per row, both boundaries applied to the same draws), at each of ``agreements`` up to 0.2 above the floor and
+    at the floor itself."""
     rows = []
     for floor in floors:
         ours = trip_boundary(floor, alpha, horizon)
         theirs = confseq_lower_boundary(floor, alpha, horizon)
-        for i, agreement in enumerate(agreements):
+        # The floor itself is always a row: there each process's false-alarm rate is at its bound.
+        for i, agreement in enumerate(sorted({*agreements, floor})):
             if agreement > floor + 0.2:
                 continue
             a = labels_to_cross(ours, agreement, runs, seed + i)
