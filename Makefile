@@ -13,6 +13,14 @@ help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-9s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo "  (VENV=$(VENV); override with make VENV=path ...)"
 
+# confseq (a dev extra: the anytime-valid boundaries' reference, tests/unit/test_confseq_crosscheck.py) has no wheel,
+# and its sdist asks for pybind11 ~= 2.6, which cannot compile for Python 3.11; so it is built first, without build
+# isolation, against the current pybind11 (measured: about 70 s of compiling on this 2-core machine). It needs
+# Boost's headers, cmake and a C++ compiler: Debian's libboost-dev, cmake and g++ (.ci/run installs them).
+# Then `-e ".[dev]"` finds it installed.
+CONFSEQ := confseq==0.0.11
+CONFSEQ_BUILD := "setuptools>=42" wheel scikit-build "pybind11>=2.10"
+
 # The versions tested are the versions shipped: the runtime dependencies are pinned to deploy/requirements.lock
 # (the image installs exactly that file, hashes checked). pip refuses hashes in a constraints file, so the
 # constraints are the lock without them.
@@ -20,6 +28,9 @@ install: ## Create the virtualenv and install pairjudge editable, with the dev e
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade pip
 	sed -e '/^ *--hash/d' -e 's/ *\\$$//' deploy/requirements.lock > $(VENV)/constraints.txt
+	$(BIN)/python -m pip install --disable-pip-version-check $(INSTALL_QUIET) -c $(VENV)/constraints.txt $(CONFSEQ_BUILD)
+	$(BIN)/python -m pip install --disable-pip-version-check $(INSTALL_QUIET) -c $(VENV)/constraints.txt \
+		--no-build-isolation $(CONFSEQ)
 	$(BIN)/python -m pip install --disable-pip-version-check $(INSTALL_QUIET) -c $(VENV)/constraints.txt -e ".[dev]"
 
 lock: ## Re-resolve deploy/requirements.lock (runtime + review, hashes) after changing pyproject.toml's dependencies
