@@ -197,3 +197,19 @@ def test_the_operators_page_shows_each_switched_off_tiebreak_with_why_and_when_a
     assert 'action="/operators/tiebreak-on"' not in after
     assert 'id="tiebreaks-none"' in after
     assert "by olga: new prompt at 2026-12-07 03:00:00 UTC" in after
+
+
+def test_the_command_refuses_a_missing_series_name_or_reason_before_writing_anything() -> None:
+    from typer.testing import CliRunner
+
+    from pairjudge.streams.cli import app
+
+    runner = CliRunner()
+    unreachable = ["--bootstrap", "127.0.0.1:1"]  # nothing is written: the refusal comes first
+    no_reason = runner.invoke(app, ["control", "tiebreak-on", SERIES.key, "--by", "olga", "--why", " ", *unreachable])
+    assert no_reason.exit_code == 2
+    assert "and why (--why)" in " ".join(no_reason.output.split())
+    key = tiebreak_threshold_key(SERIES.key)
+    wrong = runner.invoke(app, ["control", "tiebreak-on", key, "--by", "olga", "--why", "new prompt", *unreachable])
+    assert wrong.exit_code == 2
+    assert "name the series as the audit shows it" in " ".join(wrong.output.split())
