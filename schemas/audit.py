@@ -438,6 +438,13 @@ class ThresholdUpdate(Event):
     #: Tie-break stage only: its decisions cannot reach ``target`` with ``labels`` labels, so the series' flips go
     #: to review instead of the tie-break until this is cleared.
     switched_off: bool = False
+    #: Tie-break stage only: the person who switched the series' tie-break back on, and why
+    #: (``pairjudge control tiebreak-on``); empty on the audit's own records.
+    switched_on_by: str = Field(default="", max_length=200)
+    #: Tie-break stage only: the audit judges the tie-break on labels of its decisions from this moment on; what
+    #: it held from before (the old tie-break's labels) is dropped. Set by the command that switches it back on,
+    #: and carried on the audit's later records of the series, so the compacted topic keeps it.
+    fresh_since: datetime | None = None
     updated_at: datetime = Field(default_factory=utc_now)
 
 

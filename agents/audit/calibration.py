@@ -35,6 +35,9 @@ class ConfidenceHistogram:
     published_threshold: float | None = None
     #: The tie-break stage's histogram only: whether the series' switch-off was last published as on.
     published_off: bool = False
+    #: The tie-break stage's histogram only: when a person switched the tie-break back on and its evidence started
+    #: afresh (seconds since the epoch; ``agents.audit.stages.restart_evidence``); None if it never was.
+    fresh_since: float | None = None
 
     def add(self, observation: AuditObservation, stage: Stage = "primary") -> None:
         """Count a labelled decision of ``stage``: each stage is calibrated on its own labels

@@ -35,11 +35,14 @@ class SeriesDelta:
     #: The tie-break stage's labelled decisions, calibrated apart (``agents.audit.stages``).
     tiebreak: ConfidenceHistogram = field(default_factory=ConfidenceHistogram)
 
-    def add(self, observation: AuditObservation) -> None:
+    def add(self, observation: AuditObservation, *, tiebreak_evidence: bool = True) -> None:
+        """Count ``observation``; ``tiebreak_evidence`` False keeps a label of the old tie-break's decision out of
+        the tie-break's histogram (it was switched back on since: ``agents.audit.stages.decided_before``)."""
         self.stats.add(observation)
         # Labelled decisions with a judge's winner only, each in its own stage's histogram; a no-op otherwise.
         self.calibration.add(observation, "primary")
-        self.tiebreak.add(observation, "tiebreak")
+        if tiebreak_evidence:
+            self.tiebreak.add(observation, "tiebreak")
         self.observations += 1
 
     def to_event(self) -> AuditDelta:
@@ -90,13 +93,13 @@ class DeltaBuffer:
         self.window_s = window_s
         self._deltas: dict[tuple[str, float], SeriesDelta] = {}
 
-    def add(self, observation: AuditObservation) -> None:
+    def add(self, observation: AuditObservation, *, tiebreak_evidence: bool = True) -> None:
         start = window_start(observation.observed_at, self.window_s)
         key = (observation.series.key, start)
         delta = self._deltas.get(key)
         if delta is None:
             delta = self._deltas[key] = SeriesDelta(observation.series, start, self.window_s)
-        delta.add(observation)
+        delta.add(observation, tiebreak_evidence=tiebreak_evidence)
 
     def deltas(self) -> list[SeriesDelta]:
         return list(self._deltas.values())

@@ -14,6 +14,9 @@ pairs whose orders agreed, 33-71% for tie-break decisions of the same real judge
 - :func:`tiebreak_cannot_reach`: with enough labels, no threshold reaching the target and its agreement shown
   below the target, the series' tie-break is switched off: its flips go to review (``Policy.tiebreak_off_series``),
   with an alert.
+- :func:`restart_evidence`: a person switches it back on (``pairjudge control tiebreak-on``, the operators'
+  page), usually after changing its prompt or model: the audit drops the labels that switched it off and judges
+  the tie-break afresh on labels of the decisions it makes from then on (:func:`decided_before`).
 
 What each figure assumes is in docs/guides/drift-audit.md#agreement-by-deciding-stage. Pure: no I/O.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from pairjudge.agents.audit.calibration import CALIBRATION_SUFFIX, ConfidenceHistogram, threshold_snapshot
 from pairjudge.agents.stats import wilson_interval
@@ -35,6 +39,8 @@ __all__ = [
     "StageView",
     "below_target",
     "below_target_evalue",
+    "decided_before",
+    "restart_evidence",
     "stage_agreement",
     "stage_view",
     "tiebreak_calibration_key",
@@ -175,8 +181,9 @@ class StageView:
         """The ``AuditSnapshot`` fields this view fills."""
         return {"stages": self.stages, "tiebreak_threshold": self.threshold, "tiebreak_off": self.off}
 
-    def update(self, series_key: str) -> ThresholdUpdate:
-        """The thresholds topic's record of the series' tie-break stage."""
+    def update(self, series_key: str, fresh_since: float | None = None) -> ThresholdUpdate:
+        """The thresholds topic's record of the series' tie-break stage (carrying when its evidence last started
+        afresh, so the compacted topic keeps that moment after the person's own record is compacted away)."""
         t = self.threshold
         assert t.target is not None
         assert t.risk is not None
@@ -189,6 +196,7 @@ class StageView:
             labels=t.labels,
             stage="tiebreak",
             switched_off=self.off,
+            fresh_since=None if fresh_since is None else datetime.fromtimestamp(fresh_since, UTC),
         )
 
     def alert(self, series_key: str) -> Alert:
@@ -238,3 +246,23 @@ def stage_view(
         threshold, labels=counts.labels, agreeing=counts.agreeing, target=target, risk=risk, min_labels=min_labels
     )
     return StageView(rows, threshold, off, rows[1])
+
+
+def restart_evidence(histogram: ConfidenceHistogram, since: float) -> ConfidenceHistogram | None:
+    """The tie-break's histogram started afresh at ``since`` (seconds since the epoch), or None when it already
+    was at that moment or later (the command read again after a restart, or an older one).
+
+    Everything the old tie-break's labels said goes: the counts, the threshold and switch-off last published (the
+    person's record already told the workers "on", configured threshold). What keeps the input in order stays:
+    the offset of the last delta taken in, so a redelivered delta is still skipped.
+    """
+    if histogram.fresh_since is not None and histogram.fresh_since >= since:
+        return None
+    return ConfidenceHistogram(last_offset=histogram.last_offset, fresh_since=since)
+
+
+def decided_before(recorded_at: float, fresh_since: float | None) -> bool:
+    """Whether a labelled tie-break decision, recorded by the audit at ``recorded_at``, was made before its
+    tie-break was switched back on at ``fresh_since``: its label is the old tie-break's evidence, not the new one's
+    (a label that comes late, from the review queue, after the switch back on)."""
+    return fresh_since is not None and recorded_at < fresh_since

@@ -62,7 +62,14 @@ from pairjudge.agents.audit import (
     window_key,
     window_start,
 )
-from pairjudge.agents.audit.stages import StageView, stage_view, tiebreak_calibration_key, tiebreak_threshold_key
+from pairjudge.agents.audit.stages import (
+    StageView,
+    decided_before,
+    restart_evidence,
+    stage_view,
+    tiebreak_calibration_key,
+    tiebreak_threshold_key,
+)
 from pairjudge.agents.scores.events import expired_event, score_event
 from pairjudge.schemas import ControlUpdate, HumanLabel
 from pairjudge.schemas.audit import (
@@ -235,8 +242,10 @@ class Audit:
         stored = self._join_entry(key)
         entry = JoinEntry.from_bytes(split_partition(stored)[1] if stored else None)
         now = time.time()
+        tiebreak_evidence = True
         if isinstance(item, HumanLabel):
             updated, observations, outcome = on_label(entry, item, now)
+            tiebreak_evidence = not self._old_tiebreak_decision(entry)
             if outcome == "unjoinable":
                 detail = f"label winner {item.winner!r} names neither candidate of pair {item.pair_id} nor TIE"
                 await self._publish([self._dead_letter("label_unjoinable", detail, raw, origin)])
@@ -250,7 +259,7 @@ class Audit:
         if not observations and updated == entry and on_flushed is None:
             return False
         for observation in observations:
-            pending.deltas.add(observation)
+            pending.deltas.add(observation, tiebreak_evidence=tiebreak_evidence)
             if self.feed_scores:
                 # The join counts each pair's final decision and its label once: so does the scoreboard.
                 event = score_event(observation)
@@ -265,6 +274,17 @@ class Audit:
         if len(pending.messages) >= MAX_PENDING_INPUTS:
             await self.flush()  # bounded memory under a flood; the agent waits for it, and so does its fetching
         return True
+
+    def _old_tiebreak_decision(self, entry: JoinEntry) -> bool:
+        """Whether the pair's final decision is a tie-break verdict made before a person switched the series'
+        tie-break back on: its label, come late, is the old tie-break's evidence and must not count against the
+        new one (``agents.audit.stages.decided_before``). The entry's last change, before this label, is when its
+        record came."""
+        final = entry.final
+        if final is None or final.stage != "tiebreak":
+            return False
+        since = self._policy.fresh_since.get(final.series.key)
+        return decided_before(entry.updated_at, None if since is None else since.timestamp())
 
     def _pending_for(self, message: Any) -> _Pending:
         """The buffer this input joins. One read in an earlier consumer generation (before a rebalance) is
@@ -457,6 +477,7 @@ class Audit:
         """
         now = time.time() if now is None else now
         owned = self._owned("observations")
+        await self._restart_tiebreaks(owned)
         published = 0
         for key, stored in list(entries(self.windows_table.data)):
             if not stored or key.endswith(CALIBRATION_SUFFIX):
@@ -537,7 +558,7 @@ class Audit:
         live = view.live_threshold
         if live == histogram.published_threshold and view.off == histogram.published_off:
             return
-        update = encode(view.update(series_key))
+        update = encode(view.update(series_key, histogram.fresh_since))
         out = [Outgoing("thresholds", tiebreak_threshold_key(series_key).encode(), update, inject_headers())]
         if view.off and not histogram.published_off:
             out.append(self._raise(view.alert(series_key)))
@@ -546,6 +567,27 @@ class Audit:
         histogram = self._stored_histogram(key)  # read again after the await, as in _publish_threshold
         histogram.published_threshold, histogram.published_off = live, view.off
         await store(self.windows_table, partition, key, with_partition(partition, histogram.to_bytes()))
+
+    async def _restart_tiebreaks(self, owned: set[int]) -> None:
+        """Start afresh the tie-break evidence of each series a person switched back on since (its record on the
+        thresholds topic, read by this worker's control follower): the emptied histogram goes to the table, whose
+        changelog a restarted worker reads back, so the old labels never return; its windows are marked for a
+        new snapshot, which shows the tie-break on. Only the series' owner (its observations partition) writes."""
+        for series_key, since in list(self._policy.fresh_since.items()):
+            key = tiebreak_calibration_key(series_key)
+            stored = read(self.windows_table.data, key)
+            partition = split_partition(stored)[0] if stored else partition_of(series_key.encode(), self._partitions)
+            if partition not in owned:
+                continue
+            fresh = restart_evidence(self._stored_histogram(key), since.timestamp())
+            if fresh is None:
+                continue
+            log.warning("audit: series %s tie-break switched back on: its evidence starts afresh", series_key)
+            await store(self.windows_table, partition, key, with_partition(partition, fresh.to_bytes()))
+            prefix = f"{series_key}#".encode()  # its windows' keys (``window_key``): the prefix, then the start
+            self._dirty.update(
+                k for k, _ in entries(self.windows_table.data) if k.startswith(prefix) and k[len(prefix) :].isdigit()
+            )
 
     def _histogram(self, series_key: str) -> ConfidenceHistogram:
         return self._stored_histogram(calibration_key(series_key))

@@ -28,7 +28,10 @@ app = typer.Typer(
 schemas_app = typer.Typer(no_args_is_help=True, help="Event contracts.")
 app.add_typer(schemas_app, name="schemas")
 
-control_app = typer.Typer(no_args_is_help=True, help="Live settings on pairjudge.control, applied by every worker.")
+control_app = typer.Typer(
+    no_args_is_help=True,
+    help="Live settings on pairjudge.control, applied by every worker; a switched-off tie-break switched back on.",
+)
 app.add_typer(control_app, name="control")
 
 labels_app = typer.Typer(no_args_is_help=True, help="Human labels on pairjudge.labels.")

@@ -1,4 +1,5 @@
-"""``pairjudge control set|pause|resume|clear``: live settings on ``pairjudge.control``."""
+"""``pairjudge control set|pause|resume|clear|tiebreak-on``: live settings on ``pairjudge.control``, and a series'
+tie-break switched back on (``pairjudge.thresholds``)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,37 @@ def control_clear(key: Annotated[str, typer.Argument()], bootstrap: Bootstrap = 
     settings = settings_for(bootstrap)
     asyncio.run(publish_control(settings, key, None, ""))
     console.print(f"{settings.topics.name('control')}: {key} cleared")
+
+
+@control_app.command("tiebreak-on")
+def control_tiebreak_on(
+    series: Annotated[
+        str,
+        typer.Argument(
+            help="The series whose tie-break the audit switched off, as the audit names it (its key: `pairjudge "
+            "report` and the operators' page show it)."
+        ),
+    ],
+    by: Annotated[str, typer.Option(help="Who switches it back on: kept on the thresholds topic.")],
+    why: Annotated[str, typer.Option(help="Why, e.g. what changed in the tie-break's prompt or model.")],
+    bootstrap: Bootstrap = None,
+) -> None:
+    """Switch a series' tie-break back on after the audit switched it off (only a person does this).
+
+    Every worker sends the series' flips to the tie-break again at its configured
+    threshold, and the audit judges the tie-break afresh, on labels of the decisions it makes from now on: the
+    labels that switched it off no longer count."""
+    from pairjudge.streams.control.live import publish_tiebreak_on
+
+    if not by.strip() or not why.strip():
+        raise typer.BadParameter("say who switches the tie-break back on (--by) and why (--why)")
+    settings = settings_for(bootstrap)
+    try:
+        update = asyncio.run(publish_tiebreak_on(settings, series, f"{by.strip()}: {why.strip()}"))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    console.print(
+        f"{settings.topics.name('thresholds')}: the tie-break of {series} is switched back on by "
+        f"{update.switched_on_by} at {update.updated_at:%Y-%m-%d %H:%M:%S} UTC; the audit judges it afresh, from "
+        "labels of the decisions it makes from now on."
+    )

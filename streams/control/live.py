@@ -11,13 +11,14 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from types import MappingProxyType
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
 
 from pairjudge.agents import InputRejected, Policy
-from pairjudge.agents.audit.stages import TIEBREAK_KEY_SUFFIX
+from pairjudge.agents.audit.stages import TIEBREAK_KEY_SUFFIX, tiebreak_threshold_key
 from pairjudge.schemas import ControlUpdate, ThresholdUpdate
 from pairjudge.schemas.kinds import CHOICE_KEYS, CONTROLS, SWITCH_KEYS, TEXT_KEYS
 from pairjudge.streams.config.settings import Settings
@@ -47,6 +48,10 @@ class PolicyHolder:
         self.base = policy
         self.current = policy
         self._overrides: dict[str, ControlUpdate] = {}
+        #: The tie-break stage's latest record per series (switched off by the audit, or on by a person).
+        self._tiebreaks: dict[str, ThresholdUpdate] = {}
+        #: Per series, the latest moment its tie-break was switched back on and its evidence started afresh.
+        self._fresh_since: dict[str, datetime] = {}
         #: Set once the control topic has been read up to date; stages wait for it, so no pair is
         #: judged under settings that were already changed before this worker started.
         self.ready = asyncio.Event()
@@ -89,6 +94,29 @@ class PolicyHolder:
         self.current = dataclasses.replace(
             self.current, tiebreak_series_thresholds=thresholds, tiebreak_off_series=frozenset(switched)
         )
+
+    @property
+    def tiebreaks(self) -> Mapping[str, ThresholdUpdate]:
+        """Each series' latest tie-break record from the thresholds topic: why and when it was switched off, or
+        who switched it back on."""
+        return MappingProxyType(self._tiebreaks)
+
+    @property
+    def fresh_since(self) -> Mapping[str, datetime]:
+        """Per series, when a person last switched its tie-break back on (its evidence starts afresh there)."""
+        return MappingProxyType(self._fresh_since)
+
+    def note_tiebreak(self, update: ThresholdUpdate | None, series: str) -> None:
+        """Keep the series' latest tie-break record (None: its record was deleted). The moment its evidence
+        started afresh only moves forward: a record written before the person's (the audit's, read late)
+        cannot take it back."""
+        if update is None:
+            self._tiebreaks.pop(series, None)
+            return
+        self._tiebreaks[series] = update
+        since = update.fresh_since
+        if since is not None and (series not in self._fresh_since or since > self._fresh_since[series]):
+            self._fresh_since[series] = since
 
     def set_audit_scale(self, scale: float) -> None:
         """The label budget's scale on the audit shares (``streams.audit.budget``); validated by Policy."""
@@ -162,6 +190,7 @@ def apply_threshold_record(holder: PolicyHolder, key: bytes | None, value: bytes
     if value is None:
         if series.endswith(TIEBREAK_KEY_SUFFIX):  # the tie-break stage's: back to configured, switched on
             holder.set_tiebreak_state(series.removesuffix(TIEBREAK_KEY_SUFFIX), None, off=False)
+            holder.note_tiebreak(None, series.removesuffix(TIEBREAK_KEY_SUFFIX))
         else:
             holder.set_series_threshold(series, None)
         return
@@ -169,6 +198,7 @@ def apply_threshold_record(holder: PolicyHolder, key: bytes | None, value: bytes
         update = decode(ThresholdUpdate, value, max_bytes=MAX_CONTROL_BYTES)
         if update.stage == "tiebreak":
             holder.set_tiebreak_state(update.series, update.threshold, off=update.switched_off)
+            holder.note_tiebreak(update, update.series)
         else:
             holder.set_series_threshold(update.series, update.threshold)
     except (InputRejected, ValueError) as exc:
@@ -176,6 +206,8 @@ def apply_threshold_record(holder: PolicyHolder, key: bytes | None, value: bytes
         return
     if update.stage == "primary":
         log.warning("thresholds: series %s auto-decides from confidence %s", update.series, update.threshold)
+    elif update.switched_on_by:
+        log.warning("thresholds: series %s: tie-break switched back on by %s", update.series, update.switched_on_by)
     elif update.switched_off:
         log.warning("thresholds: series %s: tie-break switched off, its flips go to review", update.series)
     else:
@@ -267,3 +299,35 @@ async def publish_control(settings: Settings, key: str, value: float | bool | st
         await producer.send_and_wait(topic, value=payload, key=key.encode(), headers=headers)
     finally:
         await producer.stop()
+
+
+async def publish_tiebreak_on(settings: Settings, series: str, switched_on_by: str) -> ThresholdUpdate:
+    """Switch ``series``' tie-break back on: an explicit "on" record on the thresholds topic (not a tombstone, so
+    who did it and why stays on the compacted topic, as ``pairjudge control resume`` keeps who resumed). Every
+    worker applies it live (configured threshold, switched on); the audit starts the tie-break's evidence afresh
+    from its ``fresh_since`` (``agents.audit.stages.restart_evidence``). Returns the record written."""
+    series, switched_on_by = series.strip(), switched_on_by.strip()
+    if not series or series.endswith(TIEBREAK_KEY_SUFFIX):
+        raise ValueError(f"name the series as the audit shows it (experiment, rubric, judge), not {series!r}")
+    if not switched_on_by:
+        raise ValueError("say who switches the tie-break back on, and why")
+    audit = settings.audit
+    update = ThresholdUpdate(
+        series=series,
+        threshold=None,
+        target=audit.calibration_target,
+        risk=audit.calibration_risk,
+        labels=0,
+        stage="tiebreak",
+        switched_off=False,
+        switched_on_by=switched_on_by[:200],
+        fresh_since=datetime.now(UTC),
+    )
+    producer = AIOKafkaProducer(**client_config(settings.kafka).kwargs(acks="all"))
+    await producer.start()
+    try:
+        key = tiebreak_threshold_key(series).encode()
+        await producer.send_and_wait(settings.topics.name("thresholds"), value=encode(update), key=key)
+    finally:
+        await producer.stop()
+    return update

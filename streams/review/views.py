@@ -32,6 +32,7 @@ from pairjudge.schemas import (
     ToneStyleRubric,
     ToolCall,
 )
+from pairjudge.schemas.audit import ThresholdUpdate
 from pairjudge.schemas.kinds import CHOICE_KEYS
 from pairjudge.schemas.kinds import CONTROLS as CONTROL_SPECS
 from pairjudge.schemas.scores import ScoreSnapshot
@@ -45,6 +46,8 @@ from pairjudge.streams.scores.plain import (
     GLOSSARY_URL,
     agreement_guard_text,
     anchor,
+    estimate,
+    interval,
     kappa,
     pct,
     plural,
@@ -249,6 +252,67 @@ def series_rows(feed: AuditFeed | None, min_labels: int = _MIN_LABELS) -> list[d
     return rows
 
 
+#: The deciding stages in plain words, short enough for a table cell (the report's ``STAGE_NAMES``, shortened).
+STAGE_WORDS = {"primary": "judge alone (both orders agreeing)", "tiebreak": "tie-break"}
+
+
+def by_stage(snap: AuditSnapshot) -> list[dict[str, str]]:
+    """Each deciding stage's agreement with people over the series' labels so far (``AuditSnapshot.stages``, all
+    windows together), shown from the audit's minimum of labels, and whether the tie-break is switched off."""
+    rows = []
+    for row in snap.stages:
+        name = STAGE_WORDS.get(row.stage, row.stage) + (f", tier {row.tier}" if row.tier else "")
+        shown = f"{pct(row.agreement, 0)} ({interval(row.low, row.high, digits=0)})"
+        text = estimate(shown, row.labels, row.min_labels) if row.labels else "no labels yet"
+        if row.stage == "tiebreak" and snap.tiebreak_off:
+            text += "; switched off, its flips go to people"
+        rows.append({"stage": row.stage, "name": name, "text": text})
+    return rows
+
+
+def tiebreak_off_rows(records: Mapping[str, ThresholdUpdate], feed: AuditFeed | None) -> list[dict[str, str]]:
+    """The series whose tie-break the audit switched off (the thresholds topic's latest record of each), with why
+    and when, for the operators' page; the figures from the series' latest snapshot when it has them."""
+    latest = feed.latest if feed is not None else {}
+    rows = []
+    for key, record in sorted(records.items()):
+        if not record.switched_off:
+            continue
+        snap = latest.get(key)
+        tb = next((r for r in snap.stages if r.stage == "tiebreak"), None) if snap is not None else None
+        why = (
+            f"On {plural(record.labels, 'label')}, its decisions were shown to agree with people less than "
+            f"{pct(record.target, 0)} of the time, and at no confidence level do they reach it"
+        )
+        if tb is not None and tb.agreement is not None:
+            why += f" ({tb.agreeing:,} of {plural(tb.labels, 'label')} agreed: {pct(tb.agreement, 0)}"
+            why += f", 95% interval {interval(tb.low, tb.high, digits=0)})"
+        rows.append(
+            {
+                "series": key,
+                "name": series_name(snap.series_info if snap is not None else None, key),
+                "since": f"{record.updated_at:%Y-%m-%d %H:%M:%S} UTC",
+                "why": why + ". Its flips go to people for review.",
+            }
+        )
+    return rows
+
+
+def tiebreak_on_rows(records: Mapping[str, ThresholdUpdate], feed: AuditFeed | None) -> list[dict[str, str]]:
+    """The series whose tie-break a person switched back on (and the audit has not switched off again since)."""
+    latest = feed.latest if feed is not None else {}
+    return [
+        {
+            "series": key,
+            "name": series_name(latest[key].series_info if key in latest else None, key),
+            "by": record.switched_on_by,
+            "at": f"{record.updated_at:%Y-%m-%d %H:%M:%S} UTC",
+        }
+        for key, record in sorted(records.items())
+        if record.switched_on_by and not record.switched_off
+    ]
+
+
 def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: AuditSettings) -> dict[str, Any]:
     """The audit view's figures: each series' latest window as the drift audit published it (pairs, the
     labels on the judge's verdicts, agreement and kappa), and each experiment's two gates.
@@ -271,6 +335,7 @@ def audit_context(feed: AuditFeed | None, scores: ScoresFeed | None, settings: A
                     snap.cohen_kappa, snap.kappa_low, snap.kappa_high, snap.human_labels, settings.min_labels
                 ),
                 "tiebreak_rate": _fmt(snap.tiebreak_rate, "{:.0%}"),
+                "by_stage": by_stage(snap),
                 "kappa_guard": kappa_guard_text(snap),
                 "guard_note": snap.guard_note or "",
                 "agreement_guard": agreement_guard_text(snap),

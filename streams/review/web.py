@@ -24,6 +24,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from importlib import resources
 from typing import Any
 
@@ -39,7 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pairjudge.schemas import TIE, HumanLabel
 from pairjudge.streams.config.settings import Settings
-from pairjudge.streams.control.live import PolicyHolder, publish_control
+from pairjudge.streams.control.live import PolicyHolder, publish_control, publish_tiebreak_on
 from pairjudge.streams.review.auth import LoginLimiter, Role, User, Users
 from pairjudge.streams.review.kafka import AuditFeed, LabelSink, ScoresFeed
 from pairjudge.streams.review.probes import ReviewHealth
@@ -59,6 +60,8 @@ from pairjudge.streams.review.views import (
     score_boards,
     series_rows,
     templates,
+    tiebreak_off_rows,
+    tiebreak_on_rows,
 )
 
 log = logging.getLogger(__name__)
@@ -318,6 +321,8 @@ async def operators_page(app: ReviewApp, request: Request, user: User, message: 
         "stats": await app.store.stats(),
         "guard": guard_context(app.settings.audit),
         "series": series_rows(app.audit, app.settings.audit.min_labels),
+        "tiebreaks_off": tiebreak_off_rows(holder.tiebreaks if holder is not None else {}, app.audit),
+        "tiebreaks_on": tiebreak_on_rows(holder.tiebreaks if holder is not None else {}, app.audit),
     }
     return app.templates.TemplateResponse(request, "operators.html", context)
 
@@ -346,6 +351,40 @@ async def resume(app: ReviewApp, request: Request, user: User) -> Response:
     await publish_control(app.settings, "kappa_guard_tripped", False, f"{user.name} (review UI): resumed")
     await _seen(app, "kappa_guard_tripped", False)
     return await operators_page(app, request, user, f"Automatic decisions resumed by {user.name}.")
+
+
+async def tiebreak_on(app: ReviewApp, request: Request, user: User) -> Response:
+    """Switch a series' tie-break back on (``pairjudge control tiebreak-on``), recorded with the operator's name and
+    reason; only a series whose tie-break the audit switched off."""
+    form = await request.form()
+    series, why = str(form.get("series", "")).strip(), str(form.get("why", "")).strip()
+    switched_off = app.policy.tiebreaks.get(series) if app.policy is not None else None
+    if switched_off is None or not switched_off.switched_off:
+        return _deny(app, request, 400, "That series' tie-break is not switched off.")
+    if not why:
+        return _deny(app, request, 400, "Say what changed: it is kept with your name.")
+    update = await publish_tiebreak_on(app.settings, series, f"{user.name} (review UI): {why[:150]}")
+    await _tiebreak_seen(app, series, update.updated_at)
+    name = tiebreak_off_rows({series: switched_off}, app.audit)[0]["name"]
+    return await operators_page(
+        app,
+        request,
+        user,
+        f"The tie-break of {name} is switched back on by {user.name}; the audit judges it afresh from now on.",
+    )
+
+
+async def _tiebreak_seen(app: ReviewApp, series: str, at: datetime, timeout_s: float = 5.0) -> None:
+    """Wait (briefly) until the control follower has read the "on" record, so the page shows it."""
+    if app.policy is None:
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        record = app.policy.tiebreaks.get(series)
+        if record is not None and record.updated_at >= at:
+            return
+        await asyncio.sleep(0.05)
 
 
 async def audit_page(app: ReviewApp, request: Request, user: User) -> Response:
@@ -427,6 +466,7 @@ def build_app(review: ReviewApp, session_secret: str) -> Starlette:
         Route("/operators", guarded(review, "operator", operators_page), methods=["GET"]),
         Route("/operators/control", guarded(review, "operator", set_control, write=True), methods=["POST"]),
         Route("/operators/resume", guarded(review, "operator", resume, write=True), methods=["POST"]),
+        Route("/operators/tiebreak-on", guarded(review, "operator", tiebreak_on, write=True), methods=["POST"]),
         # The probes: the only routes served without signing in.
         Route("/livez", bind(livez), methods=["GET"]),
         Route("/healthz", bind(livez), methods=["GET"]),  # the name used before /livez and /readyz

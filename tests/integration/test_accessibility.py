@@ -18,8 +18,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from playwright.async_api import Browser, Page
 
+from pairjudge.agents.audit.stages import tiebreak_threshold_key
 from pairjudge.schemas import ReviewRequest
-from pairjudge.schemas.audit import AuditSnapshot
+from pairjudge.schemas.audit import AuditSnapshot, ThresholdUpdate
 from pairjudge.streams.audit.report import parse_audit_events, write_report
 from pairjudge.streams.control.live import publish_control
 from pairjudge.streams.kafka.codecs import encode
@@ -78,6 +79,18 @@ async def test_the_five_pages_have_no_serious_or_critical_accessibility_violatio
             await producer.send_and_wait(settings.topics.name("audit"), encode(snap), key=snap.series.encode())
         for score in scores:
             await producer.send_and_wait(settings.topics.name("scores"), encode(score))
+        # One series' tie-break switched off by the audit: the operators' page offers to switch it back on.
+        off = ThresholdUpdate(
+            series=snapshots[0].series,
+            threshold=None,
+            target=0.9,
+            risk=0.1,
+            labels=60,
+            stage="tiebreak",
+            switched_off=True,
+        )
+        key = tiebreak_threshold_key(off.series).encode()
+        await producer.send_and_wait(settings.topics.name("thresholds"), encode(off), key=key)
     finally:
         await producer.stop()
     await publish_control(settings, "kappa_guard_tripped", True, "drift audit")
@@ -103,7 +116,7 @@ async def test_the_five_pages_have_no_serious_or_critical_accessibility_violatio
             "queue": "article.item",
             "audit": "#audit-series",
             "scoreboard": "section.board svg.chart",
-            "operators": "#resume",
+            "operators": "section:has(#resume) ~ section .tiebreak-on",
         }
         for name, path in pages.items():
             for _ in range(100):  # the service reads the topics in the background

@@ -121,6 +121,11 @@ async def _check_audit(walk: Walk, page: Page, url: str) -> None:
                 walk.problems.append(f"audit view: kappa {kappa!r} from {labels} labels (minimum {needed})")
         elif f"from {labels:,} labels" not in kappa and not kappa.startswith("not measurable"):
             walk.problems.append(f"audit view: kappa {kappa!r} does not say the {labels} labels it rests on")
+        # Agreement by deciding stage: each stage's interval says the labels it rests on, never fewer than the minimum.
+        for line in (await row.locator("td.by-stage").inner_text()).splitlines():
+            rests_on = re.search(r"from ([\d,]+) labels?", line)
+            if INTERVAL.search(line) and (rests_on is None or int(rests_on.group(1).replace(",", "")) < needed):
+                walk.problems.append(f"audit view: by-stage figure {line!r} (minimum {needed} labels)")
 
 
 async def _check_scores(walk: Walk, page: Page, url: str) -> None:

@@ -351,3 +351,56 @@ async def test_the_scoreboard_page_shows_the_human_basis_beside_the_judge_basis(
         assert "&lt;b&gt;challenger-v2&lt;/b&gt;" in html
         assert "<b>" not in html
         assert dialogs == []
+
+
+async def test_an_operator_switches_a_tiebreak_back_on_and_is_recorded(
+    kafka_bootstrap: str, tmp_path: Path, browser: Browser
+) -> None:
+    """The audit switched a series' tie-break off (its record on the thresholds topic): the operators' page says
+    why and when, and its button writes the "on" record with the operator's name and reason."""
+    from aiokafka import AIOKafkaProducer
+
+    from pairjudge.agents.audit.stages import tiebreak_threshold_key
+    from pairjudge.schemas.audit import ThresholdUpdate
+    from pairjudge.streams.kafka.codecs import encode
+    from pairjudge.streams.security.kafka_clients import client_config
+
+    prefix = f"tbon-{uuid.uuid4().hex[:8]}"
+    settings = review_settings(kafka_bootstrap, prefix, tmp_path)
+    series = "openai-compatible:judge-1|7e0945bc9b57c410|tone_style|exp-tone"
+    off = ThresholdUpdate(
+        series=series, threshold=None, target=0.9, risk=0.1, labels=42, stage="tiebreak", switched_off=True
+    )
+    async with serving(settings) as server:
+        page = await browser.new_page()
+        await _sign_in(page, server.url, "olga")
+        await page.goto(f"{server.url}/operators")
+        assert await page.locator("#tiebreaks-none").count() == 1
+        assert await page.locator("button.tiebreak-on").count() == 0
+        producer = AIOKafkaProducer(**client_config(settings.kafka).kwargs(acks="all"))
+        await producer.start()
+        try:  # as the audit writes it
+            key = tiebreak_threshold_key(series).encode()
+            await producer.send_and_wait(settings.topics.name("thresholds"), value=encode(off), key=key)
+        finally:
+            await producer.stop()
+        for _ in range(100):
+            await page.goto(f"{server.url}/operators")
+            if await page.locator("button.tiebreak-on").count():
+                break
+            await asyncio.sleep(0.1)
+        text = await page.locator("#tiebreaks-off").inner_text()
+        assert f"Switched off at {off.updated_at:%Y-%m-%d %H:%M:%S} UTC." in text
+        assert "On 42 labels, its decisions were shown to agree with people less than 90% of the time" in text
+        assert series not in text  # the key stays in its fold
+        await page.fill("#why-1", "new tie-break prompt")
+        await page.click("button.tiebreak-on")
+        await page.locator(".notice").wait_for()
+        assert "switched back on by olga" in await page.locator(".notice").inner_text()
+        assert await page.locator("button.tiebreak-on").count() == 0
+        assert "olga (review UI): new tie-break prompt" in await page.locator("#tiebreaks-on").inner_text()
+        raw = await read_topic(settings, "thresholds", 2)
+    on = ThresholdUpdate.model_validate_json(raw[-1])
+    assert (on.series, on.stage, on.switched_off) == (series, "tiebreak", False)
+    assert on.switched_on_by == "olga (review UI): new tie-break prompt"
+    assert on.fresh_since is not None

@@ -201,6 +201,8 @@ def test_every_control_key_has_its_field_on_the_operators_form(key: ControlKey) 
         "stats": {"waiting": 0, "second_opinion": 0, "claimed": 0, "done": 0},
         "guard": {"mode": "absolute", "kappa_min": 0.7, "ratio": 0.9, "min_human_pairs": 30},
         "series": [],
+        "tiebreaks_off": [],
+        "tiebreaks_on": [],
     }
     page = views.templates().env.get_template("operators.html").render(context)
     row = re.search(rf'<tr id="control-{key}">(.*?)</tr>', page, re.S)
