@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+from opentelemetry.metrics import MeterProvider
 
 from pairjudge.agents.audit import TierCalibration
 from pairjudge.agents.judge import Judge
@@ -122,7 +123,7 @@ def create_app(
     holder = services.policy
     app = build_faust_app(settings, breakers=judging.panel.breakers)
     outcomes = OutcomeTables(app, partitions=settings.kafka.partitions, retention_s=settings.worker.outcome_retention_s)
-    webhook = _alert_webhook(settings)
+    webhook = _alert_webhook(settings, judging.telemetry.meter_provider)
     budget = (
         AuditBudget(holder, budget=settings.policy.audit_label_budget, period=settings.policy.audit_budget_period)
         if settings.policy.audit_label_budget > 0
@@ -227,7 +228,7 @@ def _worker_health(
     return health
 
 
-def _alert_webhook(settings: Settings) -> AlertWebhook | None:
+def _alert_webhook(settings: Settings, meter_provider: MeterProvider | None = None) -> AlertWebhook | None:
     """The alert webhook, when one is configured (the pipeline's and the audit's alerts go to it too)."""
     webhook_url = settings.audit.resolved_webhook_url()
     if not webhook_url:
@@ -241,6 +242,7 @@ def _alert_webhook(settings: Settings) -> AlertWebhook | None:
         rate_window_s=audit.webhook_rate_window_s,
         links=AlertLinks(review_url=audit.webhook_review_url, runbook_url=audit.webhook_runbook_url),
         series_name=alert_series_name,
+        meter_provider=meter_provider,
     )
     log.info("alerts also go to the webhook at %s", webhook.where)
     return webhook

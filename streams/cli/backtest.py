@@ -26,6 +26,7 @@ from pairjudge.agents.backtest_history import History
 from pairjudge.agents.policy import Policy
 from pairjudge.schemas.backtest import RecordedPair
 from pairjudge.streams.cli.base import Bootstrap, app, console, export_app, output_console, settings_for
+from pairjudge.streams.cli.durable import replace_whole
 from pairjudge.streams.cli.topic_history import decoding, read_to_end
 from pairjudge.streams.cli.words import reason_words
 from pairjudge.streams.config.sections import PolicySettings
@@ -180,7 +181,8 @@ def export_backtest(
     """Write the deployment's own history (its verdicts, reviews and labels) in the backtest's import format."""
     history = asyncio.run(read_history(settings_for(bootstrap), timeout))
     rows = history.rows()
-    out.write_text("".join(row.model_dump_json(exclude_none=True) + "\n" for row in rows), encoding="utf-8")
+    # Whole or not at all: a run killed while writing leaves the previous export as it was.
+    replace_whole(out, "".join(row.model_dump_json(exclude_none=True) + "\n" for row in rows))
     Console(stderr=True).print(
         f"wrote {len(rows)} recorded pairs to {escape(str(out))}; left out {history.skipped} "
         "(a jury's or a cascade's, decided before any judge call, or unreadable)"

@@ -22,6 +22,7 @@ from pairjudge.agents.preferences import ExportFilters, PreferenceLedger, Select
 from pairjudge.schemas.events import HumanLabel, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.pair import CandidatePair
 from pairjudge.streams.cli.base import Bootstrap, console, export_app, settings_for
+from pairjudge.streams.cli.durable import drop_torn_tail, replace_whole
 from pairjudge.streams.cli.parquet_rows import ParquetUnavailable, write_part, written_in
 from pairjudge.streams.cli.topic_history import decoding, read_to_end
 from pairjudge.streams.config.settings import Settings
@@ -137,6 +138,8 @@ def preferences(
         settled_before=datetime.now(UTC) - timedelta(seconds=settle),
     )
     try:
+        # A run killed while appending may have left half a row: its pair is not counted as written anywhere.
+        torn = 0 if parquet or out.is_dir() else drop_torn_tail(out)
         kept_style, written = load_state(state_path, out, parquet=parquet)
     except ParquetUnavailable as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
@@ -163,7 +166,7 @@ def preferences(
     else:
         append_rows(out, selection.rows)
     save_state(state_path, chosen_style, written | {row["pair_id"] for row in selection.rows})
-    typer.echo(summary(selection, out, chosen_style, ledger_pairs=len(ledger), unreadable=unreadable))
+    typer.echo(summary(selection, out, chosen_style, ledger_pairs=len(ledger), unreadable=unreadable, torn=torn))
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -243,11 +246,10 @@ def append_rows(out: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def save_state(state_path: Path, style: Style, written: set[str]) -> None:
-    state_path.parent.mkdir(parents=True, exist_ok=True)
-    partial = state_path.with_name(state_path.name + ".partial")
+    """Saved whole or not at all (written beside, renamed into place), and only after the rows it names are on
+    disk: a run killed before it leaves the earlier state, and the rows' own ``pair_id`` s say the rest."""
     body: dict[str, Any] = {"version": STATE_VERSION, "style": style, "written": sorted(written)}
-    partial.write_text(json.dumps(body) + "\n")
-    partial.replace(state_path)
+    replace_whole(state_path, json.dumps(body) + "\n")
 
 
 def summary(selection: Selection, out: Path, style: Literal["plain", "conversational"], **counts: int) -> str:
@@ -264,6 +266,11 @@ def summary(selection: Selection, out: Path, style: Literal["plain", "conversati
     if selection.waiting:
         lines.append("not decided yet (a later run writes them once they are):")
         lines += [f"  {count:,} {why}" for why, count in selection.waiting.most_common()]
+    if counts.get("torn"):
+        lines.append(
+            f"cut a partial last row ({_n(counts['torn'], 'byte')}) off {out}: a run was stopped while writing it;"
+            " its pair was written again"
+        )
     if counts["unreadable"]:
         unreadable = counts["unreadable"]
         lines.append(f"{_n(unreadable, 'record')} on the topics could not be read as their topic's event: skipped")

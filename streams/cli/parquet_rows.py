@@ -10,12 +10,14 @@ pyarrow is an optional dependency (``pip install 'pairjudge-stream[parquet]'``),
 
 from __future__ import annotations
 
+import os
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pairjudge.agents.preferences import COLUMNS, Style
+from pairjudge.streams.cli.durable import sync_directory
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,7 +79,12 @@ def write_part(directory: Path, rows: list[dict[str, Any]], style: Style) -> Pat
     table = pa.Table.from_pylist(rows, schema=schema(style))
     pa.parquet.write_table(table, partial)
     partial.chmod(0o600)
+    # On disk before it has its name, and the name on disk after: the next run reads the part's pair ids as
+    # written, so a part that a power loss could leave empty must never be there under its name.
+    with partial.open("rb") as handle:
+        os.fsync(handle.fileno())
     partial.replace(part)
+    sync_directory(directory)
     return part
 
 

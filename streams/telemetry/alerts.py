@@ -15,9 +15,17 @@ limit is for the alerts that recur (a judge down, a spending cap), and for many 
 
 ``AlertWebhook.submit`` only queues: the audit agent that raised the alert goes on at once. A bounded
 queue keeps a dead receiver from growing memory (the oldest alert is dropped, and that is logged: alerts
-stay on ``pairjudge.audit`` and in the logs whatever the webhook does). The URL often carries a token (a
-Slack webhook's path is its secret), so it is read from the environment or a secret file and only its
-scheme and host are ever logged.
+stay on ``pairjudge.audit`` and in the logs whatever the webhook does).
+
+What becomes of every alert let through is counted on ``pairjudge.alert.webhook`` (by ``outcome``:
+``delivered``; ``lost``, its attempts used up or the worker stopped before it went; ``dropped``, pushed out of a
+full queue; ``held_back`` by the rate limit), and each one not delivered is logged with its kind and series: none
+goes missing without a trace. A receiver that answers after the timeout may have taken the alert: it is tried
+again, so a receiver can see one alert twice (at least once, never silently none).
+tests/integration/test_alert_webhook_outage_http.py takes the receiver away mid-run and brings it back.
+
+The URL often carries a token (a Slack webhook's path is its secret), so it is read from the environment or a
+secret file and only its scheme and host are ever logged.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import httpx
+from opentelemetry import metrics
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
@@ -153,6 +162,7 @@ class AlertWebhook:
         links: AlertLinks | None = None,
         series_name: Callable[[str], str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         # The start-up check (streams.config.settings.check_webhook_url) again, for webhooks built by other
         # paths: the URL's token never goes over plain HTTP off this machine unless allowed.
@@ -179,6 +189,13 @@ class AlertWebhook:
         self.dropped = 0
         #: Alerts the rate limit kept back (each counted in the next one sent for its kind and series).
         self.held_back = 0
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter("pairjudge.alerts")
+        self._outcomes = meter.create_counter(
+            "pairjudge.alert.webhook",
+            description="Alerts for the webhook by what became of them: delivered, lost, dropped, held_back",
+        )
+        #: The alert being sent (or waiting between attempts), so a stop can say it was lost.
+        self._sending: Alert | None = None
         self._redact = _RedactUrl(url.get_secret_value())
         logging.getLogger("httpx").addFilter(self._redact)
 
@@ -199,6 +216,7 @@ class AlertWebhook:
         held = self._limiter.admit(alert)
         if held is None:
             self.held_back += 1
+            self._count("held_back", alert)
             log.info(
                 "alert webhook %s: held back a %s alert (one per kind and series a window)", self.where, alert.kind
             )
@@ -208,7 +226,13 @@ class AlertWebhook:
                 old, _ = self._queue.get_nowait()
                 self._queue.task_done()
                 self.dropped += 1
-                log.warning("alert webhook %s is behind; dropped the queued %s alert", self.where, old.kind)
+                self._count("dropped", old)
+                log.error(
+                    "alert webhook %s is behind; dropped the queued %s alert on %s (it is on the audit topic)",
+                    self.where,
+                    old.kind,
+                    old.series,
+                )
         self._queue.put_nowait((alert, held))
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._deliver_all(), name="alert-webhook")
@@ -218,19 +242,39 @@ class AlertWebhook:
         await self._queue.join()
 
     async def aclose(self) -> None:
+        """Stop sending; alerts not delivered yet are counted and logged as lost (they stay on the audit topic)."""
         logging.getLogger("httpx").removeFilter(self._redact)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        unsent = [self._sending] if self._sending is not None else []
+        while not self._queue.empty():
+            unsent.append(self._queue.get_nowait()[0])
+            self._queue.task_done()
+        self._sending = None
+        for alert in unsent:
+            self._lose(alert, "stopped before it was delivered")
+
+    def _count(self, outcome: str, alert: Alert) -> None:
+        self._outcomes.add(1, {"outcome": outcome, "pairjudge.alert": alert.kind})
+
+    def _lose(self, alert: Alert, why: str) -> None:
+        self.failed += 1
+        self._count("lost", alert)
+        log.error(
+            "alert webhook %s: could not deliver the %s alert (%s) on %s", self.where, alert.kind, why, alert.series
+        )
 
     async def _deliver_all(self) -> None:
         # No redirects: a redirect would carry the alert (and any token in the body) somewhere else.
         async with httpx.AsyncClient(timeout=self._timeout, follow_redirects=False) as client:
             while not self._queue.empty():
                 alert, held = await self._queue.get()
+                self._sending = alert
                 try:
                     await self._deliver(client, alert, held)
+                    self._sending = None  # left set when a stop cancels the sending: aclose counts it lost
                 finally:
                     self._queue.task_done()
 
@@ -249,15 +293,9 @@ class AlertWebhook:
                     response = await client.post(self._url.get_secret_value(), json=body)
                     response.raise_for_status()
         except (httpx.HTTPError, OSError) as exc:
-            self.failed += 1
             # The exception's text may carry the URL (httpx puts it in messages): name only its type.
             status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
-            log.error(
-                "alert webhook %s: could not deliver the %s alert (%s%s)",
-                self.where,
-                alert.kind,
-                type(exc).__name__,
-                f", HTTP {status}" if status else "",
-            )
+            self._lose(alert, f"{type(exc).__name__}{f', HTTP {status}' if status else ''}")
             return
         self.delivered += 1
+        self._count("delivered", alert)

@@ -16,6 +16,7 @@ from pairjudge.agents.preferences import COLUMNS, ExportFilters, PreferenceLedge
 from pairjudge.schemas.events import HumanLabel, JudgeInfo, PairVerdict, ReviewRequest, TieBreakRequest
 from pairjudge.schemas.messages import FunctionCall, Message, ToolCall
 from pairjudge.schemas.pair import TIE, Candidate, CandidatePair, CandidateSource, Task
+from pairjudge.streams.cli.durable import drop_torn_tail
 from pairjudge.streams.cli.export import append_rows, load_state, save_state, summary
 from tests.unit.factories import FIRST_ID, FIRST_OUTPUT, SECOND_ID, SECOND_OUTPUT, make_pair
 
@@ -364,6 +365,27 @@ def test_a_rerun_writes_only_new_pairs_and_survives_a_lost_state(tmp_path: Path)
     ids = [json.loads(line)["pair_id"] for line in out.read_text().splitlines()]
     assert sorted(ids) == ["p0", "p1", "p2", "p3"]
     assert json.loads(state.read_text())["style"] == "plain"
+
+
+def test_a_half_row_a_killed_run_left_is_cut_before_the_rerun_appends(tmp_path: Path) -> None:
+    out, state = tmp_path / "prefs.jsonl", tmp_path / "prefs.jsonl.state.json"
+    ledger = ledger_of(*(make_pair(pair_id=f"p{i}") for i in range(3)))
+    for i in range(3):
+        ledger.add_verdict(verdict(f"p{i}"))
+    rows = ledger.select(ExportFilters(), written=set(), style="plain").rows
+    whole = json.dumps(rows[0]) + "\n"
+    # Killed inside the second row, then (another time) right before its newline: a whole JSON object that is
+    # not yet a line. Neither pair counts as written; the file goes back to its last whole line.
+    for torn in (json.dumps(rows[1])[:40], json.dumps(rows[1])):
+        out.write_text(whole + torn)
+        assert drop_torn_tail(out) == len(torn.encode())
+        assert out.read_text() == whole
+        assert load_state(state, out)[1] == {"p0"}
+    assert drop_torn_tail(out) == 0
+    assert drop_torn_tail(tmp_path / "missing.jsonl") == 0
+    out.write_text("no newline at all")
+    assert drop_torn_tail(out) == len("no newline at all")
+    assert out.read_text() == ""
 
 
 def test_the_guide_documents_every_column() -> None:
