@@ -24,6 +24,7 @@ from pairjudge.streams.kafka.producer import send_events
 from pairjudge_dev.pairgen import sample_dicts
 from pairjudge_dev.slow_judge_server import Behaviour, JudgeServer
 from pairjudge_dev.workers import final_decision_records, kafka_run, read_log, running_worker
+from tests.fixtures.clock import within_one_clock_hour
 from tests.fixtures.llama import LlamaServer
 
 # Every llama test on one worker (one llama.cpp server, a session fixture) and alone (serial): the server is
@@ -126,6 +127,8 @@ async def test_pairs_flow_through_both_tiers_and_the_cap_trips_when_the_price_is
         assert strong_judge.stats().requests >= 2
 
         # 2. The scripted judge's price is raised live: the next pair the strong tier judges passes the cap.
+        # Steps 2 and 3 must fall in one UTC hour, the cap's window (up to five pairs, then two capped ones).
+        await within_one_clock_hour(240.0)
         strong_judge.set_usage_scale(100_000)
         spent = 0.0
         for attempt in range(5):
