@@ -72,7 +72,15 @@ async def test_a_judge_outage_pauses_intake_and_loses_nothing(kafka_bootstrap: s
     try:
         with running_worker(settings, tmp_path / "worker.log") as worker:
             await send_events(settings, _pairs(settings.topics.prefix, 0, N_BEFORE))
-            await asyncio.sleep(8)  # the breaker opens; the worker stalls on its first few pairs
+            # The breaker opens and the worker stalls on its first few pairs. The baseline is read once the worker
+            # has met the judge (its judging path loaded), not after a fixed time: a quiet run grows by under 1 MB
+            # over the outage, but on a loaded machine a baseline read at a fixed 8 s was once 17.7 MB short.
+            for _ in range(120):
+                if judge.calls_while_down >= 3:
+                    break
+                await asyncio.sleep(0.5)
+            assert judge.calls_while_down >= 3, "the worker never asked the judge"
+            await asyncio.sleep(4)
             rss_before = _rss_kib(worker.pid)
             await send_events(settings, _pairs(settings.topics.prefix, N_BEFORE, N_DURING))
             await asyncio.sleep(8)
