@@ -293,10 +293,17 @@ async def publish_control(settings: Settings, key: str, value: float | bool | st
     topic = settings.topics.name("control")
     # Signed when a key is configured (streams.control.signing); workers with the key ignore unsigned updates.
     headers = with_signature(signer_from_settings(settings.control), topic, key.encode(), payload, [])
+    await _send_one(settings, topic, key.encode(), payload, headers)
+
+
+async def _send_one(
+    settings: Settings, topic: str, key: bytes, value: bytes | None, headers: list[tuple[str, bytes]]
+) -> None:
+    """Write one record and wait for every in-sync replica to have it (a person's change, made once)."""
     producer = AIOKafkaProducer(**client_config(settings.kafka).kwargs(acks="all"))
     await producer.start()
     try:
-        await producer.send_and_wait(topic, value=payload, key=key.encode(), headers=headers)
+        await producer.send_and_wait(topic, value=value, key=key, headers=headers)
     finally:
         await producer.stop()
 
@@ -323,11 +330,7 @@ async def publish_tiebreak_on(settings: Settings, series: str, switched_on_by: s
         switched_on_by=switched_on_by[:200],
         fresh_since=datetime.now(UTC),
     )
-    producer = AIOKafkaProducer(**client_config(settings.kafka).kwargs(acks="all"))
-    await producer.start()
-    try:
-        key = tiebreak_threshold_key(series).encode()
-        await producer.send_and_wait(settings.topics.name("thresholds"), value=encode(update), key=key)
-    finally:
-        await producer.stop()
+    await _send_one(
+        settings, settings.topics.name("thresholds"), tiebreak_threshold_key(series).encode(), encode(update), []
+    )
     return update

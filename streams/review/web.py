@@ -374,17 +374,14 @@ async def tiebreak_on(app: ReviewApp, request: Request, user: User) -> Response:
     )
 
 
-async def _tiebreak_seen(app: ReviewApp, series: str, at: datetime, timeout_s: float = 5.0) -> None:
+async def _tiebreak_seen(app: ReviewApp, series: str, at: datetime) -> None:
     """Wait (briefly) until the control follower has read the "on" record, so the page shows it."""
-    if app.policy is None:
-        return
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while loop.time() < deadline:
-        record = app.policy.tiebreaks.get(series)
-        if record is not None and record.updated_at >= at:
-            return
-        await asyncio.sleep(0.05)
+
+    def applied(holder: PolicyHolder) -> bool:
+        record = holder.tiebreaks.get(series)
+        return record is not None and record.updated_at >= at
+
+    await _until_applied(app, applied)
 
 
 async def audit_page(app: ReviewApp, request: Request, user: User) -> Response:
@@ -415,13 +412,19 @@ async def glossary_page(app: ReviewApp, request: Request, user: User) -> Respons
     return app.templates.TemplateResponse(request, "glossary.html", context)
 
 
-async def _seen(app: ReviewApp, key: str, value: float | bool | str, timeout_s: float = 5.0) -> None:
+async def _seen(app: ReviewApp, key: str, value: float | bool | str) -> None:
     """Wait (briefly) until the control follower has read the update, so the page shows it as live."""
+    await _until_applied(app, lambda holder: getattr(holder.current, key) == value)
+
+
+async def _until_applied(app: ReviewApp, applied: Callable[[PolicyHolder], bool], timeout_s: float = 5.0) -> None:
+    """Wait until ``applied`` holds for the service's policy (no follower: at once), or ``timeout_s`` passed."""
     if app.policy is None:
         return
+    holder = app.policy
     deadline = asyncio.get_running_loop().time() + timeout_s
     # Polled: the follower applies records as they come and signals only its first catch-up.
-    while getattr(app.policy.current, key) != value and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
+    while not applied(holder) and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.05)
 
 
